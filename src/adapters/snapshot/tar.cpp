@@ -1,0 +1,131 @@
+#include "adapters/snapshot/tar.hpp"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <array>
+#include <cstdio>
+#include <cstring>
+
+namespace iommud::adapters::snapshot {
+namespace {
+
+constexpr size_t kBlock = 512;
+
+void putOctal(char* field, size_t width, unsigned long long value) {
+  // width - 1 octal digits, zero-padded, then NUL (width includes the terminator).
+  field[width - 1] = '\0';
+  for (size_t i = width - 1; i-- > 0;) {
+    field[i] = static_cast<char>('0' + (value & 7U));
+    value >>= 3U;
+  }
+}
+
+void putString(char* field, size_t width, const std::string& s) { std::memcpy(field, s.data(), std::min(width, s.size())); }
+
+std::string header(const std::string& name, const std::string& prefix, char type, unsigned mode, size_t size,
+                   const std::string& link, long long mtime) {
+  std::array<char, kBlock> h{};
+  putString(&h[0], 100, name);
+  putOctal(&h[100], 8, mode);
+  putOctal(&h[108], 8, 0);
+  putOctal(&h[116], 8, 0);
+  putOctal(&h[124], 12, size);
+  putOctal(&h[136], 12, static_cast<unsigned long long>(mtime));
+  h[156] = type;
+  putString(&h[157], 100, link);
+  std::memcpy(&h[257], "ustar", 6);
+  std::memcpy(&h[263], "00", 2);
+  putString(&h[265], 32, "root");
+  putString(&h[297], 32, "root");
+  putString(&h[345], 155, prefix);
+  std::memset(&h[148], ' ', 8);
+  unsigned sum = 0;
+  for (char c : h) sum += static_cast<unsigned char>(c);
+  putOctal(&h[148], 7, sum);  // six digits, NUL, then the space already there
+
+  return {h.data(), h.size()};
+}
+
+void pad(std::string& out) { out.append((kBlock - out.size() % kBlock) % kBlock, '\0'); }
+
+// A GNU long-name ('L') or long-link ('K') record carrying a value that does not fit.
+void longRecord(std::string& out, char type, const std::string& value, long long mtime) {
+  out += header("././@LongLink", "", type, 0644, value.size() + 1, "", mtime);
+  out += value;
+  out += '\0';
+  pad(out);
+}
+
+}  // namespace
+
+std::string encodeTar(const std::vector<TarEntry>& entries, long long mtime) {
+  std::string out;
+  for (const auto& e : entries) {
+    std::string path = e.kind == TarEntry::Kind::Dir ? e.path + "/" : e.path;
+    std::string name = path;
+    std::string prefix;
+    if (path.size() > 100) {
+      // ustar: split at a '/' so that name <= 100 and prefix <= 155 bytes.
+      size_t cut = std::string::npos;
+      for (size_t i = path.find('/'); i != std::string::npos && i <= 155; i = path.find('/', i + 1)) {
+        if (path.size() - i - 1 <= 100 && i + 1 < path.size()) {
+          cut = i;
+          break;
+        }
+      }
+      if (cut != std::string::npos) {
+        prefix = path.substr(0, cut);
+        name = path.substr(cut + 1);
+      } else {
+        longRecord(out, 'L', path, mtime);
+        name = path.substr(0, 100);
+      }
+    }
+    std::string link;
+    if (e.kind == TarEntry::Kind::Symlink) {
+      link = e.data;
+      if (link.size() > 100) longRecord(out, 'K', link, mtime);
+    }
+    char type = e.kind == TarEntry::Kind::File ? '0' : e.kind == TarEntry::Kind::Dir ? '5' : '2';
+    size_t size = e.kind == TarEntry::Kind::File ? e.data.size() : 0;
+    out += header(name, prefix, type, e.kind == TarEntry::Kind::Dir ? 0755 : e.mode, size, link, mtime);
+    if (e.kind == TarEntry::Kind::File) {
+      out += e.data;
+      pad(out);
+    }
+  }
+  out.append(2 * kBlock, '\0');
+  return out;
+}
+
+core::Result<bool> writeFileAtomic(const std::string& path, const std::string& bytes) {
+  std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return core::errnoError(errno, tmp);
+  size_t done = 0;
+  while (done < bytes.size()) {
+    ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      int err = errno;
+      ::close(fd);
+      ::unlink(tmp.c_str());
+      return core::errnoError(err, tmp);
+    }
+    done += static_cast<size_t>(n);
+  }
+  if (::fsync(fd) != 0 || ::close(fd) != 0) {
+    int err = errno;
+    ::unlink(tmp.c_str());
+    return core::errnoError(err, tmp);
+  }
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    int err = errno;
+    ::unlink(tmp.c_str());
+    return core::errnoError(err, path);
+  }
+  return true;
+}
+
+}  // namespace iommud::adapters::snapshot

@@ -1,0 +1,26 @@
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "core/result.hpp"
+
+namespace iommud::adapters::snapshot {
+
+/// One member of a tar archive.
+struct TarEntry {
+  enum class Kind { File, Dir, Symlink };
+  Kind kind = Kind::File;
+  std::string path;  // relative, no leading slash: "sys/bus/pci/devices/0000:00:01.0"
+  std::string data;  // file contents, or the link target
+  unsigned mode = 0644;
+};
+
+/// Encodes a POSIX ustar archive (GNU long-name records for paths over the ustar limits) with
+/// fixed owner root and mtime `mtime`, so the same input gives the same bytes.
+std::string encodeTar(const std::vector<TarEntry>& entries, long long mtime);
+
+/// Writes bytes to path atomically: a temporary file in the same directory, fsync, rename.
+core::Result<bool> writeFileAtomic(const std::string& path, const std::string& bytes);
+
+}  // namespace iommud::adapters::snapshot

@@ -1,0 +1,387 @@
+#include "adapters/sysfs/host_reader.hpp"
+
+#include <algorithm>
+#include <cstdlib>
+#include <map>
+
+#include "core/procfs.hpp"
+#include "core/text.hpp"
+
+namespace iommud::adapters::sysfs {
+namespace {
+
+using namespace core;  // NOLINT(google-build-using-namespace): this file fills the core model
+
+class Reader {
+ public:
+  explicit Reader(const Root& root) : root_(root) {}
+
+  Result<HostFacts> run() {
+    auto release = root_.readFile("/proc/sys/kernel/osrelease");
+    if (!release) {
+      return Error{release.error().code, release.error().path,
+                   release.error().message + " (is " + displayRoot() + " a host root or an unpacked snapshot?)"};
+    }
+    host_.kernel.release = std::string(trim(*release));
+    readKernel();
+    readFirmware();
+    readUnits();
+    readGroups();
+    if (auto r = readPci(); !r) return r.error();
+    readNetdevs();
+    readNvme();
+    readThunderbolt();
+    readSwiotlb();
+    detectTunnels(host_);
+    assessUse(host_);
+    return std::move(host_);
+  }
+
+ private:
+  std::string displayRoot() const { return root_.isLive() ? "/" : root_.prefix(); }
+
+  // An optional file: absent is normal, unreadable is reported.
+  std::optional<std::string> optional(std::string_view path) {
+    auto r = root_.readFile(path);
+    if (r) return std::move(r).value();
+    noteUnreadable(r.error());
+    return std::nullopt;
+  }
+  std::optional<std::vector<std::string>> optionalDir(std::string_view path) {
+    auto r = root_.listDir(path);
+    if (r) return std::move(r).value();
+    noteUnreadable(r.error());
+    return std::nullopt;
+  }
+  void noteUnreadable(const Error& e) {
+    if (e.code == EACCES || e.code == EPERM) host_.unreadable.push_back({e.path, e.message});
+  }
+
+  void readKernel() {
+    auto& k = host_.kernel;
+    k.procVersion = std::string(trim(optional("/proc/version").value_or("")));
+    auto signature = optional("/proc/version_signature").value_or("");
+    k.upstream = upstreamVersion(k.release, k.procVersion, signature);
+    k.cmdline = std::string(trim(optional("/proc/cmdline").value_or("")));
+    k.iommuCmdline = interpretIommuCmdline(parseCmdline(k.cmdline));
+
+    std::string bootConfig = "/boot/config-" + k.release;
+    if (auto plain = optional(bootConfig)) {
+      k.config = parseKconfig(*plain, isIommuConfigSymbol);
+      k.configSource = bootConfig;
+    } else if (auto gz = optional("/proc/config.gz")) {
+      if (auto text = gunzip(*gz)) {
+        k.config = parseKconfig(*text, isIommuConfigSymbol);
+        k.configSource = "/proc/config.gz";
+      } else {
+        host_.unreadable.push_back({root_.hostPath("/proc/config.gz"), text.error().message});
+      }
+    }
+  }
+
+  void readFirmware() {
+    auto tables = optionalDir("/sys/firmware/acpi/tables");
+    if (!tables) return;
+    for (const auto& t : *tables) {
+      if (t == "DMAR" || t == "IVRS" || t == "IORT" || t == "VIOT") host_.firmware.tables.push_back(t);
+    }
+    if (std::find(tables->begin(), tables->end(), "DMAR") == tables->end()) return;
+    // ACPI header (36 bytes), host address width, then flags: bit 2 = DMA_CTRL_PLATFORM_OPT_IN.
+    // The table is root-only; without it the opt-in stays unknown.
+    if (auto dmar = optional("/sys/firmware/acpi/tables/DMAR"); dmar && dmar->size() > 37) {
+      host_.firmware.dmarPlatformOptIn = (static_cast<unsigned char>((*dmar)[37]) & 0x4U) != 0;
+    }
+  }
+
+  void readUnits() {
+    auto names = optionalDir("/sys/class/iommu");
+    if (!names) return;
+    for (const auto& name : *names) {
+      IommuUnit u;
+      u.name = name;
+      u.vendor = vendorFromUnitName(name);
+      std::string base = "/sys/class/iommu/" + name;
+      // Record the class link so a snapshot can store the unit's files where they live.
+      if (auto target = root_.readLink(base)) base = resolveLink(base, *target);
+      if (u.vendor == Vendor::Intel) {
+        auto cap = optional(base + "/intel-iommu/cap");
+        auto ecap = optional(base + "/intel-iommu/ecap");
+        u.version = std::string(trim(optional(base + "/intel-iommu/version").value_or("")));
+        if (cap && ecap) {
+          auto c = parseHex64(*cap);
+          auto e = parseHex64(*ecap);
+          if (c && e) u.intel = IntelCaps{*c, *e};
+        }
+      } else if (u.vendor == Vendor::Amd) {
+        auto cap = optional(base + "/amd-iommu/cap");
+        auto features = optional(base + "/amd-iommu/features");
+        if (cap && features) {
+          auto c = parseHex64(*cap);
+          auto f = parseAmdFeatures(*features);
+          if (c && f) u.amd = AmdCaps{static_cast<uint32_t>(*c), f->efr, f->efr2};
+        }
+      }
+      host_.units.push_back(std::move(u));
+    }
+  }
+
+  void readGroups() {
+    // The directory exists even without an IOMMU (iommu_init() creates the kset): empty means
+    // nothing is translated.
+    auto ids = optionalDir("/sys/kernel/iommu_groups");
+    if (!ids) return;
+    for (const auto& idText : *ids) {
+      char* end = nullptr;
+      long id = std::strtol(idText.c_str(), &end, 10);
+      if (end == idText.c_str() || *end != '\0') continue;
+      Group g;
+      g.id = static_cast<int>(id);
+      std::string base = "/sys/kernel/iommu_groups/" + idText;
+      if (auto t = optional(base + "/type")) {
+        g.typeText = std::string(trim(*t));
+        g.type = parseDomainType(g.typeText);
+      }
+      g.devices = optionalDir(base + "/devices").value_or(std::vector<std::string>{});
+      host_.groups.push_back(std::move(g));
+    }
+    std::sort(host_.groups.begin(), host_.groups.end(), [](const Group& a, const Group& b) { return a.id < b.id; });
+  }
+
+  static uint16_t hex16(std::string_view s) { return static_cast<uint16_t>(parseHex64(s).value_or(0)); }
+
+  Result<bool> readPci() {
+    auto addresses = root_.listDir("/sys/bus/pci/devices");
+    if (!addresses) {
+      // No PCI bus (some Arm boards) is a host without PCI devices, not a failure.
+      if (addresses.error().code == ENOENT && root_.listDir("/sys").ok()) return true;
+      return addresses.error();
+    }
+    std::map<std::string, int> groupOf;
+    for (const auto& g : host_.groups) {
+      for (const auto& d : g.devices) groupOf[d] = g.id;
+    }
+    host_.devices.reserve(addresses->size());
+    for (const auto& addr : *addresses) {
+      PciDevice d;
+      d.address = addr;
+      std::string link = "/sys/bus/pci/devices/" + addr;
+      std::string base = link;
+      if (auto target = root_.readLink(link)) {
+        base = resolveLink(link, *target);
+        // ".../pci0000:00/0000:00:1c.0/0000:02:00.0": the components between the host bridge
+        // and the device itself are its upstream bridges.
+        for (auto part : split(base, '/')) {
+          if (part.size() == 12 && part[4] == ':' && part[7] == ':' && part[10] == '.' && part != addr) {
+            d.bridges.emplace_back(part);
+          }
+        }
+      }
+      // uevent carries driver, ids and class in one read instead of five.
+      if (auto ev = optional(base + "/uevent")) {
+        for (auto line : split(*ev, '\n')) {
+          auto eq = line.find('=');
+          if (eq == std::string_view::npos) continue;
+          auto key = line.substr(0, eq);
+          auto value = line.substr(eq + 1);
+          if (key == "DRIVER") {
+            d.driver = std::string(value);
+          } else if (key == "PCI_CLASS") {
+            d.classCode = static_cast<uint32_t>(parseHex64(value).value_or(0));
+          } else if (key == "PCI_ID" || key == "PCI_SUBSYS_ID") {
+            auto colon = value.find(':');
+            if (colon == std::string_view::npos) continue;
+            auto& vendor = key == "PCI_ID" ? d.vendorId : d.subsystemVendorId;
+            auto& device = key == "PCI_ID" ? d.deviceId : d.subsystemDeviceId;
+            vendor = hex16(value.substr(0, colon));
+            device = hex16(value.substr(colon + 1));
+          }
+        }
+      }
+      // `removable` appeared in 5.14; before that the kernel's verdict is invisible.
+      if (auto r = root_.readFile(base + "/removable")) {
+        auto v = trim(*r);
+        d.removable = v == "removable" ? Removable::Removable : v == "fixed" ? Removable::Fixed : Removable::Unknown;
+      } else {
+        noteUnreadable(r.error());
+      }
+      if (auto vfs = root_.readFile(base + "/sriov_numvfs")) d.sriovNumVfs = std::atoi(vfs->c_str());
+      if (auto it = groupOf.find(addr); it != groupOf.end()) d.group = it->second;
+      host_.devices.push_back(std::move(d));
+    }
+    return true;
+  }
+
+  // The PCI function a class device hangs off: the last PCI address in its resolved path.
+  static std::string pciParent(std::string_view resolved) {
+    std::string found;
+    for (auto part : split(resolved, '/')) {
+      if (part.size() == 12 && part[4] == ':' && part[7] == ':' && part[10] == '.') found = std::string(part);
+    }
+    return found;
+  }
+
+  PciDevice* mutableDevice(const std::string& address) {
+    const auto* d = host_.device(address);
+    return const_cast<PciDevice*>(d);  // NOLINT(cppcoreguidelines-pro-type-const-cast): host_ is ours
+  }
+
+  void readNetdevs() {
+    auto names = optionalDir("/sys/class/net");
+    if (!names) return;
+    std::optional<std::set<std::string>> routed;
+    std::optional<std::set<std::string>> addressed;
+    for (const auto& name : *names) {
+      std::string link = "/sys/class/net/" + name;
+      auto target = root_.readLink(link);
+      if (!target || target->find("/virtual/") != std::string::npos) continue;
+      std::string base = resolveLink(link, *target);
+      auto* dev = mutableDevice(pciParent(base));
+      if (dev == nullptr) continue;
+      if (!routed) {
+        routed = parseRouteInterfaces(optional("/proc/net/route").value_or(""),
+                                      optional("/proc/net/ipv6_route").value_or(""));
+        addressed = parseGlobalInet6Interfaces(optional("/proc/net/if_inet6").value_or(""));
+      }
+      NetDev nd;
+      nd.name = name;
+      nd.ifindex = std::atoi(optional(base + "/ifindex").value_or("0").c_str());
+      nd.up = (parseHex64(optional(base + "/flags").value_or("0")).value_or(0) & 0x1U) != 0;  // IFF_UP
+      nd.operstate = std::string(trim(optional(base + "/operstate").value_or("")));
+      if (auto m = root_.readLink(base + "/master")) nd.master = std::string(baseName(*m));
+      nd.hasRoute = routed->contains(name);
+      nd.hasGlobalAddress = addressed->contains(name);
+      dev->netdevs.push_back(std::move(nd));
+    }
+  }
+
+  void readNvme() {
+    auto ctrlNames = optionalDir("/sys/class/nvme");
+    if (!ctrlNames || ctrlNames->empty()) return;
+    // Controllers are filled here and handed to their PCI functions at the end.
+    std::map<std::string, std::pair<std::string, NvmeController>> ctrls;  // name -> (address, controller)
+    for (const auto& name : *ctrlNames) {
+      std::string link = "/sys/class/nvme/" + name;
+      auto target = root_.readLink(link);
+      if (!target) continue;
+      std::string base = resolveLink(link, *target);
+      std::string address = pciParent(base);
+      if (host_.device(address) == nullptr) continue;  // fabrics controllers have no PCI function
+      NvmeController c;
+      c.name = name;
+      c.model = std::string(trim(optional(base + "/model").value_or("")));
+      c.serial = std::string(trim(optional(base + "/serial").value_or("")));
+      ctrls.emplace(name, std::pair{address, std::move(c)});
+    }
+    if (ctrls.empty()) return;
+
+    std::map<std::string, std::string> subsystemCtrl;  // nvme-subsysN -> a controller name
+    std::map<std::string, std::string> diskCtrl;       // "nvme0n1" -> controller name
+    for (const auto& name : optionalDir("/sys/class/block").value_or(std::vector<std::string>{})) {
+      if (!name.starts_with("nvme")) continue;
+      std::string link = "/sys/class/block/" + name;
+      auto target = root_.readLink(link);
+      if (!target) continue;
+      std::string base = resolveLink(link, *target);
+      auto parts = split(base, '/');
+      // .../nvme/nvme0/nvme0n1[/nvme0n1p1] or .../nvme-subsystem/nvme-subsys0/nvme0n1[/...]
+      std::string ctrl;
+      std::string disk;
+      for (size_t i = 0; i + 2 < parts.size(); ++i) {
+        if (parts[i] == "nvme" && ctrls.contains(std::string(parts[i + 1]))) {
+          ctrl = std::string(parts[i + 1]);
+        } else if (parts[i] == "nvme-subsystem") {
+          ctrl = subsystemController(std::string(parts[i + 1]), ctrls, subsystemCtrl);
+        } else {
+          continue;
+        }
+        disk = std::string(parts[i + 2]);
+      }
+      // Hidden per-path disks of native multipath (nvme0c0n1) are reached through their head.
+      if (ctrl.empty() || disk.empty() || name.find('c') != std::string::npos) continue;
+      auto& namespaces = ctrls.at(ctrl).second.namespaces;
+      BlockDev b = readBlock(base, name);
+      if (name == disk) {
+        namespaces.push_back(NvmeNamespace{std::move(b), {}});
+        diskCtrl[name] = ctrl;
+      } else if (diskCtrl.contains(disk)) {
+        auto& owner = ctrls.at(diskCtrl[disk]).second.namespaces;
+        auto ns = std::find_if(owner.begin(), owner.end(), [&](const NvmeNamespace& n) { return n.disk.name == disk; });
+        if (ns != owner.end()) ns->partitions.push_back(std::move(b));
+      }
+    }
+    for (auto& [name, entry] : ctrls) mutableDevice(entry.first)->nvme.push_back(std::move(entry.second));
+    if (auto mi = optional("/proc/self/mountinfo")) host_.mounts = parseMountInfo(*mi);
+    if (auto sw = optional("/proc/swaps")) host_.swaps = parseSwaps(*sw);
+  }
+
+  std::string subsystemController(const std::string& subsys,
+                                  const std::map<std::string, std::pair<std::string, NvmeController>>& ctrls,
+                                  std::map<std::string, std::string>& cache) {
+    auto it = cache.find(subsys);
+    if (it != cache.end()) return it->second;
+    std::string found;
+    for (const auto& e : optionalDir("/sys/class/nvme-subsystem/" + subsys).value_or(std::vector<std::string>{})) {
+      if (ctrls.contains(e)) {
+        found = e;
+        break;
+      }
+    }
+    cache.emplace(subsys, found);
+    return found;
+  }
+
+  BlockDev readBlock(const std::string& base, const std::string& name, int depth = 0) {
+    BlockDev b;
+    b.name = name;
+    b.devNum = std::string(trim(optional(base + "/dev").value_or("")));
+    b.holders = optionalDir(base + "/holders").value_or(std::vector<std::string>{});
+    for (const auto& h : b.holders) {
+      if (depth >= 4 || host_.stackedBlock.contains(h)) continue;
+      std::string link = "/sys/class/block/" + h;
+      auto target = root_.readLink(link);
+      host_.stackedBlock[h] = readBlock(target ? resolveLink(link, *target) : link, h, depth + 1);
+    }
+    return b;
+  }
+
+  void readThunderbolt() {
+    auto names = optionalDir("/sys/bus/thunderbolt/devices");
+    if (!names) return;
+    for (const auto& name : *names) {
+      if (!name.starts_with("domain")) continue;
+      std::string link = "/sys/bus/thunderbolt/devices/" + name;
+      auto target = root_.readLink(link);
+      std::string base = target ? resolveLink(link, *target) : link;
+      ThunderboltDomain t;
+      t.name = name;
+      t.security = std::string(trim(optional(base + "/security").value_or("")));
+      if (auto p = optional(base + "/iommu_dma_protection")) t.iommuDmaProtection = trim(*p) == "1";
+      host_.thunderbolt.push_back(std::move(t));
+    }
+  }
+
+  void readSwiotlb() {
+    // debugfs is root-only; one unreadable note is enough.
+    auto num = [&](const char* file) -> std::optional<uint64_t> {
+      auto r = root_.readFile(std::string("/sys/kernel/debug/swiotlb/") + file);
+      if (!r) {
+        if (file == std::string_view("io_tlb_nslabs")) noteUnreadable(r.error());
+        return std::nullopt;
+      }
+      return std::strtoull(r->c_str(), nullptr, 10);
+    };
+    host_.swiotlb.nslabs = num("io_tlb_nslabs");
+    if (!host_.swiotlb.nslabs) return;
+    host_.swiotlb.used = num("io_tlb_used");
+    host_.swiotlb.usedHiwater = num("io_tlb_used_hiwater");
+  }
+
+  const Root& root_;
+  HostFacts host_;
+};
+
+}  // namespace
+
+Result<HostFacts> readHost(const Root& root) { return Reader(root).run(); }
+
+}  // namespace iommud::adapters::sysfs

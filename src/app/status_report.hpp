@@ -1,0 +1,30 @@
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "core/findings.hpp"
+#include "core/host.hpp"
+#include "core/mode.hpp"
+
+namespace iommud::app {
+
+/// The host as `iommuctl status` shows it: facts, the derived mode, and findings.
+struct Status {
+  core::HostFacts host;
+  core::HostMode mode;
+  std::vector<core::Finding> findings;
+};
+
+Status buildStatus(core::HostFacts host);
+
+/// Version of the `--json` schema (docs/status-json.md); bumped on incompatible changes.
+inline constexpr int kStatusSchemaVersion = 1;
+
+nlohmann::ordered_json statusJson(const Status& status);
+
+/// The human summary. `color` adds ANSI colours (only for a terminal).
+std::string statusText(const Status& status, bool color);
+
+}  // namespace iommud::app

@@ -1,0 +1,42 @@
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include "adapters/sysfs/host_reader.hpp"
+#include "app/status_report.hpp"
+#include "bin/iommuctl/commands.hpp"
+
+namespace iommud::ctl {
+
+void addStatus(CLI::App& app, const Globals& globals, int& code) {
+  auto* cmd = app.add_subcommand("status", "Show the IOMMU, its groups and devices, and known problems");
+  struct Options {
+    bool json = false;
+    std::string color = "auto";
+  };
+  auto opts = std::make_shared<Options>();
+  cmd->add_flag("--json", opts->json, "Print JSON (schema in docs/status-json.md)");
+  cmd->add_option("--color", opts->color, "Colour the output: auto (on a terminal), always, never")
+      ->check(CLI::IsMember({"auto", "always", "never"}));
+  cmd->callback([&globals, &code, opts] {
+    adapters::sysfs::Root root(globals.root);
+    auto host = adapters::sysfs::readHost(root);
+    if (!host) {
+      std::fprintf(stderr, "iommuctl: cannot read the host: %s\n", host.error().describe().c_str());
+      code = 1;
+      return;
+    }
+    auto status = app::buildStatus(std::move(host).value());
+    if (opts->json) {
+      std::printf("%s\n", app::statusJson(status).dump(2).c_str());
+      return;
+    }
+    bool color = opts->color == "always" ||
+                 (opts->color == "auto" && isatty(STDOUT_FILENO) != 0 && std::getenv("NO_COLOR") == nullptr);
+    std::fputs(app::statusText(status, color).c_str(), stdout);
+  });
+}
+
+}  // namespace iommud::ctl

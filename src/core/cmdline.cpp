@@ -1,0 +1,199 @@
+#include "core/cmdline.hpp"
+
+#include <array>
+#include <cctype>
+
+#include "core/text.hpp"
+
+namespace iommud::core {
+namespace {
+
+bool startsWith(std::string_view s, std::string_view prefix) { return s.substr(0, prefix.size()) == prefix; }
+
+// The kernel treats '-' and '_' alike in parameter names (parameq()).
+std::string normalizeKey(std::string_view key) {
+  std::string out(key);
+  for (char& c : out) {
+    if (c == '-') c = '_';
+  }
+  return out;
+}
+
+// Words of x86 iommu= (arch/x86/kernel/pci-dma.c iommu_setup() and gart_parse_options()). The
+// kernel matches each by prefix with strncmp.
+constexpr std::array kX86IommuWords{"off",    "force",    "noforce",   "biomerge", "panic",
+                                    "nopanic", "merge",    "nomerge",   "forcesac", "allowdac",
+                                    "nodac",  "usedac",   "soft",      "pt",       "nopt",
+                                    "fullflush", "nofullflush", "noagp", "noaperture", "memaper",
+                                    "calgary"};
+// intel_iommu= (drivers/iommu/intel/iommu.c intel_iommu_setup()).
+constexpr std::array kIntelWords{"on",     "off",   "igfx_off", "forcedac",     "strict",
+                                 "sp_off", "sm_on", "sm_off",   "tboot_noforce"};
+// amd_iommu= (drivers/iommu/amd/init.c parse_amd_iommu_options()).
+constexpr std::array kAmdWords{"fullflush", "force_enable", "off",         "force_isolation",
+                               "pgtbl_v1",  "pgtbl_v2",     "irtcachedis", "nohugepages",
+                               "v2_pgsizes_only", "gappi"};
+
+template <size_t N>
+bool knownByPrefix(std::string_view word, const std::array<const char*, N>& known) {
+  for (std::string_view k : known) {
+    if (startsWith(word, k)) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+std::vector<CmdlineParam> parseCmdline(std::string_view cmdline) {
+  std::vector<CmdlineParam> out;
+  size_t i = 0;
+  while (i < cmdline.size()) {
+    while (i < cmdline.size() && std::isspace(static_cast<unsigned char>(cmdline[i]))) ++i;
+    if (i >= cmdline.size()) break;
+    // A parameter runs to the next unquoted whitespace.
+    size_t start = i;
+    bool inQuote = false;
+    while (i < cmdline.size() && (inQuote || !std::isspace(static_cast<unsigned char>(cmdline[i])))) {
+      if (cmdline[i] == '"') inQuote = !inQuote;
+      ++i;
+    }
+    std::string_view text = cmdline.substr(start, i - start);
+    if (text == "--") break;
+    std::string unquoted;
+    for (char c : text) {
+      if (c != '"') unquoted += c;
+    }
+    CmdlineParam param;
+    param.text = std::string(text);
+    auto eq = unquoted.find('=');
+    if (eq == std::string::npos) {
+      param.key = unquoted;
+    } else {
+      param.key = unquoted.substr(0, eq);
+      param.value = unquoted.substr(eq + 1);
+    }
+    out.push_back(std::move(param));
+  }
+  return out;
+}
+
+std::optional<bool> parseKernelBool(std::string_view s) {
+  if (s.empty()) return std::nullopt;
+  switch (s[0]) {
+    case 'y': case 'Y': case 't': case 'T': case '1': return true;
+    case 'n': case 'N': case 'f': case 'F': case '0': return false;
+    case 'o': case 'O':
+      if (s.size() > 1 && (s[1] == 'n' || s[1] == 'N')) return true;
+      if (s.size() > 1 && (s[1] == 'f' || s[1] == 'F')) return false;
+      break;
+    default: break;
+  }
+  return std::nullopt;
+}
+
+bool isIommuRelated(std::string_view rawKey) {
+  std::string key = normalizeKey(rawKey);
+  return key == "iommu" || startsWith(key, "iommu.") || key == "intel_iommu" ||
+         key == "amd_iommu" || startsWith(key, "amd_iommu_") || key == "swiotlb" ||
+         key == "mem_encrypt" || key == "intremap" || startsWith(key, "arm_smmu") ||
+         startsWith(key, "vfio") || key == "pci";
+}
+
+IommuCmdline interpretIommuCmdline(const std::vector<CmdlineParam>& params) {
+  IommuCmdline out;
+  auto setPassthrough = [&](bool value, const std::string& by) {
+    if (out.passthrough && *out.passthrough != value) {
+      out.issues.push_back({by, by + " overrides the earlier " + out.passthroughBy +
+                                    ": the kernel keeps the last of iommu=pt|nopt and "
+                                    "iommu.passthrough="});
+    }
+    out.passthrough = value;
+    out.passthroughBy = by;
+  };
+  auto badBool = [&](const CmdlineParam& p) {
+    out.issues.push_back({p.text, p.text + " is not a boolean (use 0 or 1): the kernel ignores it"});
+  };
+
+  for (const auto& p : params) {
+    std::string key = normalizeKey(p.key);
+    if (!isIommuRelated(key)) continue;
+    out.params.push_back(p.text);
+    std::string value = p.value.value_or("");
+
+    if (key == "iommu.passthrough") {
+      if (auto b = parseKernelBool(value)) setPassthrough(*b, p.text);
+      else badBool(p);
+    } else if (key == "iommu.strict") {
+      if (auto b = parseKernelBool(value)) {
+        out.strict = *b;
+        out.strictBy = p.text;
+      } else {
+        badBool(p);
+      }
+    } else if (key == "iommu") {
+      for (auto word : split(value, ',')) {
+        if (word.empty()) continue;
+        if (!knownByPrefix(word, kX86IommuWords)) {
+          out.issues.push_back({p.text, "iommu=" + std::string(word) +
+                                            " is not an option the kernel knows: it is ignored"});
+          continue;
+        }
+        // Mirror the kernel's prefix tests: "off..." sets no_iommu, "pt..." passthrough.
+        if (startsWith(word, "off")) out.iommuOff = true;
+        if (startsWith(word, "force")) out.iommuForce = true;
+        if (startsWith(word, "noforce")) out.iommuForce = false;
+        if (startsWith(word, "pt")) setPassthrough(true, p.text);
+        if (startsWith(word, "nopt")) setPassthrough(false, p.text);
+      }
+    } else if (key == "intel_iommu") {
+      out.intelGiven = true;
+      for (auto word : split(value, ',')) {
+        if (word.empty()) continue;
+        if (!knownByPrefix(word, kIntelWords)) {
+          out.issues.push_back({p.text, "intel_iommu=" + std::string(word) +
+                                            " is not a valid option: the VT-d driver ignores it"});
+          continue;
+        }
+        if (startsWith(word, "on")) out.intelOn = true, out.intelOnBy = p.text;
+        if (startsWith(word, "off")) out.intelOn = false, out.intelOnBy = p.text;
+        if (startsWith(word, "strict")) out.legacyStrict = true, out.legacyStrictBy = p.text;
+        if (startsWith(word, "sm_on")) out.intelScalableMode = true;
+        if (startsWith(word, "sm_off")) out.intelScalableMode = false;
+      }
+    } else if (key == "amd_iommu") {
+      out.amdGiven = true;
+      for (auto word : split(value, ',')) {
+        if (word.empty()) continue;
+        if (!knownByPrefix(word, kAmdWords)) {
+          std::string hint = word == "pt" ? " (passthrough is iommu=pt)" : "";
+          out.issues.push_back({p.text, "amd_iommu=" + std::string(word) +
+                                            " is not a valid option: the AMD driver ignores it" +
+                                            hint});
+          continue;
+        }
+        if (startsWith(word, "fullflush")) out.legacyStrict = true, out.legacyStrictBy = p.text;
+        if (startsWith(word, "off")) out.amdOff = true;
+        if (startsWith(word, "force_isolation")) out.amdForceIsolation = true;
+      }
+    } else if (key == "swiotlb") {
+      for (auto word : split(value, ',')) {
+        if (word == "noforce") out.swiotlbNoforce = true;
+      }
+    } else if (key == "mem_encrypt") {
+      if (value == "on") out.memEncrypt = true;
+      if (value == "off") out.memEncrypt = false;
+    }
+  }
+
+  if (out.legacyStrict && out.strict && !*out.strict) {
+    out.issues.push_back({out.strictBy, out.legacyStrictBy + " takes precedence over " +
+                                            out.strictBy + ": invalidation stays strict"});
+  }
+  if (out.iommuOff && out.passthrough) {
+    out.issues.push_back({out.passthroughBy, "iommu=off disables the IOMMU on x86; " +
+                                                 out.passthroughBy + " has no effect"});
+  }
+  return out;
+}
+
+}  // namespace iommud::core

@@ -1,0 +1,252 @@
+#include "core/host.hpp"
+
+#include <algorithm>
+#include <set>
+
+#include "core/text.hpp"
+
+namespace iommud::core {
+
+std::string_view toString(Vendor vendor) {
+  switch (vendor) {
+    case Vendor::None: return "none";
+    case Vendor::Intel: return "intel";
+    case Vendor::Amd: return "amd";
+    case Vendor::ArmSmmu: return "arm-smmu";
+    case Vendor::ArmSmmuV3: return "arm-smmu-v3";
+    case Vendor::Virtio: return "virtio";
+    case Vendor::Unknown: break;
+  }
+  return "unknown";
+}
+
+std::string_view displayName(Vendor vendor) {
+  switch (vendor) {
+    case Vendor::None: return "no IOMMU";
+    case Vendor::Intel: return "Intel VT-d";
+    case Vendor::Amd: return "AMD-Vi";
+    case Vendor::ArmSmmu: return "Arm SMMU";
+    case Vendor::ArmSmmuV3: return "Arm SMMUv3";
+    case Vendor::Virtio: return "virtio-iommu";
+    case Vendor::Unknown: break;
+  }
+  return "unknown IOMMU";
+}
+
+Vendor vendorFromUnitName(std::string_view name) {
+  if (name.starts_with("dmar")) return Vendor::Intel;
+  if (name.starts_with("ivhd")) return Vendor::Amd;
+  if (name.starts_with("smmu3.")) return Vendor::ArmSmmuV3;
+  if (name.starts_with("smmu.")) return Vendor::ArmSmmu;
+  if (name.starts_with("virtio")) return Vendor::Virtio;
+  return Vendor::Unknown;
+}
+
+std::string_view toString(DomainType type) {
+  switch (type) {
+    case DomainType::Dma: return "DMA";
+    case DomainType::DmaFq: return "DMA-FQ";
+    case DomainType::Identity: return "identity";
+    case DomainType::Blocked: return "blocked";
+    case DomainType::Unmanaged: return "unmanaged";
+    case DomainType::Unknown: break;
+  }
+  return "unknown";
+}
+
+std::optional<DomainType> parseDomainType(std::string_view text) {
+  text = trim(text);
+  if (text == "DMA") return DomainType::Dma;
+  if (text == "DMA-FQ") return DomainType::DmaFq;
+  if (text == "identity") return DomainType::Identity;
+  if (text == "blocked") return DomainType::Blocked;
+  if (text == "unmanaged") return DomainType::Unmanaged;
+  if (text == "unknown") return DomainType::Unknown;
+  return std::nullopt;
+}
+
+std::string_view toString(InUseReason::Kind kind) {
+  using K = InUseReason::Kind;
+  switch (kind) {
+    case K::Mounted: return "mounted";
+    case K::Swap: return "swap";
+    case K::Held: return "held";
+    case K::RootDevice: return "root-device";
+    case K::NetAddress: return "net-address";
+    case K::NetRoute: return "net-route";
+    case K::NetMaster: return "net-enslaved";
+    case K::Vfio: return "vfio";
+    case K::SriovVfs: return "sriov-vfs";
+  }
+  return "unknown";
+}
+
+std::string_view toString(Removable r) {
+  switch (r) {
+    case Removable::Removable: return "removable";
+    case Removable::Fixed: return "fixed";
+    case Removable::Unknown: return "unknown";
+    case Removable::Absent: break;
+  }
+  return "absent";
+}
+
+std::string_view toString(DeviceKind kind) {
+  switch (kind) {
+    case DeviceKind::Nic: return "nic";
+    case DeviceKind::Nvme: return "nvme";
+    case DeviceKind::Bridge: return "bridge";
+    case DeviceKind::Other: break;
+  }
+  return "other";
+}
+
+DeviceKind PciDevice::kind() const {
+  if ((classCode >> 8) == 0x0108 || !nvme.empty()) return DeviceKind::Nvme;
+  if ((classCode >> 16) == 0x02 || !netdevs.empty()) return DeviceKind::Nic;
+  if ((classCode >> 8) == 0x0604) return DeviceKind::Bridge;
+  return DeviceKind::Other;
+}
+
+std::string PciDevice::displayName() const {
+  if (!nvme.empty()) return nvme.front().name;
+  if (!netdevs.empty()) return netdevs.front().name;
+  return address;
+}
+
+const PciDevice* HostFacts::device(std::string_view address) const {
+  auto it = std::lower_bound(devices.begin(), devices.end(), address,
+                             [](const PciDevice& d, std::string_view a) { return d.address < a; });
+  return it != devices.end() && it->address == address ? &*it : nullptr;
+}
+
+const Group* HostFacts::group(int id) const {
+  auto it = std::find_if(groups.begin(), groups.end(), [id](const Group& g) { return g.id == id; });
+  return it != groups.end() ? &*it : nullptr;
+}
+
+Vendor HostFacts::vendor() const {
+  if (units.empty()) return groups.empty() ? Vendor::None : Vendor::Unknown;
+  Vendor v = units.front().vendor;
+  for (const auto& u : units) {
+    if (u.vendor != v) return Vendor::Unknown;
+  }
+  return v;
+}
+
+namespace {
+
+using Kind = InUseReason::Kind;
+
+// Why a block device cannot go away: mounted, swap, or held by a stacked device that is. The
+// chain is followed a few levels (partition -> dm-crypt -> LVM -> mount).
+void blockUse(const HostFacts& host, const BlockDev& dev, const std::string& rootDev,
+              std::vector<InUseReason>& out, const std::string& via, int depth) {
+  std::string who = via.empty() ? dev.name : via + " (via " + dev.name + ")";
+  for (const auto& m : host.mounts) {
+    if (m.devNum != dev.devNum) continue;
+    if (m.devNum == rootDev) {
+      out.push_back({Kind::RootDevice, who + " holds the root filesystem"});
+    } else {
+      out.push_back({Kind::Mounted, who + " is mounted at " + m.mountPoint});
+    }
+  }
+  if (std::find(host.swaps.begin(), host.swaps.end(), dev.name) != host.swaps.end()) {
+    out.push_back({Kind::Swap, who + " is used as swap"});
+  }
+  for (const auto& holder : dev.holders) {
+    auto it = host.stackedBlock.find(holder);
+    std::vector<InUseReason> upper;
+    if (it != host.stackedBlock.end() && depth < 4) {
+      blockUse(host, it->second, rootDev, upper, via.empty() ? dev.name : via, depth + 1);
+    }
+    // Being held (dm, md, LVM) is itself a reason: the holder keeps the device open.
+    out.push_back({Kind::Held, (via.empty() ? dev.name : via) + " is held by " + holder});
+    out.insert(out.end(), upper.begin(), upper.end());
+  }
+}
+
+}  // namespace
+
+namespace {
+
+// Intel Thunderbolt switch bridges (drivers/thunderbolt/nhi.h, include/linux/pci_ids.h): Light,
+// Cactus, Redwood, Falcon, Win, Alpine, Titan, Goshen and Barlow Ridge.
+bool isThunderboltBridge(const PciDevice& d) {
+  static constexpr uint16_t kIds[] = {0x1513, 0x1547, 0x1549, 0x1567, 0x1569, 0x156b, 0x156d, 0x157e, 0x1576,
+                                      0x1578, 0x15c0, 0x15d3, 0x15da, 0x15e7, 0x15ea, 0x15ef, 0x0b26, 0x5786};
+  if (d.vendorId != 0x8086 || (d.classCode >> 8) != 0x0604) return false;
+  return std::find(std::begin(kIds), std::end(kIds), d.deviceId) != std::end(kIds);
+}
+
+// The host controller's own functions sit right below its bridges: the NHI (0x0880xx on
+// Thunderbolt 3, 0x0c0340 on USB4) and its xHCI (0x0c0330).
+bool isControllerFunction(const PciDevice& d) {
+  return (d.classCode >> 8) == 0x0880 || d.classCode == 0x0c0340 || d.classCode == 0x0c0330;
+}
+
+}  // namespace
+
+void detectTunnels(HostFacts& host) {
+  bool haveDomain = !host.thunderbolt.empty();
+  for (auto& d : host.devices) {
+    int tbBridges = 0;
+    std::string firstBridge;
+    for (const auto& b : d.bridges) {
+      const auto* bridge = host.device(b);
+      if (bridge != nullptr && isThunderboltBridge(*bridge)) {
+        if (tbBridges++ == 0) firstBridge = b;
+      }
+    }
+    // The host controller's upstream and downstream ports are above its own NHI and xHCI and
+    // above everything it tunnels: a device below both that is not one of the controller's own
+    // functions, or below a third (a dock's or an enclosure's), is tunnelled.
+    if (tbBridges >= 3 || (tbBridges == 2 && !isControllerFunction(d))) {
+      d.thunderbolt = true;
+      d.thunderboltWhy = "below Thunderbolt bridge " + firstBridge;
+    } else if (haveDomain && d.removable == Removable::Removable) {
+      d.thunderbolt = true;
+      d.thunderboltWhy = "removable port on a host with a Thunderbolt/USB4 domain";
+    }
+  }
+}
+
+void assessUse(HostFacts& host) {
+  std::string rootDev;
+  for (const auto& m : host.mounts) {
+    if (m.mountPoint == "/") rootDev = m.devNum;
+  }
+  for (auto& dev : host.devices) {
+    std::vector<InUseReason> reasons;
+    for (const auto& ctrl : dev.nvme) {
+      for (const auto& ns : ctrl.namespaces) {
+        blockUse(host, ns.disk, rootDev, reasons, "", 0);
+        for (const auto& part : ns.partitions) blockUse(host, part, rootDev, reasons, "", 0);
+      }
+    }
+    for (const auto& nd : dev.netdevs) {
+      if (!nd.master.empty()) reasons.push_back({Kind::NetMaster, nd.name + " is enslaved to " + nd.master});
+      // A NIC that is up but has no address or route carries no traffic that a rebind would cut.
+      if (nd.up && nd.hasRoute) reasons.push_back({Kind::NetRoute, nd.name + " is up and carries routes"});
+      if (nd.up && nd.hasGlobalAddress) {
+        reasons.push_back({Kind::NetAddress, nd.name + " is up with IPv6 addresses"});
+      }
+    }
+    if (dev.driver == "vfio-pci") {
+      reasons.push_back({Kind::Vfio, "bound to vfio-pci: a VM or user-space driver owns it; unbinding "
+                                     "blocks until it lets go"});
+    }
+    if (dev.sriovNumVfs > 0) {
+      reasons.push_back({Kind::SriovVfs, std::to_string(dev.sriovNumVfs) +
+                                             " SR-IOV virtual functions enabled: unbinding destroys them"});
+    }
+    // Duplicates arise when a partition and its disk reach the same holder.
+    std::vector<InUseReason> unique;
+    for (auto& r : reasons) {
+      if (std::find(unique.begin(), unique.end(), r) == unique.end()) unique.push_back(std::move(r));
+    }
+    dev.inUse = std::move(unique);
+  }
+}
+
+}  // namespace iommud::core

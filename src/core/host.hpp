@@ -1,0 +1,195 @@
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/caps.hpp"
+#include "core/cmdline.hpp"
+#include "core/kernel_version.hpp"
+
+namespace iommud::core {
+
+/// Who made the IOMMU, as told by the name of its /sys/class/iommu entry.
+enum class Vendor { None, Intel, Amd, ArmSmmu, ArmSmmuV3, Virtio, Unknown };
+std::string_view toString(Vendor vendor);
+/// "dmar0" -> Intel, "ivhd0" -> Amd, "smmu3.0x..." -> ArmSmmuV3, "smmu.0x..." -> ArmSmmu, "virtio0" -> Virtio.
+Vendor vendorFromUnitName(std::string_view name);
+/// A person's name for the vendor: "Intel VT-d", "AMD-Vi", ...
+std::string_view displayName(Vendor vendor);
+
+/// The default domain of an IOMMU group, as /sys/kernel/iommu_groups/N/type reads.
+enum class DomainType { Dma, DmaFq, Identity, Blocked, Unmanaged, Unknown };
+std::string_view toString(DomainType type);  // the kernel's spelling: "DMA", "DMA-FQ", ...
+/// Parses a `type` file; tolerates the missing newline of kernels before 5.3.
+std::optional<DomainType> parseDomainType(std::string_view text);
+inline bool isTranslated(DomainType t) { return t == DomainType::Dma || t == DomainType::DmaFq; }
+
+/// One hardware IOMMU (a /sys/class/iommu entry).
+struct IommuUnit {
+  std::string name;
+  Vendor vendor = Vendor::Unknown;
+  std::string version;  // Intel `version`, e.g. "1:0"
+  std::optional<IntelCaps> intel;
+  std::optional<AmdCaps> amd;
+};
+
+/// One IOMMU group and its member devices (PCI addresses or other device names).
+struct Group {
+  int id = 0;
+  std::optional<DomainType> type;  // nullopt when `type` could not be read or parsed
+  std::string typeText;            // as read, trimmed
+  std::vector<std::string> devices;
+};
+
+/// A network interface backed by a PCI function.
+struct NetDev {
+  std::string name;
+  int ifindex = 0;
+  bool up = false;  // IFF_UP in `flags`
+  std::string operstate;
+  std::string master;           // bond or bridge it is enslaved to, if any
+  bool hasGlobalAddress = false;  // an IPv6 address other than link-local
+  bool hasRoute = false;          // an IPv4 or IPv6 route through it
+};
+
+/// A block device (namespace or partition) and what holds it.
+struct BlockDev {
+  std::string name;    // "nvme0n1", "nvme0n1p2"
+  std::string devNum;  // "259:0"
+  std::vector<std::string> holders;  // "dm-0", "md127"
+};
+
+struct NvmeNamespace {
+  BlockDev disk;
+  std::vector<BlockDev> partitions;
+};
+
+struct NvmeController {
+  std::string name;  // "nvme0"
+  std::string model;
+  std::string serial;
+  std::vector<NvmeNamespace> namespaces;
+};
+
+/// Why a device cannot be unbound without harm.
+struct InUseReason {
+  enum class Kind { Mounted, Swap, Held, RootDevice, NetAddress, NetRoute, NetMaster, Vfio, SriovVfs };
+  Kind kind;
+  std::string detail;  // "nvme0n1p2 is mounted at /home"
+
+  bool operator==(const InUseReason&) const = default;
+};
+std::string_view toString(InUseReason::Kind kind);
+
+/// "removable" attribute of a PCI device (5.14+): the kernel's external-facing verdict.
+enum class Removable { Unknown, Removable, Fixed, Absent };
+std::string_view toString(Removable r);
+
+/// What a device is, for people and for policies.
+enum class DeviceKind { Nic, Nvme, Bridge, Other };
+std::string_view toString(DeviceKind kind);
+
+/// One PCI function.
+struct PciDevice {
+  std::string address;  // "0000:01:00.0"
+  uint16_t vendorId = 0;
+  uint16_t deviceId = 0;
+  uint16_t subsystemVendorId = 0;
+  uint16_t subsystemDeviceId = 0;
+  uint32_t classCode = 0;  // 0x010802
+  std::optional<std::string> driver;
+  std::optional<int> group;
+  Removable removable = Removable::Absent;
+  std::vector<std::string> bridges;  // upstream PCI bridges, root port first
+  bool thunderbolt = false;          // behind a Thunderbolt/USB4 tunnel
+  std::string thunderboltWhy;
+  int sriovNumVfs = 0;
+  std::vector<NetDev> netdevs;
+  std::vector<NvmeController> nvme;
+  std::vector<InUseReason> inUse;  // filled by assessUse()
+
+  [[nodiscard]] DeviceKind kind() const;
+  /// The kernel treats devices below an external-facing port as untrusted; `removable` is the
+  /// only trace of that in sysfs.
+  [[nodiscard]] bool untrusted() const { return removable == Removable::Removable || thunderbolt; }
+  /// A friendly name: the first netdev or NVMe controller, else the address.
+  [[nodiscard]] std::string displayName() const;
+};
+
+struct ThunderboltDomain {
+  std::string name;      // "domain0"
+  std::string security;  // none, user, secure, dponly, usbonly, nopcie
+  std::optional<bool> iommuDmaProtection;
+};
+
+/// One line of /proc/self/mountinfo that matters: which device is mounted where.
+struct Mount {
+  std::string devNum;  // "259:2"
+  std::string mountPoint;
+  std::string source;  // "/dev/nvme0n1p2"
+  std::string fsType;
+};
+
+/// swiotlb pool usage from debugfs; all nullopt when debugfs is not readable.
+struct Swiotlb {
+  std::optional<uint64_t> nslabs;
+  std::optional<uint64_t> used;
+  std::optional<uint64_t> usedHiwater;
+};
+
+struct KernelInfo {
+  std::string release;     // /proc/sys/kernel/osrelease
+  std::string procVersion; // /proc/version
+  UpstreamVersion upstream;
+  std::string cmdline;
+  IommuCmdline iommuCmdline;
+  std::map<std::string, std::string> config;  // IOMMU-related CONFIG_ symbols; "n" for "is not set"
+  std::string configSource;                   // path it came from, empty if none was readable
+};
+
+/// What firmware tables say about DMA remapping hardware.
+struct Firmware {
+  std::vector<std::string> tables;  // present of DMAR, IVRS, IORT, VIOT
+  std::optional<bool> dmarPlatformOptIn;  // DMAR flags bit 2, when the table is readable
+};
+
+/// A file that exists but could not be read (usually: not root).
+struct Unreadable {
+  std::string path;
+  std::string reason;
+};
+
+/// Everything iommud knows about the host: the input of every decision.
+struct HostFacts {
+  KernelInfo kernel;
+  Firmware firmware;
+  std::vector<IommuUnit> units;
+  std::vector<Group> groups;
+  std::vector<PciDevice> devices;  // sorted by address
+  std::vector<ThunderboltDomain> thunderbolt;
+  std::vector<Mount> mounts;
+  std::vector<std::string> swaps;  // device names ("nvme0n1p3") used as swap
+  std::map<std::string, BlockDev> stackedBlock;  // dm/md devices that hold NVMe ones, by name
+  Swiotlb swiotlb;
+  std::vector<Unreadable> unreadable;
+
+  [[nodiscard]] const PciDevice* device(std::string_view address) const;
+  [[nodiscard]] const Group* group(int id) const;
+  [[nodiscard]] bool iommuPresent() const { return !units.empty() || !groups.empty(); }
+  /// The vendor of the units; Unknown when they disagree or groups exist without units.
+  [[nodiscard]] Vendor vendor() const;
+};
+
+/// Marks devices behind a Thunderbolt/USB4 tunnel (kernel.md §5, §9). sysfs has no direct
+/// flag, so the evidence is: an Intel Thunderbolt bridge upstream of the device, or a
+/// `removable` device on a host that has a Thunderbolt/USB4 domain.
+void detectTunnels(HostFacts& host);
+
+/// Fills every device's inUse reasons from mounts, swaps, holders, netdevs, driver and VFs.
+void assessUse(HostFacts& host);
+
+}  // namespace iommud::core
