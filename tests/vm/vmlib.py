@@ -1,0 +1,607 @@
+"""Boot a real Debian kernel under QEMU (q35) for iommud's real-kernel tests.
+
+The guest's root is the host's root, shared read-only over virtio-9p, with a
+tmpfs overlay for writes: the guest runs the freshly built binaries with all
+their libraries and needs no image.  A second 9p share (``/vm`` in the guest)
+is private to one boot and carries the test script in and results out.
+
+Typical use (see README.md for more)::
+
+    import vmlib
+    kernel = vmlib.find_kernel("6.12")
+    machine = vmlib.Machine(iommu="intel", caching_mode=True,
+                            devices=["nvme-solo", "e1000e"])
+    result = vmlib.boot(kernel, machine, script="#!/bin/bash\\nlspci\\n")
+    result.check()                     # raises if the guest script failed
+    print(result.output, result.out_dir)
+
+Python 3 standard library only, so it runs on a bare Debian host.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import gzip
+import hashlib
+import json
+import os
+import re
+import shutil
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Callable, Iterable
+
+HERE = Path(__file__).resolve().parent
+CACHE = Path(os.environ.get("IOMMUD_VM_CACHE", "/var/cache/iommud-vm"))
+QEMU = "qemu-system-x86_64"
+BUSYBOX = Path("/bin/busybox")
+
+# Modules the initramfs loads to reach the 9p root.  Their dependencies come
+# from the kernel's modules.dep; which of them are built in differs between
+# 6.1 (virtio_pci is a module) and 6.12 (built in), so absent ones are fine.
+INITRAMFS_MODULES = ["virtio_pci", "9pnet_virtio", "9p", "overlay"]
+
+# Every guest gets these; `quiet` because printk to an emulated UART is slow
+# under TCG (dmesg still has everything), panic=-1 + -no-reboot so a guest
+# that panics ends QEMU at once instead of waiting for the timeout.
+BASE_CMDLINE = ["console=ttyS0", "quiet", "panic=-1"]
+
+
+class SetupMissing(RuntimeError):
+    """tests/vm/setup has not been run (or not completely)."""
+
+
+class GuestFailed(AssertionError):
+    """The guest did not finish its script successfully."""
+
+
+# --------------------------------------------------------------------------
+# Kernels
+
+
+@dataclasses.dataclass(frozen=True)
+class Kernel:
+    """One unpacked Debian kernel package in the cache."""
+
+    series: str  # "6.1" or "6.12"
+    package: str  # e.g. linux-image-6.1.0-56-amd64
+    release: str  # uname -r, e.g. 6.1.0-56-amd64
+    root: Path  # dpkg -x target
+
+    @property
+    def vmlinuz(self) -> Path:
+        return self.root / "boot" / f"vmlinuz-{self.release}"
+
+    @property
+    def config(self) -> Path:
+        return self.root / "boot" / f"config-{self.release}"
+
+    @property
+    def modules(self) -> Path:
+        return self.root / "lib" / "modules" / self.release
+
+
+SERIES = ("6.1", "6.12")
+
+
+def find_kernel(series: str) -> Kernel:
+    """The cached kernel of a series; SetupMissing says how to get it."""
+    link = CACHE / "kernels" / series
+    hint = f"run tests/vm/setup (as root) first; cache is {CACHE}"
+    if not (link / ".complete").exists():
+        raise SetupMissing(f"kernel series {series} is not in the cache: {hint}")
+    release = (link / "release").read_text().strip()
+    kernel = Kernel(series, link.resolve().name, release, link.resolve() / "root")
+    for p in (kernel.vmlinuz, kernel.config, kernel.modules / "modules.dep"):
+        if not p.exists():
+            raise SetupMissing(f"{p} missing: {hint}")
+    return kernel
+
+
+def check_host() -> None:
+    """Raise SetupMissing unless the host tools the harness needs are there."""
+    missing = [t for t in (QEMU, "cpio") if shutil.which(t) is None]
+    if not BUSYBOX.exists():
+        missing.append(str(BUSYBOX) + " (busybox-static)")
+    if missing:
+        raise SetupMissing(f"missing {', '.join(missing)}: run tests/vm/setup (as root)")
+
+
+# --------------------------------------------------------------------------
+# Initramfs: busybox, the few modules needed to mount the 9p root, /init.
+
+
+def _module_closure(kernel: Kernel, names: Iterable[str]) -> list[str]:
+    """Module files (relative to the modules dir) for names, dependencies first."""
+    deps: dict[str, list[str]] = {}
+    by_name: dict[str, str] = {}
+    for line in (kernel.modules / "modules.dep").read_text().splitlines():
+        path, _, rest = line.partition(":")
+        deps[path] = rest.split()
+        base = re.sub(r"\.ko(\.xz|\.zst|\.gz)?$", "", os.path.basename(path))
+        by_name[base.replace("-", "_")] = path
+    order: list[str] = []
+
+    def visit(path: str) -> None:
+        if path in order:
+            return
+        for dep in reversed(deps.get(path, [])):  # modules.dep lists deepest last
+            visit(dep)
+        order.append(path)
+
+    for name in names:
+        path = by_name.get(name.replace("-", "_"))
+        if path is not None:  # not found: built into this kernel
+            visit(path)
+    return order
+
+
+def _read_module(path: Path) -> bytes:
+    data = path.read_bytes()
+    # busybox insmod takes plain ELF only; Debian 6.12 ships .ko.xz.
+    if path.suffix == ".xz":
+        import lzma
+
+        return lzma.decompress(data)
+    return data
+
+
+def initramfs(kernel: Kernel) -> Path:
+    """Build (once, cached by content) the initramfs for a kernel."""
+    init = (HERE / "guest" / "initramfs-init").read_bytes()
+    modules = _module_closure(kernel, INITRAMFS_MODULES)
+    key = hashlib.sha256(
+        init + BUSYBOX.read_bytes()[:4096] + "\n".join(modules).encode() + kernel.package.encode()
+    ).hexdigest()[:16]
+    out = CACHE / "initramfs" / f"{kernel.release}-{key}.cpio.gz"
+    if out.exists():
+        return out
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="iommud-initramfs-") as tmp:
+        root = Path(tmp)
+        for d in ("bin", "dev", "proc", "sys", "newroot", "lower", "rw", "modules"):
+            (root / d).mkdir()
+        shutil.copy2(BUSYBOX, root / "bin" / "busybox")
+        (root / "init").write_bytes(init)
+        (root / "init").chmod(0o755)
+        names = []
+        for i, rel in enumerate(modules):
+            name = f"{i:02d}-{os.path.basename(rel).split('.ko')[0]}.ko"
+            (root / "modules" / name).write_bytes(_read_module(kernel.modules / rel))
+            names.append(name)
+        # Where the guest finds this kernel's modules and config on the host
+        # root; the init script bind-mounts / copies them into place.
+        (root / "kernel.env").write_text(
+            f"KERNEL_RELEASE='{kernel.release}'\n"
+            f"KERNEL_MODULES='{kernel.modules}'\n"
+            f"KERNEL_CONFIG='{kernel.config}'\n"
+        )
+        files = subprocess.run(
+            ["find", "."], cwd=root, check=True, capture_output=True, text=True
+        ).stdout
+        cpio = subprocess.run(
+            ["cpio", "--quiet", "-o", "-H", "newc", "-R", "0:0"],
+            cwd=root, input=files.encode(), check=True, capture_output=True,
+        ).stdout
+    tmp_out = out.with_suffix(".tmp")
+    tmp_out.write_bytes(gzip.compress(cpio, compresslevel=1))
+    tmp_out.rename(out)
+    return out
+
+
+# --------------------------------------------------------------------------
+# Machines
+
+
+# Device catalogue.  Each entry: QEMU arguments; {n} is a unique index.
+# Root ports get explicit chassis/slot numbers so several can coexist.
+DEVICES: dict[str, list[str]] = {
+    # An NVMe alone on its own root port: its own IOMMU group.
+    "nvme-solo": [
+        "-device", "pcie-root-port,id=rp_solo,chassis=11,slot=11,bus=pcie.0",
+        "-blockdev", "null-co,node-name=nvme_solo,size=1073741824,read-zeroes=on",
+        "-device", "nvme,id=nvme_solo,serial=solo,drive=nvme_solo,bus=rp_solo",
+    ],
+    # Two NVMe behind a PCIe-to-PCI bridge: conventional PCI cannot isolate
+    # functions, so bridge + both NVMe form one group (QEMU 7.2).
+    "nvme-pair": [
+        "-device", "pcie-root-port,id=rp_pair,chassis=12,slot=12,bus=pcie.0",
+        "-device", "pcie-pci-bridge,id=ppb_pair,bus=rp_pair",
+        "-blockdev", "null-co,node-name=nvme_pa,size=1073741824,read-zeroes=on",
+        "-device", "nvme,id=nvme_pa,serial=pair-a,drive=nvme_pa,bus=ppb_pair,addr=1",
+        "-blockdev", "null-co,node-name=nvme_pb,size=1073741824,read-zeroes=on",
+        "-device", "nvme,id=nvme_pb,serial=pair-b,drive=nvme_pb,bus=ppb_pair,addr=2",
+    ],
+    # e1000e: its driver supports ethtool ring changes.  restrict=on: the
+    # guest reaches no network at all.  romfile= : no iPXE ROM needed.
+    "e1000e": [
+        "-device", "pcie-root-port,id=rp_nic,chassis=13,slot=13,bus=pcie.0",
+        "-netdev", "user,id=net0,restrict=on",
+        "-device", "e1000e,id=nic0,netdev=net0,bus=rp_nic,romfile=",
+    ],
+    # An empty hot-pluggable root port; hot-add with
+    # vm.qmp.device_add(...bus="hp0") (see Vm.hotplug_nvme).
+    "hotplug-port": [
+        "-device", "pcie-root-port,id=hp0,chassis=14,slot=14,bus=pcie.0,hotplug=on",
+    ],
+}
+
+ALL_DEVICES = ["nvme-solo", "nvme-pair", "e1000e", "hotplug-port"]
+
+
+@dataclasses.dataclass
+class Machine:
+    """What to boot: IOMMU model, kernel command line extras, devices."""
+
+    iommu: str = "intel"  # intel | amd | none
+    caching_mode: bool = False  # intel only: VT-d Caching Mode (CM) bit
+    cmdline: list[str] = dataclasses.field(default_factory=list)
+    devices: list[str] = dataclasses.field(default_factory=lambda: list(ALL_DEVICES))
+    memory_mb: int = 1024
+    cpus: int = 2
+    extra_qemu: list[str] = dataclasses.field(default_factory=list)
+
+    def qemu_args(self) -> list[str]:
+        # The IOMMU comes first: QEMU wants it created before the PCI devices
+        # it translates.  Interrupt remapping is off: it would need a split
+        # irqchip under KVM and iommud does not look at it.
+        args: list[str] = []
+        if self.iommu == "intel":
+            cm = "on" if self.caching_mode else "off"
+            args += ["-device", f"intel-iommu,caching-mode={cm},intremap=off"]
+        elif self.iommu == "amd":
+            args += ["-device", "amd-iommu,intremap=off"]
+        elif self.iommu != "none":
+            raise ValueError(f"unknown iommu model {self.iommu!r}")
+        for d in self.devices:
+            if d not in DEVICES:
+                raise ValueError(f"unknown device {d!r}; known: {', '.join(DEVICES)}")
+            args += DEVICES[d]
+        return args + self.extra_qemu
+
+
+# --------------------------------------------------------------------------
+# QMP
+
+
+class Qmp:
+    """Minimal QMP client: commands, and events kept until someone waits."""
+
+    def __init__(self, path: Path, timeout: float = 30):
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                self._sock.connect(str(path))
+                break
+            except (FileNotFoundError, ConnectionRefusedError):
+                self._sock.close()
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
+        self._file = self._sock.makefile("rb")
+        self.events: list[dict] = []
+        self._read()  # greeting
+        self.command("qmp_capabilities")
+
+    def _read(self, timeout: float | None = 60) -> dict:
+        self._sock.settimeout(timeout)
+        line = self._file.readline()
+        if not line:
+            raise ConnectionError("QMP connection closed")
+        return json.loads(line)
+
+    def command(self, name: str, **arguments) -> dict:
+        msg = {"execute": name}
+        if arguments:
+            msg["arguments"] = arguments
+        self._sock.sendall(json.dumps(msg).encode() + b"\n")
+        while True:
+            reply = self._read()
+            if "event" in reply:
+                self.events.append(reply)
+                continue
+            if "error" in reply:
+                raise RuntimeError(f"QMP {name}: {reply['error'].get('desc', reply['error'])}")
+            return reply.get("return", {})
+
+    def wait_event(self, name: str, timeout: float = 60,
+                   match: Callable[[dict], bool] = lambda e: True) -> dict:
+        """Wait for (or take an already received) event `name`."""
+        deadline = time.monotonic() + timeout
+        while True:
+            for i, ev in enumerate(self.events):
+                if ev["event"] == name and match(ev):
+                    return self.events.pop(i)
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError(f"no QMP event {name} within {timeout}s")
+            try:
+                self.events.append(self._read(timeout=left))
+            except socket.timeout:
+                pass
+
+    def close(self) -> None:
+        self._sock.close()
+
+
+# --------------------------------------------------------------------------
+# Running a guest
+
+
+@dataclasses.dataclass
+class Result:
+    exit_status: int | None  # the guest script's; None if it never finished
+    output: str  # the guest's console
+    out_dir: Path  # files the guest wrote to /vm/out
+    accel: str  # "kvm" or "tcg"
+    seconds: float
+    timed_out: bool
+    host_error: str | None = None  # an exception raised by the host-side driver
+
+    def check(self) -> "Result":
+        if self.host_error:
+            raise GuestFailed(f"host-side driver failed: {self.host_error}\n{self._tail()}")
+        if self.timed_out:
+            raise GuestFailed(f"guest timed out after {self.seconds:.0f}s\n{self._tail()}")
+        if self.exit_status != 0:
+            raise GuestFailed(f"guest script exited {self.exit_status}\n{self._tail()}")
+        return self
+
+    def _tail(self, lines: int = 60) -> str:
+        return "--- guest console (tail) ---\n" + "\n".join(self.output.splitlines()[-lines:])
+
+
+class Vm:
+    """A running guest, handed to a host-side driver function during boot()."""
+
+    def __init__(self, qmp: Qmp, console: "_Console", io_dir: Path):
+        self.qmp = qmp
+        self.io_dir = io_dir
+        self._console = console
+
+    def wait_console(self, pattern: str, timeout: float = 120) -> re.Match:
+        """Wait for a regex on the guest console (e.g. a marker the script prints)."""
+        return self._console.wait(re.compile(pattern, re.M), timeout)
+
+    def hotplug_nvme(self, dev_id: str = "hp_nvme", port: str = "hp0",
+                     size: int = 1 << 30) -> None:
+        """device_add an NVMe (on a null block backend) to an empty root port."""
+        self.qmp.command("blockdev-add", driver="null-co", **{"node-name": dev_id + "_blk"},
+                         size=size, **{"read-zeroes": True})
+        self.qmp.command("device_add", driver="nvme", id=dev_id, bus=port,
+                         serial=dev_id, drive=dev_id + "_blk")
+
+    def unplug(self, dev_id: str, timeout: float = 60) -> None:
+        """device_del and wait for QMP's DEVICE_DELETED (the guest let go)."""
+        self.qmp.command("device_del", id=dev_id)
+        self.qmp.wait_event("DEVICE_DELETED", timeout,
+                            match=lambda e: e.get("data", {}).get("device") == dev_id)
+        try:
+            self.qmp.command("blockdev-del", **{"node-name": dev_id + "_blk"})
+        except RuntimeError:
+            pass  # not a hotplug_nvme() device
+
+
+class _Console:
+    """Collects QEMU's stdout (the guest serial console) in a thread."""
+
+    def __init__(self, stream, log_path: Path, echo: bool):
+        self._stream = stream
+        self._buf: list[str] = []
+        self._cond = threading.Condition()
+        self._log = log_path.open("w")
+        self._echo = echo
+        self._thread = threading.Thread(target=self._pump, daemon=True)
+        self._thread.start()
+
+    def _pump(self) -> None:
+        for raw in iter(self._stream.readline, b""):
+            line = raw.decode(errors="replace").replace("\r", "")
+            self._log.write(line)
+            self._log.flush()
+            if self._echo:
+                print(line, end="", flush=True)
+            with self._cond:
+                self._buf.append(line)
+                self._cond.notify_all()
+        with self._cond:
+            self._buf.append("")  # EOF marker for waiters
+            self._cond.notify_all()
+
+    def text(self) -> str:
+        with self._cond:
+            return "".join(self._buf)
+
+    def wait(self, pattern: re.Pattern, timeout: float) -> re.Match:
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while True:
+                m = pattern.search("".join(self._buf))
+                if m:
+                    return m
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise TimeoutError(f"console never showed {pattern.pattern!r}")
+                self._cond.wait(left)
+
+    def join(self, timeout: float) -> None:
+        self._thread.join(timeout)
+        self._log.close()
+
+
+def accel() -> str:
+    """kvm or tcg: IOMMUD_VM_ACCEL if set, else the cached verdict of a probe.
+
+    /dev/kvm existing is not enough: on some hosts (nested, restricted) KVM
+    opens but cannot run a stock kernel.  probe_kvm() boots once and records
+    the answer per host kernel in the cache.
+    """
+    forced = os.environ.get("IOMMUD_VM_ACCEL")
+    if forced in ("kvm", "tcg"):
+        return forced
+    if not os.access("/dev/kvm", os.R_OK | os.W_OK):
+        return "tcg"
+    verdict = CACHE / f"kvm-verdict-{os.uname().release}"
+    if verdict.exists():
+        return verdict.read_text().strip()
+    result = probe_kvm()
+    verdict.write_text(result + "\n")
+    return result
+
+
+def probe_kvm() -> str:
+    try:
+        r = boot(find_kernel(SERIES[-1]), Machine(iommu="none", devices=[], cpus=1),
+                 script="#!/bin/sh\necho kvm-probe-ok\n", timeout=40, accel_override="kvm")
+        return "kvm" if r.exit_status == 0 and "kvm-probe-ok" in r.output else "tcg"
+    except Exception:
+        return "tcg"
+
+
+def boot(kernel: Kernel, machine: Machine, script: str, *,
+         init: str = "script",
+         udev: bool = False,
+         timeout: float = 300,
+         files_in: dict[str, bytes | str | Path] | None = None,
+         out_dir: Path | None = None,
+         driver: Callable[[Vm], None] | None = None,
+         systemd_units: list[Path] | None = None,
+         udev_rules: list[Path] | None = None,
+         systemd_wants: list[str] | None = None,
+         echo: bool = False,
+         accel_override: str | None = None) -> Result:
+    """Boot kernel on machine, run `script` in the guest, power off, report.
+
+    init="script": a bash wrapper is PID 1 and runs the script at once (fast).
+    udev=True (script mode): start systemd-udevd, trigger and settle first;
+    otherwise PID 1 only modprobes the drivers of the PCI devices present.
+    init="systemd": systemd is PID 1; the script runs as vm-test.service after
+    systemd-udevd, journald and `systemd_wants` (units installed from
+    `systemd_units`, udev rules from `udev_rules`) are up.
+
+    files_in: name -> content/path, visible in the guest as /vm/in/<name>.
+    The guest writes results to /vm/out/; they end up in out_dir (a fresh
+    temp dir if not given), returned as Result.out_dir.
+    driver: called with a Vm while the guest runs (QMP, console waits), from
+    the host side; an exception in it is reported in Result.host_error.
+    The guest never outlives `timeout`: QEMU is killed then.
+    """
+    check_host()
+    if init not in ("script", "systemd"):
+        raise ValueError("init must be 'script' or 'systemd'")
+    mode = accel_override or accel()
+    io_dir = Path(tempfile.mkdtemp(prefix="iommud-vm-"))
+    (io_dir / "in").mkdir()
+    (io_dir / "out").mkdir()
+    (io_dir / "test").write_text(script)
+    (io_dir / "test").chmod(0o755)
+    for name, content in (files_in or {}).items():
+        dest = io_dir / "in" / name
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(content, Path):
+            shutil.copy2(content, dest)
+        else:
+            dest.write_bytes(content.encode() if isinstance(content, str) else content)
+    shutil.copy2(HERE / "guest" / "pid1", io_dir / "pid1")
+    shutil.copy2(HERE / "guest" / "run-test", io_dir / "run-test")
+    if init == "systemd":
+        _stage_systemd(io_dir, systemd_units or [], udev_rules or [], systemd_wants or [])
+    (io_dir / "boot.env").write_text(
+        f"VM_INIT='{'/lib/systemd/systemd' if init == 'systemd' else '/vm/pid1'}'\n"
+        f"VM_UDEV={int(udev)}\n"
+    )
+
+    cmdline = BASE_CMDLINE + machine.cmdline
+    if init == "systemd":
+        # The unit set stays small: our target pulls only what the test needs.
+        cmdline = cmdline + ["systemd.unit=vm-test.target", "systemd.show_status=0"]
+    qmp_path = io_dir / "qmp.sock"
+    cpu = os.environ.get("IOMMUD_VM_CPU") or ("host" if mode == "kvm" else "max")
+    args = [
+        QEMU, "-machine", f"q35,accel={mode}", "-cpu", cpu,
+        "-m", str(machine.memory_mb), "-smp", str(machine.cpus),
+        "-nodefaults", "-no-user-config", "-display", "none", "-no-reboot",
+        "-serial", "stdio", "-qmp", f"unix:{qmp_path},server=on,wait=off",
+        "-kernel", str(kernel.vmlinuz), "-initrd", str(initramfs(kernel)),
+        "-append", " ".join(cmdline),
+        *machine.qemu_args(),
+        # The host root, read-only; multidevs=remap keeps inode numbers unique
+        # across the host's mount points.
+        "-fsdev", "local,id=hostroot,path=/,security_model=none,readonly=on,multidevs=remap",
+        "-device", "virtio-9p-pci,fsdev=hostroot,mount_tag=hostroot",
+        "-fsdev", f"local,id=vmio,path={io_dir},security_model=none",
+        "-device", "virtio-9p-pci,fsdev=vmio,mount_tag=vmio",
+    ]
+    start = time.monotonic()
+    proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT)
+    console = _Console(proc.stdout, io_dir / "console.log", echo)
+    host_error = None
+    timed_out = False
+    qmp = None
+    try:
+        if driver is not None:
+            qmp = Qmp(qmp_path)
+            try:
+                driver(Vm(qmp, console, io_dir))
+            except Exception as e:  # reported, and the guest still gets its timeout
+                host_error = f"{type(e).__name__}: {e}"
+        while proc.poll() is None:
+            if time.monotonic() - start > timeout:
+                timed_out = True
+                break
+            # QEMU stops (but does not exit) on a KVM emulation failure.
+            if "KVM internal error" in console.text():
+                host_error = host_error or "KVM internal error (try IOMMUD_VM_ACCEL=tcg)"
+                break
+            time.sleep(0.2)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        if qmp is not None:
+            qmp.close()
+        console.join(10)
+    seconds = time.monotonic() - start
+
+    status_file = io_dir / "status"
+    exit_status = int(status_file.read_text().strip()) if status_file.exists() else None
+    result_dir = out_dir or Path(tempfile.mkdtemp(prefix="iommud-vm-out-"))
+    result_dir.mkdir(parents=True, exist_ok=True)
+    for item in (io_dir / "out").iterdir():
+        shutil.move(str(item), result_dir / item.name)
+    shutil.copy2(io_dir / "console.log", result_dir / "console.log")
+    output = console.text()
+    shutil.rmtree(io_dir, ignore_errors=True)
+    return Result(exit_status, output, result_dir, mode, seconds, timed_out, host_error)
+
+
+def _stage_systemd(io_dir: Path, units: list[Path], rules: list[Path], wants: list[str]) -> None:
+    """Files the guest's initramfs-init installs into the overlay for systemd."""
+    sysd = io_dir / "systemd"
+    sysd.mkdir()
+    for u in units:
+        shutil.copy2(u, sysd / u.name)
+    rules_dir = io_dir / "udev-rules"
+    rules_dir.mkdir()
+    for r in rules:
+        shutil.copy2(r, rules_dir / r.name)
+    base = ["systemd-journald.service", "systemd-udevd.service",
+            "systemd-udev-trigger.service", "vm-test.service"]
+    (sysd / "vm-test.target").write_text(
+        "[Unit]\nDescription=iommud VM test\n"
+        f"Wants={' '.join(base + wants)}\n"
+    )
+    after = " ".join(["systemd-udevd.service", "systemd-udev-trigger.service", *wants])
+    (sysd / "vm-test.service").write_text(
+        "[Unit]\nDescription=iommud VM test script\n"
+        f"After={after}\nDefaultDependencies=no\n"
+        "SuccessAction=poweroff-force\nFailureAction=poweroff-force\n"
+        "[Service]\nType=oneshot\nExecStart=/vm/run-test\n"
+        "StandardOutput=journal+console\nStandardError=journal+console\n"
+    )
