@@ -111,7 +111,9 @@ std::string Redactor::procVersion(std::string_view text) {
   size_t last = 0;
   for (auto it = begin; it != std::sregex_iterator(); ++it) {
     out += in.substr(last, static_cast<size_t>(it->position()) - last);
-    out += "(" + token((*it)[1]) + "@" + token((*it)[2]) + ")";
+    std::string user = token((*it)[1]);
+    std::string host = token((*it)[2]);
+    out += "(" + user + "@" + host + ")";
     last = static_cast<size_t>(it->position() + it->length());
   }
   return out + in.substr(last);

@@ -74,14 +74,15 @@ UpstreamVersion upstreamVersion(std::string_view release, std::string_view procV
       }
     }
   }
-  // Debian: "... #1 SMP PREEMPT_DYNAMIC Debian 6.1.192-2 (2025-07-24)" (also "Debian 6.12.117-1~deb12u1").
+  // Debian: "... (gcc-12 (Debian 12.2.0-14) ...) #1 SMP PREEMPT_DYNAMIC Debian 6.1.192-2 (2025-07-24)": the
+  // compiler's version also follows "Debian ", so the last match is the kernel's.
+  std::optional<KernelVersion> debian;
   for (size_t at = procVersion.find("Debian "); at != std::string_view::npos;
        at = procVersion.find("Debian ", at + 1)) {
     size_t pos = at + 7;
-    if (auto v = readVersion(procVersion, pos)) {
-      if (pos < procVersion.size() && procVersion[pos] == '-') return {v, VersionSource::ProcVersion};
-    }
+    if (auto v = readVersion(procVersion, pos); v && pos < procVersion.size() && procVersion[pos] == '-') debian = v;
   }
+  if (debian) return {debian, VersionSource::ProcVersion};
   if (auto v = parseKernelVersion(release)) return {v, VersionSource::Release};
   return {};
 }

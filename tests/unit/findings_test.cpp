@@ -1,0 +1,118 @@
+#include "core/findings.hpp"
+
+#include <gtest/gtest.h>
+
+#include "support/scenarios.hpp"
+#include "unit/test_host.hpp"
+
+using namespace iommud;
+using namespace iommud::core;
+using namespace iommud::testing;
+using Ids = std::vector<std::string>;
+
+TEST(Findings, TwoNvmeInOneGroupOnAnAffectedKernel) {
+  auto s = statusOf(*twoNvmeOneGroup("6.12.30-1"));
+  const auto* f = findingById(s, "vtd-iotlb-sync-map");
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(f->severity, Severity::Warning);
+  EXPECT_EQ(f->groups, (std::vector<int>{20}));
+  EXPECT_EQ(f->devices, (std::vector<std::string>{"0000:03:00.0", "0000:04:00.0"}));
+  EXPECT_NE(f->summary.find("Kernel 6.12.30"), std::string::npos);
+  EXPECT_NE(f->summary.find("under an older version number"), std::string::npos);
+  ASSERT_EQ(f->remedies.size(), 3U);
+  EXPECT_NE(f->remedies[1].securityCost.find("all of physical memory"), std::string::npos);
+}
+
+TEST(Findings, NoIotlbSyncMapFindingOnFixedOrOlderKernels) {
+  for (const char* v : {"6.12.43-1", "6.1.140-1", "6.17.1-1", "6.16.2-1", "6.15.11-1"}) {
+    EXPECT_EQ(findingById(statusOf(*twoNvmeOneGroup(v)), "vtd-iotlb-sync-map"), nullptr) << v;
+  }
+  for (const char* v : {"6.10.0-1", "6.14.11-1", "6.15.10-1", "6.16.1-1"}) {
+    EXPECT_NE(findingById(statusOf(*twoNvmeOneGroup(v)), "vtd-iotlb-sync-map"), nullptr) << v;
+  }
+}
+
+TEST(Findings, NoIotlbSyncMapFindingWhenTheFlushIsReallyNeededOrTheGroupIsIdentity) {
+  auto cm = twoNvmeOneGroup();
+  cm->intelUnit("dmar0", kQemuCap, kQemuEcap);
+  EXPECT_EQ(findingById(statusOf(*cm), "vtd-iotlb-sync-map"), nullptr);
+  auto id = twoNvmeOneGroup();
+  id->write("/sys/kernel/iommu_groups/20/type", "identity\n");
+  EXPECT_EQ(findingById(statusOf(*id), "vtd-iotlb-sync-map"), nullptr);
+}
+
+TEST(Findings, ThunderboltNicBouncesAndNamesTheCostOfIommuOff) {
+  auto s = statusOf(*thunderboltNic());
+  EXPECT_EQ(findingIds(s), (Ids{"default-on", "untrusted-bounce"}));
+  const auto* f = findingById(s, "untrusted-bounce");
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(f->devices, (std::vector<std::string>{"0000:05:00.0"}));
+  EXPECT_EQ(f->groups, (std::vector<int>{17}));
+  EXPECT_NE(f->summary.find("refuses identity"), std::string::npos);
+  EXPECT_NE(f->remedies.back().securityCost.find("malicious Thunderbolt/USB4 device"), std::string::npos);
+}
+
+TEST(Findings, UntrustedBounceWarnsWhenSwiotlbIsInactive) {
+  auto h = thunderboltNic();
+  h->cmdline("swiotlb=noforce");
+  const auto* f = findingById(statusOf(*h), "untrusted-bounce");
+  ASSERT_NE(f, nullptr);
+  EXPECT_NE(f->summary.find("swiotlb is inactive"), std::string::npos);
+}
+
+TEST(Findings, CachingModeInAGuest) {
+  auto s = statusOf(*intelGuestCachingMode());
+  EXPECT_EQ(findingIds(s), (Ids{"caching-mode"}));  // intel_iommu=on: translation was asked for
+  EXPECT_EQ(findingById(s, "caching-mode")->groups, (std::vector<int>{0, 1, 2, 3}));
+}
+
+TEST(Findings, DefaultOnWhenTranslationComesFromTheConfig) {
+  auto s = statusOf(*intelBareMetal());
+  EXPECT_EQ(findingIds(s), (Ids{"default-on"}));
+  auto h = intelBareMetal();
+  h->cmdline("intel_iommu=on");
+  EXPECT_EQ(findingById(statusOf(*h), "default-on"), nullptr);
+}
+
+TEST(Findings, SmmuStrict) {
+  auto s = statusOf(*armSmmuV3());
+  const auto* f = findingById(s, "smmu-strict");
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(f->groups, (std::vector<int>{0, 1}));
+}
+
+TEST(Findings, VfioGroupsStayTranslatedEvenUnderPassthrough) {
+  auto s = statusOf(*vfioGroup());
+  const auto* f = findingById(s, "vfio-translated");
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(f->groups, (std::vector<int>{2}));
+  EXPECT_EQ(f->devices, (std::vector<std::string>{"0000:01:00.0", "0000:01:00.1"}));
+  EXPECT_NE(f->summary.find("even under passthrough"), std::string::npos);
+}
+
+TEST(Findings, NoFindingsWithoutAnIommu) { EXPECT_TRUE(statusOf(*noIommu()).findings.empty()); }
+
+TEST(Findings, CmdlineConflicts) {
+  auto amd = amdNewFeatures();
+  amd->cmdline("amd_iommu=pt intel_iommu=on");
+  const auto* f = findingById(statusOf(*amd), "cmdline-conflict");
+  ASSERT_NE(f, nullptr);
+  EXPECT_NE(f->summary.find("amd_iommu=pt is not a valid option"), std::string::npos);
+  EXPECT_NE(f->summary.find("intel_iommu= is given on an AMD host"), std::string::npos);
+
+  auto intel = intelBareMetal();
+  intel->cmdline("iommu=pt iommu.passthrough=0");
+  f = findingById(statusOf(*intel), "cmdline-conflict");
+  ASSERT_NE(f, nullptr);
+  EXPECT_NE(f->summary.find("iommu.passthrough=0 overrides the earlier iommu=pt"), std::string::npos);
+}
+
+TEST(Findings, AreOrderedBySeverityThenId) {
+  auto h = thunderboltNic();
+  h->cmdline("amd_iommu=off");
+  auto ids = statusOf(*h).findings;
+  ASSERT_EQ(ids.size(), 3U);
+  EXPECT_EQ(ids[0].id, "cmdline-conflict");
+  EXPECT_EQ(ids[1].id, "untrusted-bounce");
+  EXPECT_EQ(ids[2].id, "default-on");
+}

@@ -1,0 +1,93 @@
+#include "app/status_report.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <fstream>
+
+#include "support/scenarios.hpp"
+#include "unit/test_host.hpp"
+
+using namespace iommud;
+using namespace iommud::testing;
+
+namespace {
+
+// Compares with tests/data/golden/NAME.json; IOMMUD_UPDATE_GOLDEN=1 rewrites the file instead.
+void expectGolden(const std::string& name, const nlohmann::ordered_json& actual) {
+  std::string path = std::string(IOMMUD_TEST_DATA) + "/golden/" + name + ".json";
+  std::string text = actual.dump(2) + "\n";
+  if (std::getenv("IOMMUD_UPDATE_GOLDEN") != nullptr) {
+    std::ofstream(path) << text;
+    return;
+  }
+  std::ifstream in(path);
+  ASSERT_TRUE(in) << "missing golden file " << path << " (run with IOMMUD_UPDATE_GOLDEN=1)";
+  std::string expected((std::istreambuf_iterator<char>(in)), {});
+  EXPECT_EQ(text, expected) << "status --json changed for " << name << "; review and regenerate the golden file";
+}
+
+}  // namespace
+
+TEST(StatusJson, MatchesTheGoldenFileForAThunderboltNic) { expectGolden("thunderbolt_nic", app::statusJson(statusOf(*thunderboltNic()))); }
+
+TEST(StatusJson, MatchesTheGoldenFileForTwoNvmeInOneGroup) {
+  expectGolden("two_nvme_one_group", app::statusJson(statusOf(*twoNvmeOneGroup())));
+}
+
+TEST(StatusJson, MatchesTheGoldenFileForAnIntelGuest) {
+  expectGolden("intel_guest_caching_mode", app::statusJson(statusOf(*intelGuestCachingMode())));
+}
+
+TEST(StatusJson, HasEveryDocumentedName) {
+  auto j = app::statusJson(statusOf(*intelBareMetal()));
+  EXPECT_EQ(j["schema_version"], app::kStatusSchemaVersion);
+  for (const char* k : {"release", "version", "cmdline"}) EXPECT_TRUE(j["kernel"].contains(k)) << k;
+  for (const char* k : {"present", "vendor", "default_domain", "strict", "reasons", "units"}) {
+    EXPECT_TRUE(j["iommu"].contains(k)) << k;
+  }
+  for (const char* k : {"name", "vendor", "cap", "ecap", "caching_mode", "rwbf", "pass_through", "np_cache"}) {
+    EXPECT_TRUE(j["iommu"]["units"][0].contains(k)) << k;
+  }
+  EXPECT_EQ(j["iommu"]["units"][0]["cap"], "0xd2008c40660462");  // hex string: exceeds 2^53
+  for (const char* k : {"id", "type", "devices"}) EXPECT_TRUE(j["groups"][0].contains(k)) << k;
+  for (const char* k : {"address", "vendor_id", "device_id", "class", "driver", "group", "removable", "thunderbolt",
+                        "netdevs", "nvme", "in_use"}) {
+    EXPECT_TRUE(j["devices"][0].contains(k)) << k;
+  }
+  for (const char* k : {"id", "severity", "groups", "devices", "remedies"}) EXPECT_TRUE(j["findings"][0].contains(k)) << k;
+  EXPECT_EQ(j["iommu"]["default_domain"], "translated");
+  EXPECT_EQ(j["iommu"]["strict"], false);
+}
+
+TEST(StatusJson, SaysNoneWhenThereIsNoIommu) {
+  auto j = app::statusJson(statusOf(*noIommu()));
+  EXPECT_EQ(j["iommu"]["present"], false);
+  EXPECT_EQ(j["iommu"]["vendor"], "none");
+  EXPECT_TRUE(j["iommu"]["default_domain"].is_null());
+  EXPECT_TRUE(j["iommu"]["strict"].is_null());
+  EXPECT_EQ(j["iommu"]["mode"], "off");
+}
+
+TEST(StatusText, NamesDevicesFlagsAndFindingsWithoutColourOffATerminal) {
+  auto text = app::statusText(statusOf(*thunderboltNic()), false);
+  EXPECT_EQ(text.find('\033'), std::string::npos);
+  EXPECT_NE(text.find("Intel VT-d, on, translated with lazy invalidation (DMA-FQ) by default"), std::string::npos);
+  EXPECT_NE(text.find("0000:05:00.0  enp5s0"), std::string::npos);
+  EXPECT_NE(text.find("[thunderbolt]"), std::string::npos);
+  EXPECT_NE(text.find("warning untrusted-bounce"), std::string::npos);
+  EXPECT_NE(text.find("cost: "), std::string::npos);
+  EXPECT_NE(text.find("TB/USB4  domain0: security user, IOMMU DMA protection yes"), std::string::npos);
+}
+
+TEST(StatusText, FlagsSharedGroupsAndInUseDevices) {
+  auto shared = app::statusText(statusOf(*twoNvmeOneGroup()), false);
+  EXPECT_NE(shared.find("shared by 6 devices"), std::string::npos);
+  auto inUse = app::statusText(statusOf(*intelBareMetal()), false);
+  EXPECT_NE(inUse.find("nvme0      144d:a808 nvme   nvme [in use]"), std::string::npos);
+  EXPECT_NE(inUse.find("in use: nvme0n1p2 holds the root filesystem"), std::string::npos);
+}
+
+TEST(StatusText, ColoursOnlyWhenAsked) {
+  EXPECT_NE(app::statusText(statusOf(*thunderboltNic()), true).find("\033[33m"), std::string::npos);
+}

@@ -1,0 +1,38 @@
+#pragma once
+
+#include <algorithm>
+#include <stdexcept>
+#include <string>
+
+#include "adapters/sysfs/host_reader.hpp"
+#include "app/status_report.hpp"
+#include "support/fake_host.hpp"
+
+namespace iommud::testing {
+
+/// Reads a synthetic host as iommuctl does and derives mode and findings.
+inline app::Status statusOf(const FakeHost& h) {
+  auto r = adapters::sysfs::readHost(adapters::sysfs::Root(h.rootString()));
+  if (!r) throw std::runtime_error(r.error().describe());
+  return app::buildStatus(std::move(r).value());
+}
+
+inline const core::Finding* findingById(const app::Status& s, const std::string& id) {
+  auto it = std::find_if(s.findings.begin(), s.findings.end(), [&](const core::Finding& f) { return f.id == id; });
+  return it == s.findings.end() ? nullptr : &*it;
+}
+
+inline std::vector<std::string> findingIds(const app::Status& s) {
+  std::vector<std::string> ids;
+  for (const auto& f : s.findings) ids.push_back(f.id);
+  std::sort(ids.begin(), ids.end());
+  return ids;
+}
+
+inline bool hasReasonContaining(const core::HostMode& m, core::Reason::Source source, const std::string& text) {
+  return std::any_of(m.reasons.begin(), m.reasons.end(), [&](const core::Reason& r) {
+    return r.source == source && r.text.find(text) != std::string::npos;
+  });
+}
+
+}  // namespace iommud::testing
