@@ -1,0 +1,278 @@
+"""The tests/vm scenarios: machines, what their kernel must show, and checks.
+
+Each status scenario boots once and batches everything into that boot: the
+kernel's own facts are collected, checked against what the scenario set up
+(so a harness mistake cannot pass silently), then `iommuctl status --json` is
+checked against those facts (check_status.py).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import time
+from pathlib import Path
+
+import check_status
+import vmlib
+
+COLLECT = vmlib.HERE / "guest" / "collect-status"
+
+
+@dataclasses.dataclass
+class StatusScenario:
+    """A machine + command line, and the kernel state it must produce."""
+
+    description: str
+    machine: vmlib.Machine
+    vendor: str  # intel | amd | none
+    default_type: str | None = None  # boot log: Translated | Passthrough
+    tlb_policy: str | None = None  # boot log: strict | lazy (None: not printed)
+    forced_strict: bool = False  # "... due to virtualization"
+    group_type: str | None = None  # every group's type; None: no groups
+
+
+def _intel(cm: bool, *cmdline: str) -> vmlib.Machine:
+    return vmlib.Machine(iommu="intel", caching_mode=cm, cmdline=list(cmdline))
+
+
+STATUS_SCENARIOS: dict[str, StatusScenario] = {
+    "vtd-cm1": StatusScenario(
+        "VT-d with Caching Mode (a vIOMMU as a hypervisor gives it): the driver forces strict",
+        _intel(True), "intel", "Translated", "lazy", forced_strict=True, group_type="DMA"),
+    "vtd-cm0": StatusScenario(
+        "VT-d without Caching Mode (like bare metal): lazy DMA-FQ by the config default",
+        _intel(False), "intel", "Translated", "lazy", group_type="DMA-FQ"),
+    "vtd-cm1-lazy": StatusScenario(
+        "iommu.strict=0 asks for lazy, Caching Mode still forces strict DMA",
+        _intel(True, "iommu.strict=0"), "intel", "Translated", "lazy", forced_strict=True,
+        group_type="DMA"),
+    "vtd-strict": StatusScenario(
+        "iommu.strict=1 on VT-d without Caching Mode: strict DMA",
+        _intel(False, "iommu.strict=1"), "intel", "Translated", "strict", group_type="DMA"),
+    "vtd-pt": StatusScenario(
+        "iommu=pt on VT-d: identity (passthrough) for every group",
+        _intel(False, "iommu=pt"), "intel", "Passthrough", None, group_type="identity"),
+    "vtd-off": StatusScenario(
+        "intel_iommu=off: a DMAR table but no VT-d unit and no groups",
+        _intel(False, "intel_iommu=off"), "none"),
+    # QEMU 7.2's amd-iommu breaks translated NVMe DMA: use it passthrough only.
+    "amd-pt": StatusScenario(
+        "AMD-Vi with iommu=pt (the sysfs shape of an AMD host)",
+        vmlib.Machine(iommu="amd", cmdline=["iommu=pt"]), "amd", "Passthrough", None,
+        forced_strict=True, group_type="identity"),
+    "none": StatusScenario(
+        "q35 without any IOMMU",
+        vmlib.Machine(iommu="none"), "none"),
+}
+
+
+def scenario_problems(sc: StatusScenario, k: check_status.KernelFacts) -> list[str]:
+    """Did the guest kernel end up in the state the scenario is about?"""
+    out = []
+
+    def want(what, got, expected):
+        if got != expected:
+            out.append(f"scenario set-up: {what} is {got!r}, scenario needs {expected!r}")
+
+    want("IOMMU vendor", k.vendor, sc.vendor)
+    if sc.vendor != "none":
+        want("boot log default domain type", k.default_type, sc.default_type)
+        want("boot log TLB invalidation policy", k.tlb_policy, sc.tlb_policy)
+        want("driver forced strict", k.forced_strict, sc.forced_strict)
+    if sc.machine.iommu == "intel" and sc.vendor == "intel":
+        cm = any(u.cap is not None and u.cap & check_status.INTEL_CAP_CM for u in k.units.values())
+        want("VT-d Caching Mode bit", cm, sc.machine.caching_mode)
+    types = {t for t, _ in k.groups.values()}
+    want("group types", types, {sc.group_type} if sc.group_type else set())
+    if sc.group_type and "nvme-pair" in sc.machine.devices:
+        # The pcie-pci-bridge and both NVMe behind it: one group (no ACS).
+        shapes = [sorted(k.classes.get(m, "?")[:6] for m in members) for _, members in k.groups.values()]
+        if ["0x0108", "0x0108", "0x0604"] not in shapes:
+            out.append(f"scenario set-up: no group of bridge + two NVMe; groups: {shapes}")
+    return out
+
+
+def guest_script(iommuctl: str) -> str:
+    return f"#!/bin/bash\n{COLLECT} {iommuctl}\n"
+
+
+@dataclasses.dataclass
+class Outcome:
+    name: str
+    seconds: float
+    accel: str
+    problems: list[str]
+    notes: list[str]
+    out_dir: Path
+
+
+def _prepare_iommuctl(iommuctl: Path) -> tuple[dict, str]:
+    """Snapshot the binary into the boot's share: a rebuild running on the
+    host meanwhile must not swap it under the guest."""
+    if not iommuctl.is_file() or not iommuctl.stat().st_mode & 0o111:
+        raise vmlib.SetupMissing(f"iommuctl not found or not executable at {iommuctl}: build first")
+    return {"iommuctl": iommuctl}, "/vm/in/iommuctl"
+
+
+def run_status(name: str, series: str, iommuctl: Path, out_dir: Path | None = None,
+               echo: bool = False) -> Outcome:
+    sc = STATUS_SCENARIOS[name]
+    kernel = vmlib.find_kernel(series)
+    files, guest_path = _prepare_iommuctl(iommuctl)
+    r = vmlib.boot(kernel, sc.machine, guest_script(guest_path), files_in=files,
+                   timeout=240, out_dir=out_dir, echo=echo)
+    problems: list[str] = []
+    notes: list[str] = []
+    try:
+        r.check()
+        facts, probs = check_status.check(r.out_dir)
+        notes.append(check_status.summary(facts))
+        problems += scenario_problems(sc, facts) + probs
+    except (vmlib.GuestFailed, FileNotFoundError) as e:
+        problems.append(str(e))
+    return Outcome(f"status {name} on {series}", r.seconds, r.accel, problems, notes, r.out_dir)
+
+
+# --------------------------------------------------------------------------
+# Hotplug: QMP device_add / device_del of an NVMe on the empty root port while
+# the guest watches with udev, and iommuctl's view before, during and after.
+
+HOTPLUG_GUEST = r"""#!/bin/bash
+set -u
+iommuctl=$1
+wait_for() {  # wait_for SECONDS COMMAND...
+    local end=$((SECONDS + $1)); shift
+    until "$@"; do
+        (( SECONDS < end )) || { echo "timed out waiting for: $*"; return 1; }
+        sleep 0.2
+    done
+}
+collect=@COLLECT@
+$collect "$iommuctl" before- || exit 1
+
+udevadm monitor --kernel --udev --subsystem-match=pci --subsystem-match=nvme \
+    --subsystem-match=block > udev.log 2>&1 &
+monitor=$!
+wait_for 10 grep -q 'UDEV - the event' udev.log || exit 1
+echo "@@ready-for-hotplug"
+
+find_ctrl() { grep -l '^hp_nvme' /sys/class/nvme/*/serial 2>/dev/null | head -1; }
+ctrl_present() { [[ -n $(find_ctrl) ]]; }
+wait_for 60 ctrl_present || exit 1
+udevadm settle --timeout=60
+addr=$(basename "$(readlink -f "$(dirname "$(find_ctrl)")/device")")
+echo "$addr" > hotplug-addr.txt
+echo "hot-added NVMe at $addr"
+wait_for 30 test -e "/dev/$(basename "$(dirname "$(find_ctrl)")")n1" || exit 1
+$collect "$iommuctl" added- || exit 1
+echo "@@hotplug-added"
+
+wait_for 90 test ! -e "/sys/bus/pci/devices/$addr" || exit 1
+udevadm settle --timeout=60
+echo "hot-removed $addr"
+$collect "$iommuctl" removed- || exit 1
+sleep 0.5
+kill "$monitor"
+"""
+
+
+def run_hotplug(series: str, iommuctl: Path, out_dir: Path | None = None,
+                echo: bool = False) -> Outcome:
+    kernel = vmlib.find_kernel(series)
+    files, guest_path = _prepare_iommuctl(iommuctl)
+    machine = vmlib.Machine(iommu="intel", caching_mode=True)
+    timing: dict[str, float] = {}
+
+    def driver(vm: vmlib.Vm) -> None:
+        vm.wait_console(r"^@@ready-for-hotplug", timeout=180)
+        t = time.monotonic()
+        vm.hotplug_nvme("hp_nvme", port="hp0")
+        vm.wait_console(r"^@@hotplug-added", timeout=120)
+        timing["add"] = time.monotonic() - t
+        t = time.monotonic()
+        vm.unplug("hp_nvme", timeout=90)  # waits for QMP's DEVICE_DELETED
+        timing["del"] = time.monotonic() - t
+
+    script = HOTPLUG_GUEST.replace("@COLLECT@", str(COLLECT))
+    r = vmlib.boot(kernel, machine, script.replace("iommuctl=$1", f"iommuctl={guest_path}"),
+                   files_in=files, udev=True, driver=driver, timeout=300, out_dir=out_dir,
+                   echo=echo)
+    problems: list[str] = []
+    notes: list[str] = []
+    try:
+        r.check()
+        addr = (r.out_dir / "hotplug-addr.txt").read_text().strip()
+        notes.append(f"hot-added NVMe at {addr}; device_add->guest saw it {timing.get('add', 0):.1f}s, "
+                     f"device_del->DEVICE_DELETED {timing.get('del', 0):.1f}s")
+        for prefix in ("before-", "added-", "removed-"):
+            facts, probs = check_status.check(r.out_dir, prefix)
+            problems += [f"{prefix[:-1]}: {p}" for p in probs]
+            present = [gid for gid, (_, m) in facts.groups.items() if addr in m]
+            if (prefix == "added-") != bool(present):
+                problems.append(f"{prefix[:-1]}: {addr} in groups {present} (sysfs)")
+        udev = (r.out_dir / "udev.log").read_text()
+        for action, subsystem in (("add", "pci"), ("add", "nvme"), ("add", "block"),
+                                  ("remove", "pci")):
+            if not re.search(rf"^UDEV .* {action} +\S+ \({subsystem}\)", udev, re.M):
+                problems.append(f"udev never reported {action} for {subsystem}")
+    except (vmlib.GuestFailed, FileNotFoundError) as e:
+        problems.append(str(e))
+    return Outcome(f"hotplug on {series}", r.seconds, r.accel, problems, notes, r.out_dir)
+
+
+# --------------------------------------------------------------------------
+# systemd as PID 1 with a unit and a udev rule installed: the harness API that
+# the daemon's service tests build on.
+
+SYSTEMD_UNIT = """[Unit]
+Description=tests/vm: a unit installed from the host
+DefaultDependencies=no
+[Service]
+Type=oneshot
+RemainAfterExit=yes
+ExecStart=/bin/sh -c 'echo unit-ran > /vm/out/unit-ran'
+"""
+
+SYSTEMD_RULE = 'ACTION=="add", SUBSYSTEM=="nvme", ENV{IOMMUD_VM_TAGGED}="1"\n'
+
+SYSTEMD_GUEST = r"""#!/bin/bash
+set -u
+fail=0
+echo "PID 1: $(cat /proc/1/comm)"
+[[ $(cat /proc/1/comm) == systemd ]] || { echo "PID 1 is not systemd"; fail=1; }
+systemctl is-active vm-marker.service || fail=1
+[[ -f /vm/out/unit-ran ]] || { echo "vm-marker.service did not run"; fail=1; }
+udevadm settle --timeout=60
+udevadm info /dev/nvme0 | grep -q IOMMUD_VM_TAGGED=1 || { echo "udev rule not applied"; fail=1; }
+[[ $(systemd-detect-virt --container) == none ]] || { echo "systemd thinks it is in a container"; fail=1; }
+findmnt -n -o FSTYPE /tmp | grep -q tmpfs || { echo "/tmp is not the guest's own tmpfs"; fail=1; }
+systemctl --failed --no-legend > failed-units.txt
+cat failed-units.txt
+@IOMMUCTL@ status > status.txt 2>&1 || { echo "iommuctl status failed under systemd"; fail=1; }
+systemd-analyze > analyze.txt 2>&1; cat analyze.txt
+exit $fail
+"""
+
+
+def run_systemd(series: str, iommuctl: Path, out_dir: Path | None = None,
+                echo: bool = False) -> Outcome:
+    kernel = vmlib.find_kernel(series)
+    files, guest_path = _prepare_iommuctl(iommuctl)
+    staging = Path(vmlib.tempfile.mkdtemp(prefix="iommud-vm-units-"))
+    (staging / "vm-marker.service").write_text(SYSTEMD_UNIT)
+    (staging / "90-iommud-vm-test.rules").write_text(SYSTEMD_RULE)
+    r = vmlib.boot(kernel, vmlib.Machine(iommu="intel", caching_mode=True),
+                   SYSTEMD_GUEST.replace("@IOMMUCTL@", guest_path), init="systemd",
+                   files_in=files, systemd_units=[staging / "vm-marker.service"],
+                   udev_rules=[staging / "90-iommud-vm-test.rules"],
+                   systemd_wants=["vm-marker.service"], timeout=300, out_dir=out_dir, echo=echo)
+    vmlib.shutil.rmtree(staging, ignore_errors=True)
+    problems: list[str] = []
+    notes: list[str] = []
+    try:
+        r.check()
+        notes.append((r.out_dir / "analyze.txt").read_text().strip().splitlines()[0])
+    except (vmlib.GuestFailed, FileNotFoundError, IndexError) as e:
+        problems.append(str(e))
+    return Outcome(f"systemd on {series}", r.seconds, r.accel, problems, notes, r.out_dir)
