@@ -59,9 +59,9 @@ std::string Redactor::cmdline(std::string_view text) {
 namespace {
 
 bool isStandardMountPoint(std::string_view p) {
-  static const std::set<std::string_view> kept{"/",     "/boot", "/boot/efi", "/efi", "/home", "/var", "/usr",
-                                               "/tmp",  "/srv",  "/opt",      "/proc", "/sys", "/dev", "/run",
-                                               "/mnt",  "/media", "/var/log",  "/nix"};
+  static const std::set<std::string_view> kept{"/",    "/boot", "/boot/efi", "/efi",   "/home",    "/var",
+                                               "/usr", "/tmp",  "/srv",      "/opt",   "/proc",    "/sys",
+                                               "/dev", "/run",  "/mnt",      "/media", "/var/log", "/nix"};
   return kept.contains(p) || p.starts_with("/sys/") || p.starts_with("/proc/") || p.starts_with("/dev/") ||
          p.starts_with("/run/");
 }
@@ -113,7 +113,11 @@ std::string Redactor::procVersion(std::string_view text) {
     out += in.substr(last, static_cast<size_t>(it->position()) - last);
     std::string user = token((*it)[1]);
     std::string host = token((*it)[2]);
-    out += "(" + user + "@" + host + ")";
+    out += '(';
+    out += user;
+    out += '@';
+    out += host;
+    out += ')';
     last = static_cast<size_t>(it->position() + it->length());
   }
   return out + in.substr(last);
@@ -126,8 +130,9 @@ std::string Redactor::hexAddresses(std::string_view text, const std::vector<size
     auto f = core::words(line);
     std::vector<std::string> fields(f.begin(), f.end());
     for (size_t c : columns) {
-      if (c < fields.size() && fields[c].size() >= 8 &&
-          std::all_of(fields[c].begin(), fields[c].end(), [](char ch) { return std::isxdigit(static_cast<unsigned char>(ch)) != 0; })) {
+      if (c < fields.size() && fields[c].size() >= 8 && std::all_of(fields[c].begin(), fields[c].end(), [](char ch) {
+            return std::isxdigit(static_cast<unsigned char>(ch)) != 0;
+          })) {
         fields[c] = hexToken(fields[c]);
       }
     }
@@ -180,9 +185,9 @@ std::vector<TarEntry> snapshotEntries(const std::vector<Capture>& captures, Reda
     }
   };
   for (const auto& c : captures) {
-    std::string path = c.kind == Capture::Kind::Link ? canonical(c.path.substr(0, c.path.rfind('/'))) +
-                                                           c.path.substr(c.path.rfind('/'))
-                                                     : canonical(c.path);
+    std::string path = c.kind == Capture::Kind::Link
+                           ? canonical(c.path.substr(0, c.path.rfind('/'))) + c.path.substr(c.path.rfind('/'))
+                           : canonical(c.path);
     addDirs(path);
     switch (c.kind) {
       case Capture::Kind::File: {
@@ -190,9 +195,7 @@ std::vector<TarEntry> snapshotEntries(const std::vector<Capture>& captures, Reda
         members[path] = TarEntry{TarEntry::Kind::File, path.substr(1), std::move(data), 0644};
         break;
       }
-      case Capture::Kind::Link:
-        members[path] = TarEntry{TarEntry::Kind::Symlink, path.substr(1), c.data, 0777};
-        break;
+      case Capture::Kind::Link: members[path] = TarEntry{TarEntry::Kind::Symlink, path.substr(1), c.data, 0777}; break;
       case Capture::Kind::Dir:
         members.try_emplace(path, TarEntry{TarEntry::Kind::Dir, path.substr(1), "", 0755});
         for (auto name : core::split(c.data, '\n')) {
@@ -223,10 +226,9 @@ core::Result<SnapshotSummary> takeSnapshot(const std::string& root, const std::s
     if (e.kind == TarEntry::Kind::Symlink) ++summary.links;
     if (e.kind == TarEntry::Kind::Dir) ++summary.dirs;
   }
-  entries.push_back(TarEntry{TarEntry::Kind::File, "SNAPSHOT",
-                             fmt::format("iommud snapshot\nredacted: {}\nrelease: {}\n", redact ? "yes" : "no",
-                                         host->kernel.release),
-                             0644});
+  entries.push_back(TarEntry{
+      TarEntry::Kind::File, "SNAPSHOT",
+      fmt::format("iommud snapshot\nredacted: {}\nrelease: {}\n", redact ? "yes" : "no", host->kernel.release), 0644});
   auto written = adapters::snapshot::writeFileAtomic(out, adapters::snapshot::encodeTar(entries, mtime));
   if (!written) return written.error();
   return summary;

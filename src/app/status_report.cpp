@@ -19,7 +19,9 @@ Status buildStatus(HostFacts host) {
 
 namespace {
 
-std::string hex(uint64_t v, int width = 0) { return fmt::format("0x{:0{}x}", v, width); }
+std::string hex(uint64_t v, int width = 0) {
+  return fmt::format("0x{:0{}x}", v, width);
+}
 
 template <class T>
 json orNull(const std::optional<T>& v) {
@@ -27,9 +29,16 @@ json orNull(const std::optional<T>& v) {
 }
 
 json unitJson(const IommuUnit& u) {
-  json j{{"name", u.name}, {"vendor", toString(u.vendor)}, {"version", u.version.empty() ? json(nullptr) : json(u.version)},
-         {"cap", nullptr}, {"ecap", nullptr}, {"features", nullptr}, {"caching_mode", nullptr}, {"rwbf", nullptr},
-         {"pass_through", nullptr}, {"np_cache", nullptr}};
+  json j{{"name", u.name},
+         {"vendor", toString(u.vendor)},
+         {"version", u.version.empty() ? json(nullptr) : json(u.version)},
+         {"cap", nullptr},
+         {"ecap", nullptr},
+         {"features", nullptr},
+         {"caching_mode", nullptr},
+         {"rwbf", nullptr},
+         {"pass_through", nullptr},
+         {"np_cache", nullptr}};
   if (u.intel) {
     const auto& c = *u.intel;
     j["cap"] = hex(c.cap);
@@ -63,7 +72,10 @@ json blockJson(const BlockDev& b) {
 json deviceJson(const PciDevice& d) {
   json netdevs = json::array();
   for (const auto& n : d.netdevs) {
-    netdevs.push_back({{"name", n.name}, {"ifindex", n.ifindex}, {"up", n.up}, {"operstate", n.operstate},
+    netdevs.push_back({{"name", n.name},
+                       {"ifindex", n.ifindex},
+                       {"up", n.up},
+                       {"operstate", n.operstate},
                        {"master", n.master.empty() ? json(nullptr) : json(n.master)}});
   }
   json nvme = json::array();
@@ -104,8 +116,9 @@ json deviceJson(const PciDevice& d) {
 json findingJson(const Finding& f) {
   json remedies = json::array();
   for (const auto& r : f.remedies) remedies.push_back({{"action", r.action}, {"security_cost", r.securityCost}});
-  return json{{"id", f.id},           {"severity", toString(f.severity)}, {"title", f.title},
-              {"summary", f.summary}, {"groups", f.groups},               {"devices", f.devices},
+  return json{{"id", f.id},          {"severity", toString(f.severity)},
+              {"title", f.title},    {"summary", f.summary},
+              {"groups", f.groups},  {"devices", f.devices},
               {"remedies", remedies}};
 }
 
@@ -121,11 +134,12 @@ json statusJson(const Status& s) {
   json groups = json::array();
   for (const auto& g : h.groups) {
     auto notes = m.groupNotes.find(g.id);
-    groups.push_back({{"id", g.id},
-                      {"type", g.type ? json(toString(*g.type)) : json(g.typeText.empty() ? json(nullptr) : json(g.typeText))},
-                      {"devices", g.devices},
-                      {"shared", g.devices.size() > 1},
-                      {"notes", notes != m.groupNotes.end() ? json(notes->second) : json::array()}});
+    groups.push_back(
+        {{"id", g.id},
+         {"type", g.type ? json(toString(*g.type)) : json(g.typeText.empty() ? json(nullptr) : json(g.typeText))},
+         {"devices", g.devices},
+         {"shared", g.devices.size() > 1},
+         {"notes", notes != m.groupNotes.end() ? json(notes->second) : json::array()}});
   }
   json devices = json::array();
   for (const auto& d : h.devices) devices.push_back(deviceJson(d));
@@ -160,7 +174,9 @@ json statusJson(const Status& s) {
         {"firmware_tables", h.firmware.tables},
         {"dmar_platform_opt_in", orNull(h.firmware.dmarPlatformOptIn)}}},
       {"swiotlb",
-       {{"nslabs", orNull(h.swiotlb.nslabs)}, {"used", orNull(h.swiotlb.used)}, {"used_hiwater", orNull(h.swiotlb.usedHiwater)}}},
+       {{"nslabs", orNull(h.swiotlb.nslabs)},
+        {"used", orNull(h.swiotlb.used)},
+        {"used_hiwater", orNull(h.swiotlb.usedHiwater)}}},
       {"thunderbolt", tb},
       {"groups", groups},
       {"devices", devices},
@@ -228,8 +244,10 @@ std::string modeSentence(const HostMode& m) {
 
 std::string deviceFlags(const PciDevice& d, const Style& st) {
   std::vector<std::string> flags;
-  if (d.thunderbolt) flags.push_back(st.yellow("thunderbolt"));
-  else if (d.untrusted()) flags.push_back(st.yellow("removable"));
+  if (d.thunderbolt)
+    flags.push_back(st.yellow("thunderbolt"));
+  else if (d.untrusted())
+    flags.push_back(st.yellow("removable"));
   if (!d.inUse.empty()) flags.push_back(st.cyan("in use"));
   if (d.driver == "vfio-pci") flags.push_back(st.cyan("vfio"));
   std::string out;
@@ -246,31 +264,31 @@ std::string statusText(const Status& s, bool color) {
   std::string out;
   auto line = [&](const std::string& l) { out += l + "\n"; };
 
-  std::string version = h.kernel.upstream.version
-                            ? fmt::format(" (upstream {})", h.kernel.upstream.version->str())
-                            : std::string();
+  std::string version =
+      h.kernel.upstream.version ? fmt::format(" (upstream {})", h.kernel.upstream.version->str()) : std::string();
   line(fmt::format("{:<9}{}{}", st.bold("Kernel"), h.kernel.release, version));
   std::string vendor = m.present ? std::string(displayName(m.vendor)) + ", " : std::string();
   line(fmt::format("{:<9}{}{}", st.bold("IOMMU"), vendor, modeSentence(m)));
   for (const auto& r : m.reasons) {
-    line("         " + st.dim(std::string(toString(r.source)) + ":") + " " + wrapText(r.text, 9 + toString(r.source).size() + 2));
+    line("         " + st.dim(std::string(toString(r.source)) + ":") + " " +
+         wrapText(r.text, 9 + toString(r.source).size() + 2));
   }
   for (const auto& u : h.units) {
     std::vector<std::string> caps;
     if (u.intel) {
       const auto& c = *u.intel;
-      caps.push_back(fmt::format("cap {} ecap {}", hex(c.cap), hex(c.ecap)));
-      if (c.cachingMode()) caps.push_back(st.yellow("caching-mode"));
-      if (c.rwbf()) caps.push_back("rwbf");
-      caps.push_back(c.passThrough() ? "pass-through" : st.yellow("no-pass-through"));
-      if (c.scalableMode()) caps.push_back("scalable-mode");
+      caps.emplace_back(fmt::format("cap {} ecap {}", hex(c.cap), hex(c.ecap)));
+      if (c.cachingMode()) caps.emplace_back(st.yellow("caching-mode"));
+      if (c.rwbf()) caps.emplace_back("rwbf");
+      caps.emplace_back(c.passThrough() ? "pass-through" : st.yellow("no-pass-through"));
+      if (c.scalableMode()) caps.emplace_back("scalable-mode");
       auto sp = c.superPageSizes();
-      if (!sp.empty()) caps.push_back("superpages " + fmt::format("{}", fmt::join(sp, "/")));
+      if (!sp.empty()) caps.emplace_back("superpages " + fmt::format("{}", fmt::join(sp, "/")));
     }
     if (u.amd) {
-      caps.push_back(fmt::format("cap {}", hex(u.amd->cap)));
-      if (u.amd->npCache()) caps.push_back(st.yellow("np-cache"));
-      if (u.amd->iotlb()) caps.push_back("iotlb");
+      caps.emplace_back(fmt::format("cap {}", hex(u.amd->cap)));
+      if (u.amd->npCache()) caps.emplace_back(st.yellow("np-cache"));
+      if (u.amd->iotlb()) caps.emplace_back("iotlb");
     }
     line(fmt::format("  unit {} {}", st.bold(u.name), fmt::join(caps, ", ")));
   }
@@ -287,7 +305,8 @@ std::string statusText(const Status& s, bool color) {
     line("");
     line(st.bold("Groups"));
     for (const auto& g : h.groups) {
-      std::string shared = g.devices.size() > 1 ? st.yellow(fmt::format(" shared by {} devices", g.devices.size())) : "";
+      std::string shared =
+          g.devices.size() > 1 ? st.yellow(fmt::format(" shared by {} devices", g.devices.size())) : "";
       line(fmt::format("  {:>4}  {}{}", g.id, typeLabel(g, st), shared));
       if (auto notes = m.groupNotes.find(g.id); notes != m.groupNotes.end()) {
         for (const auto& n : notes->second) line("        " + st.dim(wrapText(n, 8)));
@@ -327,7 +346,9 @@ std::string statusText(const Status& s, bool color) {
     line(st.bold("Findings"));
     for (const auto& f : s.findings) {
       auto sev = std::string(toString(f.severity));
-      std::string sevText = f.severity == Severity::Info ? sev : f.severity == Severity::Warning ? st.yellow(sev) : st.red(sev);
+      std::string sevText = f.severity == Severity::Info      ? sev
+                            : f.severity == Severity::Warning ? st.yellow(sev)
+                                                              : st.red(sev);
       line(fmt::format("  {} {} {}", sevText, st.bold(f.id), f.title));
       line("      " + wrapText(f.summary, 6));
       for (const auto& r : f.remedies) {

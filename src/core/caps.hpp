@@ -57,9 +57,7 @@ struct AmdCaps {
   [[nodiscard]] bool efrSupported() const { return ((cap >> 27) & 1U) != 0; }
   [[nodiscard]] bool guestTranslation() const { return IntelCaps::bit(efr, 4); }
   [[nodiscard]] bool ppr() const { return IntelCaps::bit(efr, 1); }
-  [[nodiscard]] unsigned hostAddressTranslationLevels() const {
-    return 4 + static_cast<unsigned>((efr >> 10) & 0x3);
-  }
+  [[nodiscard]] unsigned hostAddressTranslationLevels() const { return 4 + static_cast<unsigned>((efr >> 10) & 0x3); }
 };
 
 /// Parses the AMD `features` attribute: "EFR" (before 6.0) or "EFR2:EFR" (6.0 and later).

@@ -1,5 +1,6 @@
 #include "core/cmdline.hpp"
 
+#include <algorithm>
 #include <array>
 #include <cctype>
 
@@ -8,7 +9,9 @@
 namespace iommud::core {
 namespace {
 
-bool startsWith(std::string_view s, std::string_view prefix) { return s.substr(0, prefix.size()) == prefix; }
+bool startsWith(std::string_view s, std::string_view prefix) {
+  return s.substr(0, prefix.size()) == prefix;
+}
 
 // The kernel treats '-' and '_' alike in parameter names (parameq()).
 std::string normalizeKey(std::string_view key) {
@@ -21,25 +24,20 @@ std::string normalizeKey(std::string_view key) {
 
 // Words of x86 iommu= (arch/x86/kernel/pci-dma.c iommu_setup() and gart_parse_options()). The
 // kernel matches each by prefix with strncmp.
-constexpr std::array kX86IommuWords{"off",    "force",    "noforce",   "biomerge", "panic",
-                                    "nopanic", "merge",    "nomerge",   "forcesac", "allowdac",
-                                    "nodac",  "usedac",   "soft",      "pt",       "nopt",
-                                    "fullflush", "nofullflush", "noagp", "noaperture", "memaper",
-                                    "calgary"};
+constexpr std::array kX86IommuWords{"off",        "force",   "noforce",  "biomerge",  "panic",       "nopanic",
+                                    "merge",      "nomerge", "forcesac", "allowdac",  "nodac",       "usedac",
+                                    "soft",       "pt",      "nopt",     "fullflush", "nofullflush", "noagp",
+                                    "noaperture", "memaper", "calgary"};
 // intel_iommu= (drivers/iommu/intel/iommu.c intel_iommu_setup()).
 constexpr std::array kIntelWords{"on",     "off",   "igfx_off", "forcedac",     "strict",
                                  "sp_off", "sm_on", "sm_off",   "tboot_noforce"};
 // amd_iommu= (drivers/iommu/amd/init.c parse_amd_iommu_options()).
-constexpr std::array kAmdWords{"fullflush", "force_enable", "off",         "force_isolation",
-                               "pgtbl_v1",  "pgtbl_v2",     "irtcachedis", "nohugepages",
-                               "v2_pgsizes_only", "gappi"};
+constexpr std::array kAmdWords{"fullflush", "force_enable", "off",         "force_isolation", "pgtbl_v1",
+                               "pgtbl_v2",  "irtcachedis",  "nohugepages", "v2_pgsizes_only", "gappi"};
 
 template <size_t N>
 bool knownByPrefix(std::string_view word, const std::array<const char*, N>& known) {
-  for (std::string_view k : known) {
-    if (startsWith(word, k)) return true;
-  }
-  return false;
+  return std::any_of(known.begin(), known.end(), [&](std::string_view k) { return startsWith(word, k); });
 }
 
 }  // namespace
@@ -80,9 +78,18 @@ std::vector<CmdlineParam> parseCmdline(std::string_view cmdline) {
 std::optional<bool> parseKernelBool(std::string_view s) {
   if (s.empty()) return std::nullopt;
   switch (s[0]) {
-    case 'y': case 'Y': case 't': case 'T': case '1': return true;
-    case 'n': case 'N': case 'f': case 'F': case '0': return false;
-    case 'o': case 'O':
+    case 'y':
+    case 'Y':
+    case 't':
+    case 'T':
+    case '1': return true;
+    case 'n':
+    case 'N':
+    case 'f':
+    case 'F':
+    case '0': return false;
+    case 'o':
+    case 'O':
       if (s.size() > 1 && (s[1] == 'n' || s[1] == 'N')) return true;
       if (s.size() > 1 && (s[1] == 'f' || s[1] == 'F')) return false;
       break;
@@ -93,10 +100,9 @@ std::optional<bool> parseKernelBool(std::string_view s) {
 
 bool isIommuRelated(std::string_view rawKey) {
   std::string key = normalizeKey(rawKey);
-  return key == "iommu" || startsWith(key, "iommu.") || key == "intel_iommu" ||
-         key == "amd_iommu" || startsWith(key, "amd_iommu_") || key == "swiotlb" ||
-         key == "mem_encrypt" || key == "intremap" || startsWith(key, "arm_smmu") ||
-         startsWith(key, "vfio") || key == "pci";
+  return key == "iommu" || startsWith(key, "iommu.") || key == "intel_iommu" || key == "amd_iommu" ||
+         startsWith(key, "amd_iommu_") || key == "swiotlb" || key == "mem_encrypt" || key == "intremap" ||
+         startsWith(key, "arm_smmu") || startsWith(key, "vfio") || key == "pci";
 }
 
 IommuCmdline interpretIommuCmdline(const std::vector<CmdlineParam>& params) {
@@ -121,8 +127,10 @@ IommuCmdline interpretIommuCmdline(const std::vector<CmdlineParam>& params) {
     std::string value = p.value.value_or("");
 
     if (key == "iommu.passthrough") {
-      if (auto b = parseKernelBool(value)) setPassthrough(*b, p.text);
-      else badBool(p);
+      if (auto b = parseKernelBool(value))
+        setPassthrough(*b, p.text);
+      else
+        badBool(p);
     } else if (key == "iommu.strict") {
       if (auto b = parseKernelBool(value)) {
         out.strict = *b;
@@ -134,8 +142,8 @@ IommuCmdline interpretIommuCmdline(const std::vector<CmdlineParam>& params) {
       for (auto word : split(value, ',')) {
         if (word.empty()) continue;
         if (!knownByPrefix(word, kX86IommuWords)) {
-          out.issues.push_back({p.text, "iommu=" + std::string(word) +
-                                            " is not an option the kernel knows: it is ignored"});
+          out.issues.push_back(
+              {p.text, "iommu=" + std::string(word) + " is not an option the kernel knows: it is ignored"});
           continue;
         }
         // Mirror the kernel's prefix tests: "off..." sets no_iommu, "pt..." passthrough.
@@ -150,8 +158,8 @@ IommuCmdline interpretIommuCmdline(const std::vector<CmdlineParam>& params) {
       for (auto word : split(value, ',')) {
         if (word.empty()) continue;
         if (!knownByPrefix(word, kIntelWords)) {
-          out.issues.push_back({p.text, "intel_iommu=" + std::string(word) +
-                                            " is not a valid option: the VT-d driver ignores it"});
+          out.issues.push_back(
+              {p.text, "intel_iommu=" + std::string(word) + " is not a valid option: the VT-d driver ignores it"});
           continue;
         }
         if (startsWith(word, "on")) out.intelOn = true, out.intelOnBy = p.text;
@@ -166,9 +174,8 @@ IommuCmdline interpretIommuCmdline(const std::vector<CmdlineParam>& params) {
         if (word.empty()) continue;
         if (!knownByPrefix(word, kAmdWords)) {
           std::string hint = word == "pt" ? " (passthrough is iommu=pt)" : "";
-          out.issues.push_back({p.text, "amd_iommu=" + std::string(word) +
-                                            " is not a valid option: the AMD driver ignores it" +
-                                            hint});
+          out.issues.push_back(
+              {p.text, "amd_iommu=" + std::string(word) + " is not a valid option: the AMD driver ignores it" + hint});
           continue;
         }
         if (startsWith(word, "fullflush")) out.legacyStrict = true, out.legacyStrictBy = p.text;
@@ -186,12 +193,12 @@ IommuCmdline interpretIommuCmdline(const std::vector<CmdlineParam>& params) {
   }
 
   if (out.legacyStrict && out.strict && !*out.strict) {
-    out.issues.push_back({out.strictBy, out.legacyStrictBy + " takes precedence over " +
-                                            out.strictBy + ": invalidation stays strict"});
+    out.issues.push_back(
+        {out.strictBy, out.legacyStrictBy + " takes precedence over " + out.strictBy + ": invalidation stays strict"});
   }
   if (out.iommuOff && out.passthrough) {
-    out.issues.push_back({out.passthroughBy, "iommu=off disables the IOMMU on x86; " +
-                                                 out.passthroughBy + " has no effect"});
+    out.issues.push_back(
+        {out.passthroughBy, "iommu=off disables the IOMMU on x86; " + out.passthroughBy + " has no effect"});
   }
   return out;
 }

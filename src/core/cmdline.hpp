@@ -21,7 +21,7 @@ struct CmdlineParam {
 std::vector<CmdlineParam> parseCmdline(std::string_view cmdline);
 
 /// The kernel's kstrtobool(): y/Y/t/T/1, n/N/f/F/0, on/off; anything else is invalid.
-std::optional<bool> parseKernelBool(std::string_view text);
+std::optional<bool> parseKernelBool(std::string_view s);
 
 /// A problem the kernel would silently work around: an ignored value or an overridden option.
 struct CmdlineIssue {
@@ -42,8 +42,8 @@ struct IommuCmdline {
   bool legacyStrict = false;  // intel_iommu=strict or amd_iommu=fullflush
   std::string legacyStrictBy;
 
-  bool iommuOff = false;    // x86 iommu=off
-  bool iommuForce = false;  // x86 iommu=force
+  bool iommuOff = false;        // x86 iommu=off
+  bool iommuForce = false;      // x86 iommu=force
   std::optional<bool> intelOn;  // intel_iommu=on|off (the last wins)
   std::string intelOnBy;
   std::optional<bool> intelScalableMode;  // intel_iommu=sm_on|sm_off

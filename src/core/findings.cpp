@@ -49,8 +49,8 @@ void vtdIotlbSyncMap(const HostFacts& h, const HostMode& m, std::vector<Finding>
     if (!g.type || !isTranslated(*g.type)) continue;
     auto eps = endpoints(h, g);
     if (eps.size() < 2) continue;
-    int nvmes = static_cast<int>(std::count_if(eps.begin(), eps.end(),
-                                               [](const PciDevice* d) { return d->kind() == DeviceKind::Nvme; }));
+    int nvmes = static_cast<int>(
+        std::count_if(eps.begin(), eps.end(), [](const PciDevice* d) { return d->kind() == DeviceKind::Nvme; }));
     Finding f;
     f.id = "vtd-iotlb-sync-map";
     f.severity = nvmes >= 2 ? Severity::Warning : Severity::Info;
@@ -61,17 +61,21 @@ void vtdIotlbSyncMap(const HostFacts& h, const HostMode& m, std::vector<Finding>
       f.devices.push_back(d->address);
     }
     f.groups.push_back(g.id);
-    f.summary = "Kernel " + v.str() + " has the VT-d iotlb_sync_map regression (since 6.10; fixed in 6.17, 6.16.2, "
+    f.summary = "Kernel " + v.str() +
+                " has the VT-d iotlb_sync_map regression (since 6.10; fixed in 6.17, 6.16.2, "
                 "6.15.11 and 6.12.43): every DMA map takes the domain's cache-tag lock for a flush that does nothing "
-                "on this IOMMU (no Caching Mode, no RWBF). The " + std::to_string(eps.size()) + " devices of group " +
-                std::to_string(g.id) + " (" + join(names) + ") share one domain and so contend on that lock; two "
+                "on this IOMMU (no Caching Mode, no RWBF). The " +
+                std::to_string(eps.size()) + " devices of group " + std::to_string(g.id) + " (" + join(names) +
+                ") share one domain and so contend on that lock; two "
                 "NVMe drives behind one bridge fell from about 6150 to 4985 MiB/s. A distribution kernel may carry "
                 "the fix under an older version number (look for \"iommu/vt-d: Optimize iotlb_sync_map for "
                 "non-caching/non-RWBF modes\" in its changelog).";
     f.remedies.push_back({"Run a kernel with the fix: 6.17 or later, 6.16.2+, 6.15.11+ or 6.12.43+",
                           "none: DMA protection stays as it is"});
-    f.remedies.push_back({"Set group " + std::to_string(g.id) + " to identity (an iommud policy, applied before the "
-                          "devices are in use)", kIdentityCost});
+    f.remedies.push_back({"Set group " + std::to_string(g.id) +
+                              " to identity (an iommud policy, applied before the "
+                              "devices are in use)",
+                          kIdentityCost});
     f.remedies.push_back({"Move the devices to slots in different IOMMU groups", "none"});
     out.push_back(std::move(f));
   }
@@ -98,18 +102,21 @@ void untrustedBounce(const HostFacts& h, const HostMode& /*m*/, std::vector<Find
                 "A driver that maps one small buffer per descriptor pays for a remap and a copy on every frame: "
                 "an AQC100 10 GbE Thunderbolt NIC received 2.26 Gbit/s this way, 9.28 Gbit/s with the IOMMU off.";
     if (swiotlbOff) {
-      f.summary += " swiotlb is inactive on this host, so such unaligned mappings fail (\"DMA bounce buffers are "
-                   "inactive\").";
+      f.summary +=
+          " swiotlb is inactive on this host, so such unaligned mappings fail (\"DMA bounce buffers are "
+          "inactive\").";
     }
     f.devices.push_back(d.address);
     f.groups.push_back(*d.group);
     if (kind == DeviceKind::Nic) {
-      f.remedies.push_back({"Raise the RX/TX rings to their maximum and use interrupt coalescing (an iommud policy "
-                            "applies this at hotplug)",
-                            "none: the device stays isolated"});
-      f.remedies.push_back({"Use larger RX buffers where the driver offers it (mainline atlantic has no RX "
-                            "page-order parameter)",
-                            "none"});
+      f.remedies.push_back(
+          {"Raise the RX/TX rings to their maximum and use interrupt coalescing (an iommud policy "
+           "applies this at hotplug)",
+           "none: the device stays isolated"});
+      f.remedies.push_back(
+          {"Use larger RX buffers where the driver offers it (mainline atlantic has no RX "
+           "page-order parameter)",
+           "none"});
     }
     f.remedies.push_back({"Turn the IOMMU off (iommu=off) or pass every device through (iommu=pt)",
                           "every device, including this hot-pluggable one, can then read and write all memory: "
@@ -128,7 +135,8 @@ void cachingMode(const HostFacts& h, const HostMode& /*m*/, std::vector<Finding>
   f.id = "caching-mode";
   f.severity = Severity::Warning;
   f.title = "Emulated IOMMU: every map is flushed and invalidation is strict";
-  f.summary = join(units) + " caches not-present entries (VT-d Caching Mode or AMD NpCache): this is a virtual "
+  f.summary = join(units) +
+              " caches not-present entries (VT-d Caching Mode or AMD NpCache): this is a virtual "
               "IOMMU, as a hypervisor provides for device assignment inside a guest. The kernel must flush on every "
               "map, trapping to the hypervisor each time, and it forces strict invalidation for all translated groups.";
   for (const auto& g : h.groups) {
@@ -137,9 +145,10 @@ void cachingMode(const HostFacts& h, const HostMode& /*m*/, std::vector<Finding>
   f.remedies.push_back({"Set the groups of devices that are not handed to VFIO to identity (an iommud policy)",
                         "the guest kernel no longer isolates those devices from guest memory; the hypervisor still "
                         "confines the whole guest"});
-  f.remedies.push_back({"Remove the virtual IOMMU from the VM if nothing in the guest needs it (nested device "
-                        "assignment, DMA protection inside the guest)",
-                        "no DMA isolation inside the guest"});
+  f.remedies.push_back(
+      {"Remove the virtual IOMMU from the VM if nothing in the guest needs it (nested device "
+       "assignment, DMA protection inside the guest)",
+       "no DMA isolation inside the guest"});
   out.push_back(std::move(f));
 }
 
@@ -154,17 +163,18 @@ void defaultOn(const HostFacts& h, const HostMode& m, std::vector<Finding>& out)
   f.severity = Severity::Info;
   f.title = "DMA translation is on by a kernel config default";
   std::string what = m.vendor == Vendor::Intel ? "CONFIG_INTEL_IOMMU_DEFAULT_ON=y turned VT-d on and " : "";
-  f.summary = "Nobody asked for translation on the command line: " + what +
-              "the kernel's default domain is " + std::string(toString(*m.defaultType)) +
+  f.summary = "Nobody asked for translation on the command line: " + what + "the kernel's default domain is " +
+              std::string(toString(*m.defaultType)) +
               ". This protects memory from every device, at a cost distributions saw when they turned it on: TCP "
               "request/response latency 1.5-3% worse, and more for drivers that map many small buffers.";
   for (const auto& g : h.groups) {
     if (g.type && isTranslated(*g.type)) f.groups.push_back(g.id);
   }
   f.remedies.push_back({"Keep it: this is the safe default", "none"});
-  f.remedies.push_back({"Give identity or lazy DMA-FQ only to the internal devices whose throughput matters (an "
-                        "iommud policy)",
-                        std::string("identity: ") + kIdentityCost + "; DMA-FQ: " + kLazyCost});
+  f.remedies.push_back(
+      {"Give identity or lazy DMA-FQ only to the internal devices whose throughput matters (an "
+       "iommud policy)",
+       std::string("identity: ") + kIdentityCost + "; DMA-FQ: " + kLazyCost});
   f.remedies.push_back({"iommu=pt on the command line",
                         "every trusted device can read and write all memory; only untrusted (external) devices "
                         "stay translated"});
@@ -181,12 +191,14 @@ void smmuStrict(const HostFacts& h, const HostMode& m, std::vector<Finding>& out
   f.id = "smmu-strict";
   f.severity = Severity::Info;
   f.title = "Arm SMMU in strict mode";
-  f.summary = "Arm kernels default to strict invalidation: every unmap waits for the SMMU's TLB to be invalidated, "
-              "and IOVA allocation sits on the hot path (an 82599 10 GbE NIC fell to 100 Mbit/s on one such host). "
-              "Lazy DMA-FQ batches the invalidations.";
-  f.remedies.push_back({"Set the groups of internal NICs to DMA-FQ (possible with the driver bound since 5.15; an "
-                        "iommud policy)",
-                        kLazyCost});
+  f.summary =
+      "Arm kernels default to strict invalidation: every unmap waits for the SMMU's TLB to be invalidated, "
+      "and IOVA allocation sits on the hot path (an 82599 10 GbE NIC fell to 100 Mbit/s on one such host). "
+      "Lazy DMA-FQ batches the invalidations.";
+  f.remedies.push_back(
+      {"Set the groups of internal NICs to DMA-FQ (possible with the driver bound since 5.15; an "
+       "iommud policy)",
+       kLazyCost});
   f.remedies.push_back({"iommu.strict=0 on the command line", std::string("for every device: ") + kLazyCost});
   out.push_back(std::move(f));
 }
@@ -203,10 +215,12 @@ void vfioTranslated(const HostFacts& h, const HostMode& m, std::vector<Finding>&
     f.id = "vfio-translated";
     f.severity = Severity::Info;
     f.title = "Group " + std::to_string(g.id) + " is owned by VFIO and stays translated";
-    f.summary = join(vfio) + " is bound to vfio-pci: a VM or user-space driver maps its DMA through its own "
+    f.summary = join(vfio) +
+                " is bound to vfio-pci: a VM or user-space driver maps its DMA through its own "
                 "VFIO/iommufd domain. That domain is always translated" +
                 std::string(m.passthrough == true ? ", even under passthrough (iommu=pt / iommu.passthrough=1)" : "") +
-                ", and the group's `type` (" + g.typeText + ") names only the default domain it returns to. No "
+                ", and the group's `type` (" + g.typeText +
+                ") names only the default domain it returns to. No "
                 "iommud setting changes it; never unbind vfio-pci (it blocks until the VM lets go).";
     f.groups.push_back(g.id);
     f.devices = vfio;
@@ -223,8 +237,10 @@ void cmdlineConflict(const HostFacts& h, const HostMode& m, std::vector<Finding>
   auto has = [&](std::string_view t) { return std::find(tables.begin(), tables.end(), t) != tables.end(); };
   bool amdHost = m.vendor == Vendor::Amd || (has("IVRS") && !has("DMAR"));
   bool intelHost = m.vendor == Vendor::Intel || (has("DMAR") && !has("IVRS"));
-  if (cl.intelGiven && amdHost) problems.push_back("intel_iommu= is given on an AMD host: the VT-d driver never runs");
-  if (cl.amdGiven && intelHost) problems.push_back("amd_iommu= is given on an Intel host: the AMD driver never runs");
+  if (cl.intelGiven && amdHost)
+    problems.emplace_back("intel_iommu= is given on an AMD host: the VT-d driver never runs");
+  if (cl.amdGiven && intelHost)
+    problems.emplace_back("amd_iommu= is given on an Intel host: the AMD driver never runs");
   if (problems.empty()) return;
   Finding f;
   f.id = "cmdline-conflict";
@@ -248,8 +264,7 @@ std::string_view toString(Severity severity) {
 }
 
 const VersionSet& iotlbSyncMapAffected() {
-  static const VersionSet set =
-      VersionSet::parse(">=6.10,<6.12.43 || >=6.13,<6.15.11 || >=6.16,<6.16.2").value();
+  static const VersionSet set = VersionSet::parse(">=6.10,<6.12.43 || >=6.13,<6.15.11 || >=6.16,<6.16.2").value();
   return set;
 }
 

@@ -140,8 +140,8 @@ using Kind = InUseReason::Kind;
 
 // Why a block device cannot go away: mounted, swap, or held by a stacked device that is. The
 // chain is followed a few levels (partition -> dm-crypt -> LVM -> mount).
-void blockUse(const HostFacts& host, const BlockDev& dev, const std::string& rootDev,
-              std::vector<InUseReason>& out, const std::string& via, int depth) {
+void blockUse(const HostFacts& host, const BlockDev& dev, const std::string& rootDev, std::vector<InUseReason>& out,
+              const std::string& via, int depth) {
   std::string who = via.empty() ? dev.name : via + " (via " + dev.name + ")";
   for (const auto& m : host.mounts) {
     if (m.devNum != dev.devNum) continue;
@@ -233,8 +233,9 @@ void assessUse(HostFacts& host) {
       }
     }
     if (dev.driver == "vfio-pci") {
-      reasons.push_back({Kind::Vfio, "bound to vfio-pci: a VM or user-space driver owns it; unbinding "
-                                     "blocks until it lets go"});
+      reasons.push_back({Kind::Vfio,
+                         "bound to vfio-pci: a VM or user-space driver owns it; unbinding "
+                         "blocks until it lets go"});
     }
     if (dev.sriovNumVfs > 0) {
       reasons.push_back({Kind::SriovVfs, std::to_string(dev.sriovNumVfs) +

@@ -26,7 +26,9 @@ enum class DomainType { Dma, DmaFq, Identity, Blocked, Unmanaged, Unknown };
 std::string_view toString(DomainType type);  // the kernel's spelling: "DMA", "DMA-FQ", ...
 /// Parses a `type` file; tolerates the missing newline of kernels before 5.3.
 std::optional<DomainType> parseDomainType(std::string_view text);
-inline bool isTranslated(DomainType t) { return t == DomainType::Dma || t == DomainType::DmaFq; }
+inline bool isTranslated(DomainType t) {
+  return t == DomainType::Dma || t == DomainType::DmaFq;
+}
 
 /// One hardware IOMMU (a /sys/class/iommu entry).
 struct IommuUnit {
@@ -51,15 +53,15 @@ struct NetDev {
   int ifindex = 0;
   bool up = false;  // IFF_UP in `flags`
   std::string operstate;
-  std::string master;           // bond or bridge it is enslaved to, if any
+  std::string master;             // bond or bridge it is enslaved to, if any
   bool hasGlobalAddress = false;  // an IPv6 address other than link-local
   bool hasRoute = false;          // an IPv4 or IPv6 route through it
 };
 
 /// A block device (namespace or partition) and what holds it.
 struct BlockDev {
-  std::string name;    // "nvme0n1", "nvme0n1p2"
-  std::string devNum;  // "259:0"
+  std::string name;                  // "nvme0n1", "nvme0n1p2"
+  std::string devNum;                // "259:0"
   std::vector<std::string> holders;  // "dm-0", "md127"
 };
 
@@ -142,8 +144,8 @@ struct Swiotlb {
 };
 
 struct KernelInfo {
-  std::string release;     // /proc/sys/kernel/osrelease
-  std::string procVersion; // /proc/version
+  std::string release;      // /proc/sys/kernel/osrelease
+  std::string procVersion;  // /proc/version
   UpstreamVersion upstream;
   std::string cmdline;
   IommuCmdline iommuCmdline;
@@ -153,7 +155,7 @@ struct KernelInfo {
 
 /// What firmware tables say about DMA remapping hardware.
 struct Firmware {
-  std::vector<std::string> tables;  // present of DMAR, IVRS, IORT, VIOT
+  std::vector<std::string> tables;        // present of DMAR, IVRS, IORT, VIOT
   std::optional<bool> dmarPlatformOptIn;  // DMAR flags bit 2, when the table is readable
 };
 
@@ -172,7 +174,7 @@ struct HostFacts {
   std::vector<PciDevice> devices;  // sorted by address
   std::vector<ThunderboltDomain> thunderbolt;
   std::vector<Mount> mounts;
-  std::vector<std::string> swaps;  // device names ("nvme0n1p3") used as swap
+  std::vector<std::string> swaps;                // device names ("nvme0n1p3") used as swap
   std::map<std::string, BlockDev> stackedBlock;  // dm/md devices that hold NVMe ones, by name
   Swiotlb swiotlb;
   std::vector<Unreadable> unreadable;

@@ -1,14 +1,16 @@
 #include "core/kernel_version.hpp"
 
 #include <cctype>
+#include <charconv>
 
 #include "core/text.hpp"
-#include <charconv>
 
 namespace iommud::core {
 namespace {
 
-bool isDigit(char c) { return std::isdigit(static_cast<unsigned char>(c)) != 0; }
+bool isDigit(char c) {
+  return std::isdigit(static_cast<unsigned char>(c)) != 0;
+}
 
 // Reads a decimal number at text[pos], advancing pos; nullopt if none or out of range.
 std::optional<int> readNumber(std::string_view text, size_t& pos) {
@@ -39,7 +41,6 @@ std::optional<KernelVersion> readVersion(std::string_view text, size_t& pos) {
   pos = p;
   return v;
 }
-
 
 }  // namespace
 
@@ -116,7 +117,7 @@ Result<VersionSet> VersionSet::parse(std::string_view text) {
       bound.op = Bound::Op::Eq;
     } else {
       return fail(pos >= text.size() ? "expected a version bound such as >=6.10, found the end"
-                                      : "expected a version bound such as >=6.10");
+                                     : "expected a version bound such as >=6.10");
     }
     skipSpace();
     auto v = readVersion(text, pos);

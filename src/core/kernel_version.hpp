@@ -16,7 +16,7 @@ struct KernelVersion {
   int minor = 0;
   int patch = 0;
 
-  auto operator<=>(const KernelVersion&) const = default;
+  auto operator<=>(const KernelVersion&) const = default;  // NOLINT(modernize-use-nullptr): clang-tidy 14 bug
   [[nodiscard]] std::string str() const;
 };
 

@@ -12,7 +12,9 @@ bool configIs(const HostFacts& h, const std::string& sym, std::string_view value
   return it != h.kernel.config.end() && it->second == value;
 }
 
-bool hasConfig(const HostFacts& h) { return !h.kernel.configSource.empty(); }
+bool hasConfig(const HostFacts& h) {
+  return !h.kernel.configSource.empty();
+}
 
 // Whether the group holds a device the kernel treats as untrusted.
 const PciDevice* untrustedMember(const HostFacts& h, const Group& g) {
@@ -42,18 +44,21 @@ void explainAbsence(const HostFacts& h, HostMode& m) {
     if (configIs(h, "CONFIG_INTEL_IOMMU", "n")) {
       m.reasons.push_back({Src::Config, "the kernel is built without CONFIG_INTEL_IOMMU"});
     } else if (configIs(h, "CONFIG_INTEL_IOMMU_DEFAULT_ON", "n")) {
-      m.reasons.push_back({Src::Config, "CONFIG_INTEL_IOMMU_DEFAULT_ON is not set and intel_iommu=on is not "
-                                        "on the command line: VT-d stays off"});
+      m.reasons.push_back({Src::Config,
+                           "CONFIG_INTEL_IOMMU_DEFAULT_ON is not set and intel_iommu=on is not "
+                           "on the command line: VT-d stays off"});
     }
   }
   if (has("IVRS") && !cl.amdOff && !cl.iommuOff) {
-    m.reasons.push_back({Src::Firmware, "the firmware has an IVRS table but no AMD-Vi unit is registered: the "
-                                        "IOMMU may be in HATDis mode (interrupt remapping only) or failed to "
-                                        "initialise (see dmesg)"});
+    m.reasons.push_back({Src::Firmware,
+                         "the firmware has an IVRS table but no AMD-Vi unit is registered: the "
+                         "IOMMU may be in HATDis mode (interrupt remapping only) or failed to "
+                         "initialise (see dmesg)"});
   }
   if (tables.empty()) {
-    m.reasons.push_back({Src::Firmware, "no DMAR, IVRS, IORT or VIOT table: the firmware describes no IOMMU "
-                                        "(absent, or disabled in the firmware setup)"});
+    m.reasons.push_back({Src::Firmware,
+                         "no DMAR, IVRS, IORT or VIOT table: the firmware describes no IOMMU "
+                         "(absent, or disabled in the firmware setup)"});
   }
   if (m.reasons.empty()) m.reasons.push_back({Src::Runtime, "no IOMMU is registered and no IOMMU group exists"});
 }
@@ -73,19 +78,21 @@ void derivePassthrough(const HostFacts& h, HostMode& m) {
   bool intelDefaultOff = configIs(h, "CONFIG_INTEL_IOMMU_DEFAULT_ON", "n") && cl.intelOn != true;
   if (m.vendor == Vendor::Intel && h.firmware.dmarPlatformOptIn == true && intelDefaultOff && !cl.intelOn) {
     m.passthrough = true;
-    m.reasons.push_back({Src::Firmware, "the firmware opts in to DMA protection (DMAR platform opt-in): the "
-                                        "kernel forced VT-d on, with identity for every trusted device"});
+    m.reasons.push_back({Src::Firmware,
+                         "the firmware opts in to DMA protection (DMAR platform opt-in): the "
+                         "kernel forced VT-d on, with identity for every trusted device"});
   }
   if (cl.passthrough) {
     m.passthrough = *cl.passthrough;
-    m.reasons.push_back({Src::Cmdline, cl.passthroughBy + " on the command line: " +
-                                           (*cl.passthrough ? "passthrough (identity) by default"
-                                                            : "translated DMA by default")});
+    m.reasons.push_back(
+        {Src::Cmdline, cl.passthroughBy + " on the command line: " +
+                           (*cl.passthrough ? "passthrough (identity) by default" : "translated DMA by default")});
   }
   if (m.passthrough == true && cl.memEncrypt == true) {
     m.passthrough = false;
-    m.reasons.push_back({Src::Cmdline, "mem_encrypt=on: with memory encryption the kernel refuses default "
-                                       "passthrough and translates"});
+    m.reasons.push_back({Src::Cmdline,
+                         "mem_encrypt=on: with memory encryption the kernel refuses default "
+                         "passthrough and translates"});
   }
 }
 
@@ -98,8 +105,9 @@ void deriveStrict(const HostFacts& h, HostMode& m) {
       m.reasons.push_back({Src::Config, "CONFIG_IOMMU_DEFAULT_DMA_STRICT=y: strict invalidation by default"});
     } else if (configIs(h, "CONFIG_IOMMU_DEFAULT_DMA_LAZY", "y")) {
       m.strict = false;
-      m.reasons.push_back({Src::Config, "CONFIG_IOMMU_DEFAULT_DMA_LAZY=y: lazy invalidation (flush queue) by "
-                                        "default"});
+      m.reasons.push_back({Src::Config,
+                           "CONFIG_IOMMU_DEFAULT_DMA_LAZY=y: lazy invalidation (flush queue) by "
+                           "default"});
     } else if (!h.kernel.config.contains("CONFIG_IOMMU_DEFAULT_DMA_STRICT")) {
       // Before 5.15 strictness was each driver's own default.
       bool arm = m.vendor == Vendor::ArmSmmu || m.vendor == Vendor::ArmSmmuV3;
@@ -111,8 +119,8 @@ void deriveStrict(const HostFacts& h, HostMode& m) {
   }
   if (cl.strict) {
     m.strict = *cl.strict;
-    m.reasons.push_back({Src::Cmdline, cl.strictBy + " on the command line: " +
-                                           (*cl.strict ? "strict" : "lazy") + " invalidation"});
+    m.reasons.push_back(
+        {Src::Cmdline, cl.strictBy + " on the command line: " + (*cl.strict ? "strict" : "lazy") + " invalidation"});
   }
   if (cl.legacyStrict) {
     m.strict = true;
@@ -126,9 +134,10 @@ void deriveDefaultType(const HostFacts& h, HostMode& m) {
   bool strict = m.strict.value_or(false);
   for (const auto& u : h.units) {
     if (u.intel && u.intel->cachingMode()) {
-      bool scalable = u.intel->scalableMode() &&
-                      (cl.intelScalableMode == true ||
-                       (configIs(h, "CONFIG_INTEL_IOMMU_SCALABLE_MODE_DEFAULT_ON", "y") && cl.intelScalableMode != false));
+      bool scalable =
+          u.intel->scalableMode() &&
+          (cl.intelScalableMode == true ||
+           (configIs(h, "CONFIG_INTEL_IOMMU_SCALABLE_MODE_DEFAULT_ON", "y") && cl.intelScalableMode != false));
       if (!(scalable && u.intel->firstLevelTranslation()) && !strict) {
         strict = true;
         m.reasons.push_back({Src::Driver, u.name + " has Caching Mode (an emulated IOMMU): the VT-d driver forces "
@@ -155,7 +164,7 @@ void deriveDefaultType(const HostFacts& h, HostMode& m) {
     }
     return;
   }
-  if (!m.strict && strict == false) return;  // strictness unknown
+  if (!m.strict && !strict) return;  // strictness unknown
   auto fq = h.kernel.upstream.version && *h.kernel.upstream.version < KernelVersion{5, 15, 0}
                 ? DomainType::Dma  // lazy existed before 5.15 but `type` could not tell it apart
                 : DomainType::DmaFq;
@@ -170,8 +179,8 @@ void inferFromGroups(const HostFacts& h, HostMode& m) {
     ++counts[*g.type];
   }
   if (counts.empty()) return;
-  auto best = std::max_element(counts.begin(), counts.end(),
-                               [](const auto& a, const auto& b) { return a.second < b.second; });
+  auto best =
+      std::max_element(counts.begin(), counts.end(), [](const auto& a, const auto& b) { return a.second < b.second; });
   DomainType t = best->first;
   if (!m.passthrough) m.passthrough = t == DomainType::Identity;
   if (!m.strict && t == DomainType::DmaFq) m.strict = false;
@@ -185,7 +194,8 @@ void explainGroups(const HostFacts& h, HostMode& m) {
   for (const auto& g : h.groups) {
     auto& notes = m.groupNotes[g.id];
     if (const auto* d = vfioMember(h, g)) {
-      notes.push_back(d->address + " is bound to vfio-pci: the device works through a VFIO/iommufd domain, "
+      notes.push_back(d->address +
+                      " is bound to vfio-pci: the device works through a VFIO/iommufd domain, "
                       "translated whatever `type` shows (it names the default domain only)");
     }
     if (!g.type) {
@@ -193,7 +203,8 @@ void explainGroups(const HostFacts& h, HostMode& m) {
       continue;
     }
     if (const auto* d = untrustedMember(h, g); d != nullptr && *g.type == DomainType::Dma) {
-      notes.push_back(d->address + " is untrusted (external-facing port): the kernel forces strict DMA and "
+      notes.push_back(d->address +
+                      " is untrusted (external-facing port): the kernel forces strict DMA and "
                       "bounces sub-page mappings");
       continue;
     }

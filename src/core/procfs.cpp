@@ -37,8 +37,8 @@ std::vector<Mount> parseMountInfo(std::string_view text) {
     size_t dash = 6;
     while (dash < f.size() && f[dash] != "-") ++dash;
     if (dash + 2 >= f.size()) continue;
-    mounts.push_back(Mount{std::string(f[2]), unescapeOctal(f[4]), unescapeOctal(f[dash + 2]),
-                           std::string(f[dash + 1])});
+    mounts.push_back(
+        Mount{std::string(f[2]), unescapeOctal(f[4]), unescapeOctal(f[dash + 2]), std::string(f[dash + 1])});
   }
   return mounts;
 }
@@ -89,8 +89,7 @@ std::set<std::string> parseGlobalInet6Interfaces(std::string_view text) {
   return out;
 }
 
-std::map<std::string, std::string> parseKconfig(std::string_view text,
-                                                bool (*keep)(std::string_view name)) {
+std::map<std::string, std::string> parseKconfig(std::string_view text, bool (*keep)(std::string_view name)) {
   std::map<std::string, std::string> out;
   for (auto raw : split(text, '\n')) {
     auto line = trim(raw);

@@ -25,8 +25,7 @@ std::set<std::string> parseGlobalInet6Interfaces(std::string_view text);
 
 /// Kernel config lines: "CONFIG_X=y" and "# CONFIG_X is not set" (stored as "n"). Only symbols
 /// for which keep(name) is true are kept.
-std::map<std::string, std::string> parseKconfig(std::string_view text,
-                                                bool (*keep)(std::string_view name));
+std::map<std::string, std::string> parseKconfig(std::string_view text, bool (*keep)(std::string_view name));
 
 /// The config symbols iommud explains: IOMMU, SMMU, DMA-remapping and swiotlb ones.
 bool isIommuConfigSymbol(std::string_view name);

@@ -15,9 +15,7 @@ struct Error {
   std::string message;
 
   /// "PATH: MESSAGE" (or just MESSAGE when no path applies).
-  [[nodiscard]] std::string describe() const {
-    return path.empty() ? message : path + ": " + message;
-  }
+  [[nodiscard]] std::string describe() const { return path.empty() ? message : path + ": " + message; }
 };
 
 inline Error errnoError(int code, std::string path) {
@@ -28,7 +26,7 @@ inline Error errnoError(int code, std::string path) {
 template <class T>
 class Result {
  public:
-  Result(T value) : v_(std::move(value)) {}  // NOLINT(google-explicit-constructor)
+  Result(T value) : v_(std::move(value)) {}      // NOLINT(google-explicit-constructor)
   Result(Error error) : v_(std::move(error)) {}  // NOLINT(google-explicit-constructor)
 
   [[nodiscard]] bool ok() const { return std::holds_alternative<T>(v_); }

@@ -160,7 +160,8 @@ FakeHost& FakeHost::netdev(const std::string& pciAddress, const Net& n) {
 }
 
 FakeHost& FakeHost::routes(const std::string& ipv4, const std::string& ipv6) {
-  write("/proc/net/route", "Iface\tDestination\tGateway \tFlags\tRefCnt\tUse\tMetric\tMask\t\tMTU\tWindow\tIRTT\n" + ipv4);
+  write("/proc/net/route",
+        "Iface\tDestination\tGateway \tFlags\tRefCnt\tUse\tMetric\tMask\t\tMTU\tWindow\tIRTT\n" + ipv4);
   write("/proc/net/ipv6_route", ipv6);
   return *this;
 }

@@ -65,8 +65,8 @@ class FakeHost {
 
   /// An NVMe controller with namespaces; each namespace lists its partitions.
   struct Namespace {
-    std::string name;  // "nvme0n1"
-    std::string dev;   // "259:0"
+    std::string name;                                             // "nvme0n1"
+    std::string dev;                                              // "259:0"
     std::vector<std::pair<std::string, std::string>> partitions;  // ("nvme0n1p1", "259:1")
     std::vector<std::string> holders;
   };

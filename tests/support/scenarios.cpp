@@ -4,17 +4,21 @@ namespace iommud::testing {
 
 namespace {
 
-const std::vector<std::string> kDebianLazy = {
-    "CONFIG_IOMMU_SUPPORT=y",          "CONFIG_INTEL_IOMMU=y",
-    "CONFIG_INTEL_IOMMU_DEFAULT_ON=y", "# CONFIG_INTEL_IOMMU_SCALABLE_MODE_DEFAULT_ON is not set",
-    "CONFIG_AMD_IOMMU=y",              "# CONFIG_IOMMU_DEFAULT_DMA_STRICT is not set",
-    "CONFIG_IOMMU_DEFAULT_DMA_LAZY=y", "# CONFIG_IOMMU_DEFAULT_PASSTHROUGH is not set",
-    "CONFIG_SWIOTLB=y"};
+const std::vector<std::string> kDebianLazy = {"CONFIG_IOMMU_SUPPORT=y",
+                                              "CONFIG_INTEL_IOMMU=y",
+                                              "CONFIG_INTEL_IOMMU_DEFAULT_ON=y",
+                                              "# CONFIG_INTEL_IOMMU_SCALABLE_MODE_DEFAULT_ON is not set",
+                                              "CONFIG_AMD_IOMMU=y",
+                                              "# CONFIG_IOMMU_DEFAULT_DMA_STRICT is not set",
+                                              "CONFIG_IOMMU_DEFAULT_DMA_LAZY=y",
+                                              "# CONFIG_IOMMU_DEFAULT_PASSTHROUGH is not set",
+                                              "CONFIG_SWIOTLB=y"};
 
 std::unique_ptr<FakeHost> debian612() {
   auto h = std::make_unique<FakeHost>("6.12.38+deb12-amd64");
-  h->procVersion("Linux version 6.12.38+deb12-amd64 (debian-kernel@lists.debian.org) (x86_64-linux-gnu-gcc-12 "
-                 "(Debian 12.2.0-14+deb12u1) 12.2.0) #1 SMP PREEMPT_DYNAMIC Debian 6.12.38-1~deb12u1 (2025-07-16)");
+  h->procVersion(
+      "Linux version 6.12.38+deb12-amd64 (debian-kernel@lists.debian.org) (x86_64-linux-gnu-gcc-12 "
+      "(Debian 12.2.0-14+deb12u1) 12.2.0) #1 SMP PREEMPT_DYNAMIC Debian 6.12.38-1~deb12u1 (2025-07-16)");
   h->config(kDebianLazy);
   h->firmwareTable("DMAR", std::string(36, 'D') + std::string("\x26\x01", 2));
   return h;
@@ -30,27 +34,38 @@ std::unique_ptr<FakeHost> intelBareMetal() {
   h->pci({.address = "0000:00:00.0", .device = 0x9b61, .classCode = 0x060000, .driver = "skl_uncore"});
   h->pci({.address = "0000:00:02.0", .device = 0x9b41, .classCode = 0x030000, .driver = "i915", .removable = "fixed"});
   h->bridge("0000:00:1d.0", "", 0x8086, 0x02b0);
-  h->pci({.address = "0000:01:00.0", .parent = "0000:00:1d.0", .vendor = 0x144d, .device = 0xa808,
-          .classCode = 0x010802, .driver = "nvme", .removable = "fixed", .subVendor = 0x144d, .subDevice = 0xa801});
-  h->pci({.address = "0000:00:1f.6", .device = 0x0d4f, .classCode = 0x020000, .driver = "e1000e", .removable = "fixed"});
+  h->pci({.address = "0000:01:00.0",
+          .parent = "0000:00:1d.0",
+          .vendor = 0x144d,
+          .device = 0xa808,
+          .classCode = 0x010802,
+          .driver = "nvme",
+          .removable = "fixed",
+          .subVendor = 0x144d,
+          .subDevice = 0xa801});
+  h->pci(
+      {.address = "0000:00:1f.6", .device = 0x0d4f, .classCode = 0x020000, .driver = "e1000e", .removable = "fixed"});
   h->group(0, "DMA-FQ\n", {"0000:00:02.0"});
   h->group(1, "DMA-FQ\n", {"0000:00:00.0"});
   h->group(8, "DMA-FQ\n", {"0000:00:1d.0"});
   h->group(12, "DMA-FQ\n", {"0000:01:00.0"});
   h->group(13, "DMA-FQ\n", {"0000:00:1f.6"});
   h->netdev("0000:00:1f.6", {.name = "eno1", .ifindex = 2});
-  h->routes("eno1\t00000000\t0102A8C0\t0003\t0\t0\t100\t00000000\t0\t0\t0\n"
-            "eno1\t0002A8C0\t00000000\t0001\t0\t0\t100\t00FFFFFF\t0\t0\t0\n");
-  h->inet6("fe800000000000003a2c4afffe0c1d2e 02 40 20 80     eno1\n"
-           "00000000000000000000000000000001 01 80 10 80       lo\n");
+  h->routes(
+      "eno1\t00000000\t0102A8C0\t0003\t0\t0\t100\t00000000\t0\t0\t0\n"
+      "eno1\t0002A8C0\t00000000\t0001\t0\t0\t100\t00FFFFFF\t0\t0\t0\n");
+  h->inet6(
+      "fe800000000000003a2c4afffe0c1d2e 02 40 20 80     eno1\n"
+      "00000000000000000000000000000001 01 80 10 80       lo\n");
   h->nvme("0000:01:00.0", "nvme0", "Samsung SSD 970 EVO Plus 1TB", "S4EWNX0N123456A",
           {{"nvme0n1", "259:0", {{"nvme0n1p1", "259:1"}, {"nvme0n1p2", "259:2"}, {"nvme0n1p3", "259:3"}}, {}}});
   h->stackedBlock("dm-0", "254:0");
   h->holds("dm-0", "nvme0n1p3");
-  h->mountinfo("22 1 259:2 / / rw,relatime shared:1 - ext4 /dev/nvme0n1p2 rw,errors=remount-ro\n"
-               "23 22 259:1 / /boot/efi rw,relatime shared:2 - vfat /dev/nvme0n1p1 rw\n"
-               "24 22 254:0 / /home/alice rw,relatime shared:3 - ext4 /dev/mapper/home rw\n"
-               "25 22 0:22 / /proc rw,nosuid - proc proc rw\n");
+  h->mountinfo(
+      "22 1 259:2 / / rw,relatime shared:1 - ext4 /dev/nvme0n1p2 rw,errors=remount-ro\n"
+      "23 22 259:1 / /boot/efi rw,relatime shared:2 - vfat /dev/nvme0n1p1 rw\n"
+      "24 22 254:0 / /home/alice rw,relatime shared:3 - ext4 /dev/mapper/home rw\n"
+      "25 22 0:22 / /proc rw,nosuid - proc proc rw\n");
   h->swaps("");
   h->swiotlb(32768, 0, 12);
   return h;
@@ -58,17 +73,26 @@ std::unique_ptr<FakeHost> intelBareMetal() {
 
 std::unique_ptr<FakeHost> intelGuestCachingMode() {
   auto h = std::make_unique<FakeHost>("6.1.0-56-amd64");
-  h->procVersion("Linux version 6.1.0-56-amd64 (debian-kernel@lists.debian.org) (gcc-12 (Debian 12.2.0-14+deb12u1) "
-                 "12.2.0, GNU ld (GNU Binutils for Debian) 2.40) #1 SMP PREEMPT_DYNAMIC Debian 6.1.192-2 (2025-08-20)");
+  h->procVersion(
+      "Linux version 6.1.0-56-amd64 (debian-kernel@lists.debian.org) (gcc-12 (Debian 12.2.0-14+deb12u1) "
+      "12.2.0, GNU ld (GNU Binutils for Debian) 2.40) #1 SMP PREEMPT_DYNAMIC Debian 6.1.192-2 (2025-08-20)");
   h->cmdline("console=ttyS0 intel_iommu=on");
   h->config(kDebianLazy);
   h->firmwareTable("DMAR");
   h->intelUnit("dmar0", kQemuCap, kQemuEcap);
   h->pci({.address = "0000:00:00.0", .device = 0x29c0, .classCode = 0x060000});
   h->bridge("0000:00:02.0", "", 0x1b36, 0x000c);
-  h->pci({.address = "0000:01:00.0", .parent = "0000:00:02.0", .vendor = 0x1b36, .device = 0x0010,
-          .classCode = 0x010802, .driver = "nvme", .removable = "fixed", .subVendor = 0x1af4, .subDevice = 0x1100});
-  h->pci({.address = "0000:00:03.0", .device = 0x10d3, .classCode = 0x020000, .driver = "e1000e", .removable = "fixed"});
+  h->pci({.address = "0000:01:00.0",
+          .parent = "0000:00:02.0",
+          .vendor = 0x1b36,
+          .device = 0x0010,
+          .classCode = 0x010802,
+          .driver = "nvme",
+          .removable = "fixed",
+          .subVendor = 0x1af4,
+          .subDevice = 0x1100});
+  h->pci(
+      {.address = "0000:00:03.0", .device = 0x10d3, .classCode = 0x020000, .driver = "e1000e", .removable = "fixed"});
   h->group(0, "DMA\n", {"0000:00:00.0"});
   h->group(1, "DMA\n", {"0000:00:02.0"});
   h->group(2, "DMA\n", {"0000:01:00.0"});
@@ -80,8 +104,9 @@ std::unique_ptr<FakeHost> intelGuestCachingMode() {
 
 std::unique_ptr<FakeHost> amdOldFeatures() {
   auto h = std::make_unique<FakeHost>("5.15.0-91-generic");
-  h->procVersion("Linux version 5.15.0-91-generic (buildd@lcy02-amd64-045) (gcc (Ubuntu 11.4.0-1ubuntu1~22.04) "
-                 "11.4.0) #101-Ubuntu SMP Tue Nov 14 13:30:08 UTC 2023");
+  h->procVersion(
+      "Linux version 5.15.0-91-generic (buildd@lcy02-amd64-045) (gcc (Ubuntu 11.4.0-1ubuntu1~22.04) "
+      "11.4.0) #101-Ubuntu SMP Tue Nov 14 13:30:08 UTC 2023");
   h->write("/proc/version_signature", "Ubuntu 5.15.0-91.101-generic 5.15.131\n");
   h->cmdline("BOOT_IMAGE=/boot/vmlinuz-5.15.0-91-generic root=/dev/mapper/vg-root ro");
   h->config({"CONFIG_AMD_IOMMU=y", "CONFIG_IOMMU_DEFAULT_DMA_LAZY=y", "# CONFIG_IOMMU_DEFAULT_DMA_STRICT is not set",
@@ -96,14 +121,19 @@ std::unique_ptr<FakeHost> amdOldFeatures() {
 
 std::unique_ptr<FakeHost> amdNewFeatures() {
   auto h = std::make_unique<FakeHost>("6.1.0-56-amd64");
-  h->procVersion("Linux version 6.1.0-56-amd64 (debian-kernel@lists.debian.org) #1 SMP PREEMPT_DYNAMIC Debian "
-                 "6.1.192-2 (2025-08-20)");
+  h->procVersion(
+      "Linux version 6.1.0-56-amd64 (debian-kernel@lists.debian.org) #1 SMP PREEMPT_DYNAMIC Debian "
+      "6.1.192-2 (2025-08-20)");
   h->cmdline("BOOT_IMAGE=/vmlinuz root=UUID=abcd ro iommu=pt");
   h->config(kDebianLazy);
   h->firmwareTable("IVRS");
   h->amdUnit("ivhd0", "40190b0f", "0:25bf7ef22294ade");
   h->pci({.address = "0000:00:00.0", .vendor = 0x1022, .device = 0x14d8, .classCode = 0x060000});
-  h->pci({.address = "0000:02:00.0", .vendor = 0x10ec, .device = 0x8125, .classCode = 0x020000, .driver = "r8169",
+  h->pci({.address = "0000:02:00.0",
+          .vendor = 0x10ec,
+          .device = 0x8125,
+          .classCode = 0x020000,
+          .driver = "r8169",
           .removable = "fixed"});
   h->group(0, "identity\n", {"0000:00:00.0"});
   h->group(5, "identity\n", {"0000:02:00.0"});
@@ -119,8 +149,13 @@ std::unique_ptr<FakeHost> armSmmuV3() {
   h->firmwareTable("IORT");
   h->otherUnit("smmu3.0x0000000009050000");
   h->pci({.address = "0000:00:00.0", .vendor = 0x1b36, .device = 0x0008, .classCode = 0x060000});
-  h->pci({.address = "0000:00:01.0", .vendor = 0x8086, .device = 0x10fb, .classCode = 0x020000, .driver = "ixgbe",
-          .removable = "fixed", .sriovNumVfs = 0});
+  h->pci({.address = "0000:00:01.0",
+          .vendor = 0x8086,
+          .device = 0x10fb,
+          .classCode = 0x020000,
+          .driver = "ixgbe",
+          .removable = "fixed",
+          .sriovNumVfs = 0});
   h->group(0, "DMA\n", {"0000:00:00.0"});
   h->group(1, "DMA\n", {"0000:00:01.0"});
   h->netdev("0000:00:01.0", {.name = "enp0s1", .ifindex = 2});
@@ -134,7 +169,8 @@ std::unique_ptr<FakeHost> noIommu() {
   h->config({"CONFIG_INTEL_IOMMU=y", "# CONFIG_INTEL_IOMMU_DEFAULT_ON is not set", "CONFIG_IOMMU_DEFAULT_DMA_LAZY=y"});
   h->firmwareTable("DMAR");
   h->pci({.address = "0000:00:00.0", .device = 0x3e30, .classCode = 0x060000});
-  h->pci({.address = "0000:00:1f.6", .device = 0x15bc, .classCode = 0x020000, .driver = "e1000e", .removable = "fixed"});
+  h->pci(
+      {.address = "0000:00:1f.6", .device = 0x15bc, .classCode = 0x020000, .driver = "e1000e", .removable = "fixed"});
   return h;
 }
 
@@ -143,16 +179,33 @@ std::unique_ptr<FakeHost> thunderboltNic() {
   h->cmdline("BOOT_IMAGE=/vmlinuz root=UUID=abcd ro quiet");
   h->intelUnit("dmar0", kIntelBareCap, kIntelBareEcap);
   h->pci({.address = "0000:00:00.0", .device = 0x9a14, .classCode = 0x060000});
-  h->pci({.address = "0000:00:0d.2", .device = 0x9a1b, .classCode = 0x0c0340, .driver = "thunderbolt",
+  h->pci({.address = "0000:00:0d.2",
+          .device = 0x9a1b,
+          .classCode = 0x0c0340,
+          .driver = "thunderbolt",
           .removable = "fixed"});
   // Integrated USB4 root port, external facing; a Titan Ridge enclosure behind it.
   h->bridge("0000:00:07.0", "", 0x8086, 0x9a23);
-  h->pci({.address = "0000:03:00.0", .parent = "0000:00:07.0", .device = 0x15ef, .classCode = 0x060400,
-          .driver = "pcieport", .removable = "removable"});
-  h->pci({.address = "0000:04:01.0", .parent = "0000:03:00.0", .device = 0x15ef, .classCode = 0x060400,
-          .driver = "pcieport", .removable = "removable"});
-  h->pci({.address = "0000:05:00.0", .parent = "0000:04:01.0", .vendor = 0x1d6a, .device = 0x00b1,
-          .classCode = 0x020000, .driver = "atlantic", .removable = "removable", .subVendor = 0x1d6a,
+  h->pci({.address = "0000:03:00.0",
+          .parent = "0000:00:07.0",
+          .device = 0x15ef,
+          .classCode = 0x060400,
+          .driver = "pcieport",
+          .removable = "removable"});
+  h->pci({.address = "0000:04:01.0",
+          .parent = "0000:03:00.0",
+          .device = 0x15ef,
+          .classCode = 0x060400,
+          .driver = "pcieport",
+          .removable = "removable"});
+  h->pci({.address = "0000:05:00.0",
+          .parent = "0000:04:01.0",
+          .vendor = 0x1d6a,
+          .device = 0x00b1,
+          .classCode = 0x020000,
+          .driver = "atlantic",
+          .removable = "removable",
+          .subVendor = 0x1d6a,
           .subDevice = 0x0001});
   h->group(0, "DMA-FQ\n", {"0000:00:00.0"});
   h->group(5, "DMA-FQ\n", {"0000:00:0d.2"});
@@ -170,7 +223,8 @@ std::unique_ptr<FakeHost> thunderboltNic() {
 std::unique_ptr<FakeHost> twoNvmeOneGroup(const char* debianVersion) {
   auto h = std::make_unique<FakeHost>("6.12.30+deb12-amd64");
   h->procVersion(std::string("Linux version 6.12.30+deb12-amd64 (debian-kernel@lists.debian.org) #1 SMP "
-                             "PREEMPT_DYNAMIC Debian ") + debianVersion + " (2025-06-01)");
+                             "PREEMPT_DYNAMIC Debian ") +
+                 debianVersion + " (2025-06-01)");
   h->cmdline("BOOT_IMAGE=/vmlinuz root=UUID=abcd ro");
   h->config(kDebianLazy);
   h->firmwareTable("DMAR");
@@ -180,10 +234,20 @@ std::unique_ptr<FakeHost> twoNvmeOneGroup(const char* debianVersion) {
   h->bridge("0000:01:00.0", "0000:00:02.0", 0x10b5, 0x8747);
   h->bridge("0000:02:08.0", "0000:01:00.0", 0x10b5, 0x8747);
   h->bridge("0000:02:10.0", "0000:01:00.0", 0x10b5, 0x8747);
-  h->pci({.address = "0000:03:00.0", .parent = "0000:02:08.0", .vendor = 0x144d, .device = 0xa80a,
-          .classCode = 0x010802, .driver = "nvme", .removable = "fixed"});
-  h->pci({.address = "0000:04:00.0", .parent = "0000:02:10.0", .vendor = 0x144d, .device = 0xa80a,
-          .classCode = 0x010802, .driver = "nvme", .removable = "fixed"});
+  h->pci({.address = "0000:03:00.0",
+          .parent = "0000:02:08.0",
+          .vendor = 0x144d,
+          .device = 0xa80a,
+          .classCode = 0x010802,
+          .driver = "nvme",
+          .removable = "fixed"});
+  h->pci({.address = "0000:04:00.0",
+          .parent = "0000:02:10.0",
+          .vendor = 0x144d,
+          .device = 0xa80a,
+          .classCode = 0x010802,
+          .driver = "nvme",
+          .removable = "fixed"});
   h->group(0, "DMA-FQ\n", {"0000:00:00.0"});
   h->group(20, "DMA-FQ\n",
            {"0000:00:02.0", "0000:01:00.0", "0000:02:08.0", "0000:02:10.0", "0000:03:00.0", "0000:04:00.0"});
@@ -200,10 +264,20 @@ std::unique_ptr<FakeHost> vfioGroup() {
   h->intelUnit("dmar0", kIntelBareCap, kIntelBareEcap);
   h->pci({.address = "0000:00:00.0", .device = 0x4660, .classCode = 0x060000});
   h->bridge("0000:00:01.0", "", 0x8086, 0x460d);
-  h->pci({.address = "0000:01:00.0", .parent = "0000:00:01.0", .vendor = 0x10de, .device = 0x2684,
-          .classCode = 0x030000, .driver = "vfio-pci", .removable = "fixed"});
-  h->pci({.address = "0000:01:00.1", .parent = "0000:00:01.0", .vendor = 0x10de, .device = 0x22ba,
-          .classCode = 0x040300, .driver = "vfio-pci", .removable = "fixed"});
+  h->pci({.address = "0000:01:00.0",
+          .parent = "0000:00:01.0",
+          .vendor = 0x10de,
+          .device = 0x2684,
+          .classCode = 0x030000,
+          .driver = "vfio-pci",
+          .removable = "fixed"});
+  h->pci({.address = "0000:01:00.1",
+          .parent = "0000:00:01.0",
+          .vendor = 0x10de,
+          .device = 0x22ba,
+          .classCode = 0x040300,
+          .driver = "vfio-pci",
+          .removable = "fixed"});
   h->group(0, "identity\n", {"0000:00:00.0"});
   h->group(2, "identity\n", {"0000:00:01.0", "0000:01:00.0", "0000:01:00.1"});
   return h;

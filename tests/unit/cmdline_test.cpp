@@ -5,7 +5,9 @@
 using namespace iommud::core;
 
 namespace {
-IommuCmdline interpret(const char* cmdline) { return interpretIommuCmdline(parseCmdline(cmdline)); }
+IommuCmdline interpret(const char* cmdline) {
+  return interpretIommuCmdline(parseCmdline(cmdline));
+}
 }  // namespace
 
 TEST(Cmdline, SplitsLikeTheKernelWithQuotesAndStopsAtDoubleDash) {

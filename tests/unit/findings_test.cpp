@@ -90,7 +90,9 @@ TEST(Findings, VfioGroupsStayTranslatedEvenUnderPassthrough) {
   EXPECT_NE(f->summary.find("even under passthrough"), std::string::npos);
 }
 
-TEST(Findings, NoFindingsWithoutAnIommu) { EXPECT_TRUE(statusOf(*noIommu()).findings.empty()); }
+TEST(Findings, NoFindingsWithoutAnIommu) {
+  EXPECT_TRUE(statusOf(*noIommu()).findings.empty());
+}
 
 TEST(Findings, CmdlineConflicts) {
   auto amd = amdNewFeatures();

@@ -141,7 +141,10 @@ TEST(HostReader, DetectsAThunderboltTunnelFromTheBridges) {
 TEST(HostReader, ARemovableDeviceIsTunnelledWhenAThunderboltDomainExists) {
   FakeHost h;
   h.bridge("0000:00:07.0");
-  h.pci({.address = "0000:3a:00.0", .parent = "0000:00:07.0", .classCode = 0x020000, .driver = "igc",
+  h.pci({.address = "0000:3a:00.0",
+         .parent = "0000:00:07.0",
+         .classCode = 0x020000,
+         .driver = "igc",
          .removable = "removable"});
   auto without = read(h);
   EXPECT_FALSE(without.device("0000:3a:00.0")->thunderbolt);

@@ -17,8 +17,9 @@ TEST(MountInfo, ReadsDeviceMountPointAndSourceWithOptionalFields) {
 }
 
 TEST(Swaps, KeepsPartitionsNotFiles) {
-  auto s = parseSwaps("Filename\tType\tSize\tUsed\tPriority\n/dev/nvme0n1p3 partition 8388604 0 -2\n"
-                      "/swapfile file 1048572 0 -3\n");
+  auto s = parseSwaps(
+      "Filename\tType\tSize\tUsed\tPriority\n/dev/nvme0n1p3 partition 8388604 0 -2\n"
+      "/swapfile file 1048572 0 -3\n");
   EXPECT_EQ(s, (std::vector<std::string>{"nvme0n1p3"}));
 }
 
@@ -32,16 +33,18 @@ TEST(Routes, CollectsInterfacesFromBothFamilies) {
 }
 
 TEST(Inet6, IgnoresLinkLocalAndLoopback) {
-  auto a = parseGlobalInet6Interfaces("fe800000000000003a2c4afffe0c1d2e 02 40 20 80     eno1\n"
-                                      "00000000000000000000000000000001 01 80 10 80       lo\n"
-                                      "20010db8000000000000000000000001 03 40 00 00     eno2\n");
+  auto a = parseGlobalInet6Interfaces(
+      "fe800000000000003a2c4afffe0c1d2e 02 40 20 80     eno1\n"
+      "00000000000000000000000000000001 01 80 10 80       lo\n"
+      "20010db8000000000000000000000001 03 40 00 00     eno2\n");
   EXPECT_EQ(a, (std::set<std::string>{"eno2"}));
 }
 
 TEST(Kconfig, KeepsIommuSymbolsIncludingUnsetOnes) {
-  auto c = parseKconfig("CONFIG_INTEL_IOMMU=y\n# CONFIG_INTEL_IOMMU_DEFAULT_ON is not set\nCONFIG_HZ=250\n"
-                        "CONFIG_SWIOTLB_DYNAMIC=y\n# comment\n",
-                        isIommuConfigSymbol);
+  auto c = parseKconfig(
+      "CONFIG_INTEL_IOMMU=y\n# CONFIG_INTEL_IOMMU_DEFAULT_ON is not set\nCONFIG_HZ=250\n"
+      "CONFIG_SWIOTLB_DYNAMIC=y\n# comment\n",
+      isIommuConfigSymbol);
   EXPECT_EQ(c.size(), 3U);
   EXPECT_EQ(c["CONFIG_INTEL_IOMMU"], "y");
   EXPECT_EQ(c["CONFIG_INTEL_IOMMU_DEFAULT_ON"], "n");

@@ -80,8 +80,9 @@ TEST(Snapshot, FilesBelowLinksAreStoredWhereTheLinksPoint) {
 
 TEST(Snapshot, RedactsSerialsPathsAddressesAndNonIommuArgumentsConsistently) {
   auto h = intelBareMetal();
-  h->cmdline("BOOT_IMAGE=/vmlinuz root=UUID=5d2c0f1e ro nfsroot=10.0.0.1:/srv/alice intel_iommu=on iommu.strict=1 "
-             "quiet -- --secret=alice");
+  h->cmdline(
+      "BOOT_IMAGE=/vmlinuz root=UUID=5d2c0f1e ro nfsroot=10.0.0.1:/srv/alice intel_iommu=on iommu.strict=1 "
+      "quiet -- --secret=alice");
   app::Redactor r;
   auto entries = capture(*h, &r);
   auto cmdline = entry(entries, "proc/cmdline")->data;
@@ -127,10 +128,10 @@ TEST(Redactor, KeepsTheKernelBuilderOutOfProcVersion) {
 TEST(Tar, EncodesMembersThatGnuTarCanRead) {
   std::string longName(180, 'a');
   auto bytes = adapters::snapshot::encodeTar({{TarEntry::Kind::Dir, "sys", "", 0755},
-                                               {TarEntry::Kind::File, "sys/x", "hello\n", 0644},
-                                               {TarEntry::Kind::Symlink, "sys/l", "x", 0777},
-                                               {TarEntry::Kind::File, "sys/" + longName, "long", 0644}},
-                                              0);
+                                              {TarEntry::Kind::File, "sys/x", "hello\n", 0644},
+                                              {TarEntry::Kind::Symlink, "sys/l", "x", 0777},
+                                              {TarEntry::Kind::File, "sys/" + longName, "long", 0644}},
+                                             0);
   EXPECT_EQ(bytes.size() % 512, 0U);
   EXPECT_EQ(bytes.substr(257, 5), "ustar");
   EXPECT_NE(bytes.find("././@LongLink"), std::string::npos);

@@ -1,10 +1,9 @@
-#include "app/status_report.hpp"
-
 #include <gtest/gtest.h>
 
 #include <cstdlib>
 #include <fstream>
 
+#include "app/status_report.hpp"
 #include "support/scenarios.hpp"
 #include "unit/test_host.hpp"
 
@@ -29,7 +28,9 @@ void expectGolden(const std::string& name, const nlohmann::ordered_json& actual)
 
 }  // namespace
 
-TEST(StatusJson, MatchesTheGoldenFileForAThunderboltNic) { expectGolden("thunderbolt_nic", app::statusJson(statusOf(*thunderboltNic()))); }
+TEST(StatusJson, MatchesTheGoldenFileForAThunderboltNic) {
+  expectGolden("thunderbolt_nic", app::statusJson(statusOf(*thunderboltNic())));
+}
 
 TEST(StatusJson, MatchesTheGoldenFileForTwoNvmeInOneGroup) {
   expectGolden("two_nvme_one_group", app::statusJson(statusOf(*twoNvmeOneGroup())));
@@ -55,7 +56,8 @@ TEST(StatusJson, HasEveryDocumentedName) {
                         "netdevs", "nvme", "in_use"}) {
     EXPECT_TRUE(j["devices"][0].contains(k)) << k;
   }
-  for (const char* k : {"id", "severity", "groups", "devices", "remedies"}) EXPECT_TRUE(j["findings"][0].contains(k)) << k;
+  for (const char* k : {"id", "severity", "groups", "devices", "remedies"})
+    EXPECT_TRUE(j["findings"][0].contains(k)) << k;
   EXPECT_EQ(j["iommu"]["default_domain"], "translated");
   EXPECT_EQ(j["iommu"]["strict"], false);
 }

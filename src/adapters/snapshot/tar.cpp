@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdio>
 #include <cstring>
@@ -21,12 +22,15 @@ void putOctal(char* field, size_t width, unsigned long long value) {
   }
 }
 
-void putString(char* field, size_t width, const std::string& s) { std::memcpy(field, s.data(), std::min(width, s.size())); }
+// Tar fields are fixed-width and need no terminator when full.
+void putString(char* field, size_t width, const std::string& s) {
+  std::copy_n(s.data(), std::min(width, s.size()), field);
+}
 
 std::string header(const std::string& name, const std::string& prefix, char type, unsigned mode, size_t size,
                    const std::string& link, long long mtime) {
   std::array<char, kBlock> h{};
-  putString(&h[0], 100, name);
+  putString(h.data(), 100, name);
   putOctal(&h[100], 8, mode);
   putOctal(&h[108], 8, 0);
   putOctal(&h[116], 8, 0);
@@ -47,7 +51,9 @@ std::string header(const std::string& name, const std::string& prefix, char type
   return {h.data(), h.size()};
 }
 
-void pad(std::string& out) { out.append((kBlock - out.size() % kBlock) % kBlock, '\0'); }
+void pad(std::string& out) {
+  out.append((kBlock - out.size() % kBlock) % kBlock, '\0');
+}
 
 // A GNU long-name ('L') or long-link ('K') record carrying a value that does not fit.
 void longRecord(std::string& out, char type, const std::string& value, long long mtime) {
@@ -68,8 +74,9 @@ std::string encodeTar(const std::vector<TarEntry>& entries, long long mtime) {
     if (path.size() > 100) {
       // ustar: split at a '/' so that name <= 100 and prefix <= 155 bytes.
       size_t cut = std::string::npos;
-      for (size_t i = path.find('/'); i != std::string::npos && i <= 155; i = path.find('/', i + 1)) {
-        if (path.size() - i - 1 <= 100 && i + 1 < path.size()) {
+      for (size_t i = path.find('/'); i <= 155; i = path.find('/', i + 1)) {  // npos > 155
+        const size_t rest = path.size() - i - 1;  // the name part; never empty
+        if (rest > 0 && rest <= 100) {
           cut = i;
           break;
         }

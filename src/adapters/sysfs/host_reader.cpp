@@ -382,6 +382,8 @@ class Reader {
 
 }  // namespace
 
-Result<HostFacts> readHost(const Root& root) { return Reader(root).run(); }
+Result<HostFacts> readHost(const Root& root) {
+  return Reader(root).run();
+}
 
 }  // namespace iommud::adapters::sysfs

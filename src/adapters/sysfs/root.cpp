@@ -11,14 +11,16 @@
 
 namespace iommud::adapters::sysfs {
 
-using core::Error;
 using core::errnoError;
+using core::Error;
 
 Root::Root(std::string prefix, Recorder* recorder) : prefix_(std::move(prefix)), recorder_(recorder) {
   while (!prefix_.empty() && prefix_.back() == '/') prefix_.pop_back();
 }
 
-std::string Root::hostPath(std::string_view path) const { return prefix_ + std::string(path); }
+std::string Root::hostPath(std::string_view path) const {
+  return prefix_ + std::string(path);
+}
 
 Result<std::string> Root::readFile(std::string_view path) const {
   std::string full = hostPath(path);

@@ -1,9 +1,10 @@
+#include "app/snapshot.hpp"
+
 #include <cstdio>
 #include <ctime>
 #include <memory>
 #include <string>
 
-#include "app/snapshot.hpp"
 #include "bin/iommuctl/commands.hpp"
 
 namespace iommud::ctl {
@@ -19,7 +20,8 @@ void addSnapshot(CLI::App& app, const Globals& globals, int& code) {
   cmd->add_flag("--no-redact", opts->noRedact,
                 "Keep NVMe serials, mount paths, addresses and non-IOMMU command-line values");
   cmd->callback([&globals, &code, opts] {
-    auto result = app::takeSnapshot(globals.root, opts->file, !opts->noRedact, static_cast<long long>(std::time(nullptr)));
+    auto result =
+        app::takeSnapshot(globals.root, opts->file, !opts->noRedact, static_cast<long long>(std::time(nullptr)));
     if (!result) {
       std::fprintf(stderr, "iommuctl: snapshot failed: %s\n", result.error().describe().c_str());
       code = 1;
