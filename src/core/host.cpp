@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <set>
+#include <utility>
 
 #include "core/text.hpp"
 
@@ -118,6 +119,10 @@ const PciDevice* HostFacts::device(std::string_view address) const {
   auto it = std::lower_bound(devices.begin(), devices.end(), address,
                              [](const PciDevice& d, std::string_view a) { return d.address < a; });
   return it != devices.end() && it->address == address ? &*it : nullptr;
+}
+
+PciDevice* HostFacts::device(std::string_view address) {
+  return const_cast<PciDevice*>(std::as_const(*this).device(address));  // NOLINT: one lookup for both
 }
 
 const Group* HostFacts::group(int id) const {

@@ -180,6 +180,7 @@ struct HostFacts {
   std::vector<Unreadable> unreadable;
 
   [[nodiscard]] const PciDevice* device(std::string_view address) const;
+  [[nodiscard]] PciDevice* device(std::string_view address);
   [[nodiscard]] const Group* group(int id) const;
   [[nodiscard]] bool iommuPresent() const { return !units.empty() || !groups.empty(); }
   /// The vendor of the units; Unknown when they disagree or groups exist without units.

@@ -18,6 +18,24 @@ if "$iommuctl" --root "$work/empty" status 2>"$work/err.txt"; then fail "status 
 grep -q "$work/empty/proc/sys/kernel/osrelease: No such file or directory" "$work/err.txt" \
   || fail "the error does not name the path and the reason: $(cat "$work/err.txt")"
 
+# Without root: show what could be read and name what could not.
+mini="$work/mini"
+mkdir -p "$mini/proc/sys/kernel" "$mini/sys/kernel/debug/swiotlb" "$mini/sys/bus/pci/devices"
+echo 6.1.0-56-amd64 >"$mini/proc/sys/kernel/osrelease"
+echo 32768 >"$mini/sys/kernel/debug/swiotlb/io_tlb_nslabs"
+chmod 0400 "$mini/sys/kernel/debug/swiotlb/io_tlb_nslabs"
+chmod -R a+rX "$work" && chmod 0400 "$mini/sys/kernel/debug/swiotlb/io_tlb_nslabs"
+if [[ $EUID -eq 0 ]]; then
+  setpriv --reuid=nobody --regid=nogroup --clear-groups "$iommuctl" --root "$mini" status >"$work/nonroot.txt" \
+    || fail "status as nobody exited $?"
+  grep -q "Not readable" "$work/nonroot.txt" || fail "status as nobody does not say what it could not read"
+  grep -q "$mini/sys/kernel/debug/swiotlb/io_tlb_nslabs: Permission denied" "$work/nonroot.txt" \
+    || fail "status as nobody does not name the unreadable file: $(cat "$work/nonroot.txt")"
+else
+  echo "FAIL: this test must run as root to check the non-root view with setpriv" >&2
+  exit 1
+fi
+
 "$iommuctl" snapshot --no-redact "$work/snap.tar" >/dev/null || fail "snapshot exited $?"
 mkdir "$work/snap"
 tar -xf "$work/snap.tar" -C "$work/snap"

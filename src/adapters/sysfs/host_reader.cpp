@@ -220,11 +220,6 @@ class Reader {
     return found;
   }
 
-  PciDevice* mutableDevice(const std::string& address) {
-    const auto* d = host_.device(address);
-    return const_cast<PciDevice*>(d);  // NOLINT(cppcoreguidelines-pro-type-const-cast): host_ is ours
-  }
-
   void readNetdevs() {
     auto names = optionalDir("/sys/class/net");
     if (!names) return;
@@ -235,7 +230,7 @@ class Reader {
       auto target = root_.readLink(link);
       if (!target || target->find("/virtual/") != std::string::npos) continue;
       std::string base = resolveLink(link, *target);
-      auto* dev = mutableDevice(pciParent(base));
+      auto* dev = host_.device(pciParent(base));
       if (dev == nullptr) continue;
       if (!routed) {
         routed = parseRouteInterfaces(optional("/proc/net/route").value_or(""),
@@ -309,7 +304,7 @@ class Reader {
         if (ns != owner.end()) ns->partitions.push_back(std::move(b));
       }
     }
-    for (auto& [name, entry] : ctrls) mutableDevice(entry.first)->nvme.push_back(std::move(entry.second));
+    for (auto& [name, entry] : ctrls) host_.device(entry.first)->nvme.push_back(std::move(entry.second));
     if (auto mi = optional("/proc/self/mountinfo")) host_.mounts = parseMountInfo(*mi);
     if (auto sw = optional("/proc/swaps")) host_.swaps = parseSwaps(*sw);
   }
