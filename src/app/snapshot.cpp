@@ -3,7 +3,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <regex>
 #include <set>
 
 #include "adapters/sysfs/host_reader.hpp"
@@ -104,23 +103,32 @@ std::string Redactor::swaps(std::string_view text) {
 
 std::string Redactor::procVersion(std::string_view text) {
   // "Linux version R (user@host) (gcc ...)": the builder may be a person on a self-built kernel.
-  static const std::regex builder(R"(\(([^()\s@]+)@([^()\s]+)\))");
-  std::string in(text);
+  // Any "(word@word)" without spaces or nested parentheses is such a builder.
   std::string out;
-  auto begin = std::sregex_iterator(in.begin(), in.end(), builder);
-  size_t last = 0;
-  for (auto it = begin; it != std::sregex_iterator(); ++it) {
-    out += in.substr(last, static_cast<size_t>(it->position()) - last);
-    std::string user = token((*it)[1]);
-    std::string host = token((*it)[2]);
-    out += '(';
-    out += user;
-    out += '@';
-    out += host;
+  size_t pos = 0;
+  while (pos < text.size()) {
+    size_t open = text.find('(', pos);
+    size_t close = open == std::string_view::npos ? open : text.find(')', open);
+    if (close == std::string_view::npos) break;
+    auto inner = text.substr(open + 1, close - open - 1);
+    auto at = inner.find('@');
+    bool builder = at != std::string_view::npos && at > 0 && at + 1 < inner.size() &&
+                   inner.find_first_of(" \t(") == std::string_view::npos;
+    out += text.substr(pos, open + 1 - pos);
+    if (builder) {
+      std::string user = token(std::string(inner.substr(0, at)));
+      std::string host = token(std::string(inner.substr(at + 1)));
+      out += user;
+      out += '@';
+      out += host;
+    } else {
+      out += inner;
+    }
     out += ')';
-    last = static_cast<size_t>(it->position() + it->length());
+    pos = close + 1;
   }
-  return out + in.substr(last);
+  out += text.substr(std::min(pos, text.size()));
+  return out;
 }
 
 std::string Redactor::hexAddresses(std::string_view text, const std::vector<size_t>& columns) {

@@ -4,7 +4,6 @@
 
 #include <filesystem>
 #include <fstream>
-#include <regex>
 
 #include "support/scenarios.hpp"
 #include "unit/test_host.hpp"
@@ -86,10 +85,14 @@ TEST(Snapshot, RedactsSerialsPathsAddressesAndNonIommuArgumentsConsistently) {
   app::Redactor r;
   auto entries = capture(*h, &r);
   auto cmdline = entry(entries, "proc/cmdline")->data;
-  std::regex expected(
-      "BOOT_IMAGE=REDACTED-\\d+ root=REDACTED-\\d+ ro nfsroot=REDACTED-\\d+ intel_iommu=on iommu.strict=1 quiet "
-      "-- --secret=REDACTED-\\d+\n");
-  EXPECT_TRUE(std::regex_match(cmdline, expected)) << cmdline;
+  // Every non-IOMMU value is a token; the IOMMU options and bare flags stay.
+  for (const char* gone : {"vmlinuz", "5d2c0f1e", "10.0.0.1", "alice"}) {
+    EXPECT_EQ(cmdline.find(gone), std::string::npos) << gone << " in " << cmdline;
+  }
+  for (const char* kept : {"BOOT_IMAGE=REDACTED-", " root=REDACTED-", " ro ", " nfsroot=REDACTED-",
+                           " intel_iommu=on iommu.strict=1 quiet -- --secret=REDACTED-"}) {
+    EXPECT_NE(cmdline.find(kept), std::string::npos) << kept << " not in " << cmdline;
+  }
   const auto* serial = entry(entries, "sys/devices/pci0000:00/0000:00:1d.0/0000:01:00.0/nvme/nvme0/serial");
   ASSERT_NE(serial, nullptr);
   EXPECT_EQ(serial->data.find("S4EWNX0N123456A"), std::string::npos);
@@ -121,8 +124,11 @@ TEST(Snapshot, ARedactedSnapshotStillGivesTheSameFindingsAndUse) {
 
 TEST(Redactor, KeepsTheKernelBuilderOutOfProcVersion) {
   app::Redactor r;
-  EXPECT_EQ(r.procVersion("Linux version 6.8.0 (alice@laptop) (gcc 13) #1 SMP Debian 6.8.0-1"),
-            "Linux version 6.8.0 (REDACTED-1@REDACTED-2) (gcc 13) #1 SMP Debian 6.8.0-1");
+  EXPECT_EQ(r.procVersion("Linux version 6.8.0 (alice@laptop) (gcc 13 (Debian 13.2)) #1 SMP Debian 6.8.0-1"),
+            "Linux version 6.8.0 (REDACTED-1@REDACTED-2) (gcc 13 (Debian 13.2)) #1 SMP Debian 6.8.0-1");
+  EXPECT_EQ(r.procVersion("Linux version 6.1 (debian-kernel@lists.debian.org) (gcc-12) #1"),
+            "Linux version 6.1 (REDACTED-3@REDACTED-4) (gcc-12) #1");
+  EXPECT_EQ(r.procVersion("unbalanced (x@y"), "unbalanced (x@y");
 }
 
 TEST(Tar, EncodesMembersThatGnuTarCanRead) {
