@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import shutil
+import tempfile
 import time
 from pathlib import Path
 
@@ -269,7 +271,7 @@ def run_systemd(series: str, iommuctl: Path, out_dir: Path | None = None,
                 echo: bool = False) -> Outcome:
     kernel = vmlib.find_kernel(series)
     files, guest_path = _prepare_iommuctl(iommuctl)
-    staging = Path(vmlib.tempfile.mkdtemp(prefix="iommud-vm-units-"))
+    staging = Path(tempfile.mkdtemp(prefix="iommud-vm-units-"))
     (staging / "vm-marker.service").write_text(SYSTEMD_UNIT)
     (staging / "90-iommud-vm-test.rules").write_text(SYSTEMD_RULE)
     r = vmlib.boot(kernel, vmlib.Machine(iommu="intel", caching_mode=True),
@@ -277,7 +279,7 @@ def run_systemd(series: str, iommuctl: Path, out_dir: Path | None = None,
                    files_in=files, systemd_units=[staging / "vm-marker.service"],
                    udev_rules=[staging / "90-iommud-vm-test.rules"],
                    systemd_wants=["vm-marker.service"], timeout=300, out_dir=out_dir, echo=echo)
-    vmlib.shutil.rmtree(staging, ignore_errors=True)
+    shutil.rmtree(staging, ignore_errors=True)
     problems: list[str] = []
     notes: list[str] = []
     try:

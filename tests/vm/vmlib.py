@@ -155,7 +155,7 @@ def initramfs(kernel: Kernel) -> Path:
     init = (HERE / "guest" / "initramfs-init").read_bytes()
     modules = _module_closure(kernel, INITRAMFS_MODULES)
     key = hashlib.sha256(
-        init + BUSYBOX.read_bytes()[:4096] + "\n".join(modules).encode() + kernel.package.encode()
+        init + BUSYBOX.read_bytes() + "\n".join(modules).encode() + kernel.package.encode()
     ).hexdigest()[:16]
     out = CACHE / "initramfs" / f"{kernel.release}-{key}.cpio.gz"
     if out.exists():
@@ -275,8 +275,8 @@ class Qmp:
     def __init__(self, path: Path, timeout: float = 30):
         deadline = time.monotonic() + timeout
         while True:
+            self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             try:
-                self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
                 self._sock.connect(str(path))
                 break
             except (FileNotFoundError, ConnectionRefusedError):
@@ -284,25 +284,31 @@ class Qmp:
                 if time.monotonic() > deadline:
                     raise
                 time.sleep(0.05)
-        self._file = self._sock.makefile("rb")
+        self._buf = b""
         self.events: list[dict] = []
-        self._read()  # greeting
+        self._read(timeout)  # greeting
         self.command("qmp_capabilities")
 
-    def _read(self, timeout: float | None = 60) -> dict:
-        self._sock.settimeout(timeout)
-        line = self._file.readline()
-        if not line:
-            raise ConnectionError("QMP connection closed")
+    def _read(self, timeout: float) -> dict:
+        """One message; socket.timeout if none arrives in time.  Own
+        buffering: a file object over a socket is unusable after a timeout."""
+        deadline = time.monotonic() + timeout
+        while b"\n" not in self._buf:
+            self._sock.settimeout(max(deadline - time.monotonic(), 0.001))
+            chunk = self._sock.recv(65536)
+            if not chunk:
+                raise ConnectionError("QMP connection closed")
+            self._buf += chunk
+        line, self._buf = self._buf.split(b"\n", 1)
         return json.loads(line)
 
-    def command(self, name: str, **arguments) -> dict:
-        msg = {"execute": name}
+    def command(self, name: str, timeout: float = 60, **arguments) -> dict:
+        msg: dict = {"execute": name}
         if arguments:
             msg["arguments"] = arguments
         self._sock.sendall(json.dumps(msg).encode() + b"\n")
         while True:
-            reply = self._read()
+            reply = self._read(timeout)
             if "event" in reply:
                 self.events.append(reply)
                 continue
@@ -322,7 +328,7 @@ class Qmp:
             if left <= 0:
                 raise TimeoutError(f"no QMP event {name} within {timeout}s")
             try:
-                self.events.append(self._read(timeout=left))
+                self.events.append(self._read(left))
             except socket.timeout:
                 pass
 
@@ -551,8 +557,8 @@ def boot(kernel: Kernel, machine: Machine, script: str, *,
     qmp = None
     try:
         if driver is not None:
-            qmp = Qmp(qmp_path)
             try:
+                qmp = Qmp(qmp_path)
                 driver(Vm(qmp, console, io_dir))
             except Exception as e:  # reported, and the guest still gets its timeout
                 host_error = f"{type(e).__name__}: {e}"
