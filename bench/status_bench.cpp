@@ -24,8 +24,6 @@
 
 #include "synthetic_host.hpp"
 
-extern char** environ;
-
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -96,11 +94,10 @@ void checkStatusCovers(const std::string& jsonPath, const iommud::bench::HostSha
   }
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+int run(int argc, char** argv) {
   if (argc < 3) {
-    std::fprintf(stderr, "usage: %s IOMMUCTL FLOOR [--runs=N] [--shell-runs=N] [--groups=N] [--keep] [--also=IOMMUCTL2]\n",
+    std::fprintf(stderr,
+                 "usage: %s IOMMUCTL FLOOR [--runs=N] [--shell-runs=N] [--groups=N] [--keep] [--also=IOMMUCTL2]\n",
                  argv[0]);
     return 2;
   }
@@ -132,7 +129,8 @@ int main(int argc, char** argv) {
   Series floor{"(a) floor: read 6 attributes + driver link", {argv[2], root}, runs, {}};
   Series status{"(b) iommuctl --root DIR status --json", {argv[1], "--root", root, "status", "--json"}, runs, {}};
   Series shell{"(c) shell loop over iommu_groups (cat)", {"/bin/bash", "-c", kShellLoop, "bench", root}, shellRuns, {}};
-  Series other{"(b') the other iommuctl (--also)", {also, "--root", root, "status", "--json"}, also.empty() ? 0 : runs, {}};
+  Series other{
+      "(b') the other iommuctl (--also)", {also, "--root", root, "status", "--json"}, also.empty() ? 0 : runs, {}};
 
   // Warm the page and dentry caches (and check the output) before anything is timed.
   std::string jsonPath = (std::filesystem::temp_directory_path() / "iommud-bench-status-XXXXXX").string();
@@ -161,8 +159,8 @@ int main(int argc, char** argv) {
     std::printf("%-46s %7.1f ms %7.1f ms %7.1f ms %5zu\n", s->label, s->median(), s->min(), s->max(), s->ms.size());
   }
   double ratio = status.median() / floor.median();
-  std::printf("\n(b)/(a) = %.2fx by median, %.2fx by min (target: within 2x): %s\n", ratio,
-              status.min() / floor.min(), ratio <= 2.0 ? "met" : "NOT MET");
+  std::printf("\n(b)/(a) = %.2fx by median, %.2fx by min (target: within 2x): %s\n", ratio, status.min() / floor.min(),
+              ratio <= 2.0 ? "met" : "NOT MET");
   if (!other.ms.empty()) std::printf("(b')/(a) = %.2fx by median\n", other.median() / floor.median());
   if (!shell.ms.empty()) std::printf("(c)/(b) = %.0fx\n", shell.median() / status.median());
 
@@ -173,4 +171,14 @@ int main(int argc, char** argv) {
     std::printf("synthetic host kept in %s\n", kept.c_str());
   }
   return 0;
+}
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "bench_status: %s\n", e.what());
+    return 1;
+  }
 }

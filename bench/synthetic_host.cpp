@@ -49,7 +49,8 @@ std::unique_ptr<testing::FakeHost> makeSyntheticHost(int groups, HostShape& shap
   const std::vector<std::vector<Function>> kinds = {
       {{0x8086, 0x1563, 0x020000, "ixgbe"}, {0x8086, 0x1563, 0x020000, "ixgbe"}, {0x8086, 0x1563, 0x020000, "ixgbe"}},
       {{0x144d, 0xa824, 0x010802, "nvme"}, {0x144d, 0xa824, 0x010802, "nvme"}, {0x144d, 0xa824, 0x010802, "nvme"}},
-      {{0x1002, 0x73bf, 0x030000, "amdgpu"}, {0x1002, 0xab28, 0x040300, "snd_hda_intel"},
+      {{0x1002, 0x73bf, 0x030000, "amdgpu"},
+       {0x1002, 0xab28, 0x040300, "snd_hda_intel"},
        {0x1002, 0x73a6, 0x0c0330, "xhci_hcd"}},
       {{0x8086, 0x0b25, 0x088000, "idxd"}, {0x8086, 0x0b25, 0x088000, "vfio-pci"}, {0x8086, 0x0b25, 0x088000, {}}},
   };
@@ -78,7 +79,7 @@ std::unique_ptr<testing::FakeHost> makeSyntheticHost(int groups, HostShape& shap
       const auto& f = functions[static_cast<size_t>(fn)];
       std::string address = fmt::format("{:04x}:{:02x}:00.{}", domain, bus, fn);
       bool nvmePf = f.classCode == 0x010802 && fn == 0;
-      uint16_t subDevice = static_cast<uint16_t>(0xa801 + fn);
+      auto subDevice = static_cast<uint16_t>(0xa801 + fn);
       host->pci({.address = address,
                  .parent = bridge,
                  .vendor = f.vendor,
@@ -98,10 +99,12 @@ std::unique_ptr<testing::FakeHost> makeSyntheticHost(int groups, HostShape& shap
       } else if (f.classCode == 0x010802) {
         std::string ctrl = fmt::format("nvme{}", nvme);
         std::string ns = ctrl + "n1";
-        host->nvme(address, ctrl, "SAMSUNG MZWLJ3T8HBLS-00007", fmt::format("S4YPNE0R{:06}", nvme),
-                   {{ns, fmt::format("259:{}", 3 * nvme),
-                     {{ns + "p1", fmt::format("259:{}", 3 * nvme + 1)}, {ns + "p2", fmt::format("259:{}", 3 * nvme + 2)}},
-                     {}}});
+        host->nvme(
+            address, ctrl, "SAMSUNG MZWLJ3T8HBLS-00007", fmt::format("S4YPNE0R{:06}", nvme),
+            {{ns,
+              fmt::format("259:{}", 3 * nvme),
+              {{ns + "p1", fmt::format("259:{}", 3 * nvme + 1)}, {ns + "p2", fmt::format("259:{}", 3 * nvme + 2)}},
+              {}}});
         ++nvme;
         ++shape.nvmeControllers;
       }
@@ -118,8 +121,9 @@ std::unique_ptr<testing::FakeHost> makeSyntheticHost(int groups, HostShape& shap
       "28 1 259:2 / / rw,relatime shared:1 - ext4 /dev/nvme0n1p2 rw,errors=remount-ro\n"
       "31 28 259:1 / /boot/efi rw,relatime shared:30 - vfat /dev/nvme0n1p1 rw\n");
   host->swaps("/dev/nvme1n1p2                          partition\t8388604\t\t0\t\t-2\n");
-  host->routes("enp1s0f0\t00000000\t0102A8C0\t0003\t0\t0\t100\t00000000\t0\t0\t0\n"
-               "enp1s0f0\t0002A8C0\t00000000\t0001\t0\t0\t100\t00FFFFFF\t0\t0\t0\n");
+  host->routes(
+      "enp1s0f0\t00000000\t0102A8C0\t0003\t0\t0\t100\t00000000\t0\t0\t0\n"
+      "enp1s0f0\t0002A8C0\t00000000\t0001\t0\t0\t100\t00FFFFFF\t0\t0\t0\n");
   host->inet6("fe80000000000000021b21fffe3a4c5d 02 40 20 80 enp1s0f0\n");
   return host;
 }

@@ -9,6 +9,7 @@
 
 using namespace iommud::core;  // NOLINT(google-build-using-namespace): a fuzz target, nothing else here
 
+// NOLINTNEXTLINE(readability-identifier-naming): the entry point libFuzzer calls
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string_view text(reinterpret_cast<const char*>(data), size);
   auto params = parseCmdline(text);
@@ -27,8 +28,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   auto iommu = interpretIommuCmdline(params);
   // The interpreter lists every IOMMU-related parameter it was given, and nothing else.
   if (iommu.params.size() != related) {
-    std::fprintf(stderr, "interpretIommuCmdline listed %zu parameters, %zu are IOMMU-related\n",
-                 iommu.params.size(), related);
+    std::fprintf(stderr, "interpretIommuCmdline listed %zu parameters, %zu are IOMMU-related\n", iommu.params.size(),
+                 related);
     std::abort();
   }
   return 0;

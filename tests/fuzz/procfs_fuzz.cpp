@@ -11,6 +11,7 @@
 
 using namespace iommud::core;  // NOLINT(google-build-using-namespace): a fuzz target, nothing else here
 
+// NOLINTNEXTLINE(readability-identifier-naming): the entry point libFuzzer calls
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string_view text(reinterpret_cast<const char*>(data), size);
 
