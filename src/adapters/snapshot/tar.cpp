@@ -75,7 +75,7 @@ std::string encodeTar(const std::vector<TarEntry>& entries, long long mtime) {
       // ustar: split at a '/' so that name <= 100 and prefix <= 155 bytes.
       size_t cut = std::string::npos;
       for (size_t i = path.find('/'); i <= 155; i = path.find('/', i + 1)) {  // npos > 155
-        const size_t rest = path.size() - i - 1;  // the name part; never empty
+        const size_t rest = path.size() - i - 1;                              // the name part; never empty
         if (rest > 0 && rest <= 100) {
           cut = i;
           break;
