@@ -104,7 +104,8 @@ def find_kernel(series: str) -> Kernel:
 
 def check_host() -> None:
     """Raise SetupMissing unless the host tools the harness needs are there."""
-    missing = [t for t in (QEMU, "cpio") if shutil.which(t) is None]
+    # modprobe and udevadm run in the guest, from the host's root.
+    missing = [t for t in (QEMU, "cpio", "modprobe", "udevadm") if shutil.which(t) is None]
     if not BUSYBOX.exists():
         missing.append(str(BUSYBOX) + " (busybox-static)")
     if missing:
@@ -187,7 +188,7 @@ def initramfs(kernel: Kernel) -> Path:
             ["cpio", "--quiet", "-o", "-H", "newc", "-R", "0:0"],
             cwd=root, input=files.encode(), check=True, capture_output=True,
         ).stdout
-    tmp_out = out.with_suffix(".tmp")
+    tmp_out = out.with_suffix(f".tmp{os.getpid()}")  # parallel tests may build it at once
     tmp_out.write_bytes(gzip.compress(cpio, compresslevel=1))
     tmp_out.rename(out)
     return out
