@@ -172,7 +172,8 @@ def check(d: Path, prefix: str = "") -> tuple[KernelFacts, list[str]]:
 
     def expect(what: str, got, want) -> None:
         if got != want:
-            problems.append(f"{what}: iommuctl says {got!r}, kernel says {want!r}")
+            show = (lambda v: hex(v) if isinstance(v, int) and not isinstance(v, bool) else repr(v))
+            problems.append(f"{what}: iommuctl says {show(got)}, kernel says {show(want)}")
 
     kern = s.get("kernel", {})
     expect("kernel.release", kern.get("release"), k.release)

@@ -1,0 +1,74 @@
+#!/usr/bin/env python3
+"""Check the checker, without QEMU: on facts and JSON recorded from real
+guests (testdata/), check_status must agree, and must catch each kind of
+disagreement planted in a copy of the JSON.  A checker that passes
+everything would make the whole vm layer worthless."""
+
+import copy
+import json
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+import check_status  # noqa: E402
+
+
+def group(d, gid):
+    return next(g for g in d["groups"] if g["id"] == gid)
+
+
+# name -> (fixture, mutation of the JSON, text the problem report must contain)
+MUTATIONS = {
+    "wrong cmdline": ("vtd-cm1-6.12", lambda d: d["kernel"].update(cmdline="x"), "kernel.cmdline"),
+    "wrong release": ("vtd-cm1-6.12", lambda d: d["kernel"].update(release="6.1.0"), "kernel.release"),
+    "wrong cap": ("vtd-cm1-6.12", lambda d: d["iommu"]["units"][0].update(cap="0x1"), "dmar0.cap"),
+    "wrong ecap": ("vtd-cm1-6.12", lambda d: d["iommu"]["units"][0].update(ecap="0x0"), "dmar0.ecap"),
+    "missed CM": ("vtd-cm1-6.12", lambda d: d["iommu"]["units"][0].update(caching_mode=False),
+                  "caching_mode"),
+    "wrong strict": ("vtd-cm0-6.1", lambda d: d["iommu"].update(strict=True), "iommu.strict"),
+    "wrong default": ("vtd-cm0-6.1", lambda d: d["iommu"].update(default_domain="passthrough"),
+                      "iommu.default_domain"),
+    "wrong vendor": ("amd-pt-6.1", lambda d: d["iommu"].update(vendor="intel"), "iommu.vendor"),
+    "wrong NpCache": ("amd-pt-6.1", lambda d: d["iommu"]["units"][0].update(np_cache=False), "np_cache"),
+    "group type": ("vtd-cm0-6.1", lambda d: group(d, 8).update(type="identity"), "group 8 type"),
+    "group member lost": ("vtd-cm1-6.12", lambda d: group(d, 9)["devices"].pop(), "group 9 devices"),
+    "group lost": ("vtd-cm1-6.12", lambda d: d["groups"].pop(), "groups[].id"),
+    "finding lost": ("vtd-cm1-6.12", lambda d: d.update(findings=[]), "finding caching-mode"),
+    "finding extra": ("vtd-cm0-6.1", lambda d: d["findings"].append({"id": "caching-mode"}),
+                      "finding caching-mode"),
+    "IOMMU made up": ("none-6.1", lambda d: d["iommu"].update(present=True), "iommu.present"),
+    "finding without IOMMU": ("none-6.1", lambda d: d["findings"].append({"id": "default-on"}),
+                              "finding default-on"),
+}
+
+
+def main() -> int:
+    failures = 0
+    for fixture in sorted(p.name for p in (HERE / "testdata").iterdir()):
+        _, problems = check_status.check(HERE / "testdata" / fixture)
+        ok = not problems
+        failures += not ok
+        print(f"{'ok' if ok else 'FAIL'}: recorded {fixture} agrees" + "".join(f"\n    - {p}" for p in problems))
+    for name, (fixture, mutate, needle) in MUTATIONS.items():
+        with tempfile.TemporaryDirectory() as tmp:
+            d = Path(tmp) / fixture
+            shutil.copytree(HERE / "testdata" / fixture, d)
+            data = json.loads((d / "status.json").read_text())
+            mutated = copy.deepcopy(data)
+            mutate(mutated)
+            (d / "status.json").write_text(json.dumps(mutated))
+            _, problems = check_status.check(d)
+        ok = any(needle in p for p in problems)
+        failures += not ok
+        print(f"{'ok' if ok else 'FAIL'}: catches {name} ({fixture})"
+              + ("" if ok else f": problems were {problems}"))
+    total = len(MUTATIONS) + len(list((HERE / "testdata").iterdir()))
+    print(f"{total - failures} passed, {failures} failed")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
