@@ -156,13 +156,15 @@ void defaultOn(const HostFacts& h, const HostMode& m, std::vector<Finding>& out)
   const auto& cl = h.kernel.iommuCmdline;
   if (!m.present || !m.defaultType || !isTranslated(*m.defaultType) || cl.passthrough) return;
   if (h.kernel.configSource.empty()) return;  // cannot tell where it came from
-  bool intelFromConfig = m.vendor == Vendor::Intel && cl.intelOn != true;
-  if (m.vendor == Vendor::Intel && !intelFromConfig) return;
+  std::string intelSymbol = intelDefaultOnSymbol(h.kernel);
+  // On Intel, VT-d itself must have been turned on by the config, not by intel_iommu=on (or the
+  // firmware's platform opt-in, which gives identity and so never reaches here).
+  if (m.vendor == Vendor::Intel && (cl.intelOn == true || intelSymbol.empty())) return;
   Finding f;
   f.id = "default-on";
   f.severity = Severity::Info;
   f.title = "DMA translation is on by a kernel config default";
-  std::string what = m.vendor == Vendor::Intel ? "CONFIG_INTEL_IOMMU_DEFAULT_ON=y turned VT-d on and " : "";
+  std::string what = intelSymbol.empty() ? "" : intelSymbol + "=y turned VT-d on and ";
   f.summary = "Nobody asked for translation on the command line: " + what + "the kernel's default domain is " +
               std::string(toString(*m.defaultType)) +
               ". This protects memory from every device, at a cost distributions saw when they turned it on: TCP "

@@ -173,6 +173,14 @@ void blockUse(const HostFacts& host, const BlockDev& dev, const std::string& roo
 
 }  // namespace
 
+std::string intelDefaultOnSymbol(const KernelInfo& kernel) {
+  for (const char* sym : {"CONFIG_INTEL_IOMMU_DEFAULT_ON", "CONFIG_INTEL_IOMMU_DEFAULT_ON_INTGPU_OFF"}) {
+    auto it = kernel.config.find(sym);
+    if (it != kernel.config.end() && it->second == "y") return sym;
+  }
+  return {};
+}
+
 namespace {
 
 // Intel Thunderbolt switch bridges (drivers/thunderbolt/nhi.h, include/linux/pci_ids.h): Light,

@@ -187,6 +187,11 @@ struct HostFacts {
   [[nodiscard]] Vendor vendor() const;
 };
 
+/// The config symbol that turns VT-d on by default: CONFIG_INTEL_IOMMU_DEFAULT_ON, or Debian's and
+/// Ubuntu's CONFIG_INTEL_IOMMU_DEFAULT_ON_INTGPU_OFF (on, except for the integrated GPU). Empty
+/// when VT-d is off by default or the config is not known.
+std::string intelDefaultOnSymbol(const KernelInfo& kernel);
+
 /// Marks devices behind a Thunderbolt/USB4 tunnel (kernel.md §5, §9). sysfs has no direct
 /// flag, so the evidence is: an Intel Thunderbolt bridge upstream of the device, or a
 /// `removable` device on a host that has a Thunderbolt/USB4 domain.

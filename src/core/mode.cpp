@@ -43,10 +43,10 @@ void explainAbsence(const HostFacts& h, HostMode& m) {
   if (has("DMAR") && cl.intelOn != true) {
     if (configIs(h, "CONFIG_INTEL_IOMMU", "n")) {
       m.reasons.push_back({Src::Config, "the kernel is built without CONFIG_INTEL_IOMMU"});
-    } else if (configIs(h, "CONFIG_INTEL_IOMMU_DEFAULT_ON", "n")) {
+    } else if (hasConfig(h) && intelDefaultOnSymbol(h.kernel).empty()) {
       m.reasons.push_back({Src::Config,
-                           "CONFIG_INTEL_IOMMU_DEFAULT_ON is not set and intel_iommu=on is not "
-                           "on the command line: VT-d stays off"});
+                           "the kernel config leaves VT-d off by default (CONFIG_INTEL_IOMMU_DEFAULT_ON is not set) "
+                           "and intel_iommu=on is not on the command line"});
     }
   }
   if (has("IVRS") && !cl.amdOff && !cl.iommuOff) {
@@ -75,7 +75,7 @@ void derivePassthrough(const HostFacts& h, HostMode& m) {
   }
   // VT-d platform opt-in (DMAR flag) turns the IOMMU on even when it is off by default, with
   // identity for every trusted device (intel_iommu_init(), platform_optin_force_iommu()).
-  bool intelDefaultOff = configIs(h, "CONFIG_INTEL_IOMMU_DEFAULT_ON", "n") && cl.intelOn != true;
+  bool intelDefaultOff = hasConfig(h) && intelDefaultOnSymbol(h.kernel).empty();
   if (m.vendor == Vendor::Intel && h.firmware.dmarPlatformOptIn == true && intelDefaultOff && !cl.intelOn) {
     m.passthrough = true;
     m.reasons.push_back({Src::Firmware,

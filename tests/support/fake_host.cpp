@@ -202,9 +202,14 @@ FakeHost& FakeHost::stackedBlock(const std::string& name, const std::string& dev
 }
 
 FakeHost& FakeHost::holds(const std::string& holder, const std::string& held) {
-  std::string heldDir = "/" + fs::canonical(root_ / ("sys/class/block/" + held)).lexically_relative(root_).string();
-  std::string link = heldDir + "/holders/" + holder;
-  symlink(relativeTarget(link, "/sys/devices/virtual/block/" + holder), link);
+  // The kernel links both ways: held/holders/HOLDER and holder/slaves/HELD.
+  auto hostDir = [&](const std::string& name) {
+    return "/" + fs::canonical(root_ / ("sys/class/block/" + name)).lexically_relative(root_).string();
+  };
+  std::string heldDir = hostDir(held);
+  std::string holderDir = hostDir(holder);
+  symlink(relativeTarget(heldDir + "/holders/" + holder, holderDir), heldDir + "/holders/" + holder);
+  symlink(relativeTarget(holderDir + "/slaves/" + held, heldDir), holderDir + "/slaves/" + held);
   return *this;
 }
 

@@ -4,10 +4,13 @@ namespace iommud::testing {
 
 namespace {
 
+// As in Debian 12's 6.1 and 6.12 kernels: VT-d on except for the integrated GPU, lazy.
 const std::vector<std::string> kDebianLazy = {"CONFIG_IOMMU_SUPPORT=y",
                                               "CONFIG_INTEL_IOMMU=y",
-                                              "CONFIG_INTEL_IOMMU_DEFAULT_ON=y",
-                                              "# CONFIG_INTEL_IOMMU_SCALABLE_MODE_DEFAULT_ON is not set",
+                                              "# CONFIG_INTEL_IOMMU_DEFAULT_ON is not set",
+                                              "CONFIG_INTEL_IOMMU_DEFAULT_ON_INTGPU_OFF=y",
+                                              "# CONFIG_INTEL_IOMMU_DEFAULT_OFF is not set",
+                                              "CONFIG_INTEL_IOMMU_SCALABLE_MODE_DEFAULT_ON=y",
                                               "CONFIG_AMD_IOMMU=y",
                                               "# CONFIG_IOMMU_DEFAULT_DMA_STRICT is not set",
                                               "CONFIG_IOMMU_DEFAULT_DMA_LAZY=y",

@@ -215,3 +215,19 @@ TEST(HostReader, FailsClearlyWhenTheRootIsNotAHost) {
   EXPECT_NE(r.error().describe().find("No such file or directory"), std::string::npos);
   EXPECT_NE(r.error().describe().find("a host root or an unpacked snapshot"), std::string::npos);
 }
+
+TEST(HostReader, FollowsStackedDevicesToTheRootFilesystem) {
+  FakeHost h;
+  h.pci({.address = "0000:00:04.0", .classCode = 0x010802, .driver = "nvme"});
+  h.nvme("0000:00:04.0", "nvme0", "X", "1", {{"nvme0n1", "259:0", {{"nvme0n1p2", "259:2"}}, {}}});
+  h.stackedBlock("dm-0", "254:0");  // dm-crypt
+  h.stackedBlock("dm-1", "254:1");  // LVM root on top of it
+  h.holds("dm-0", "nvme0n1p2");
+  h.holds("dm-1", "dm-0");
+  h.mountinfo("22 1 254:1 / / rw - ext4 /dev/mapper/vg-root rw\n");
+  auto host = read(h);
+  const auto* d = host.device("0000:00:04.0");
+  EXPECT_TRUE(hasReason(*d, InUseReason::Kind::Held, "nvme0n1p2 is held by dm-0"));
+  EXPECT_TRUE(hasReason(*d, InUseReason::Kind::Held, "nvme0n1p2 is held by dm-1"));
+  EXPECT_TRUE(hasReason(*d, InUseReason::Kind::RootDevice, "nvme0n1p2 (via dm-1) holds the root filesystem"));
+}

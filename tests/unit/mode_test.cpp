@@ -70,7 +70,7 @@ TEST(Mode, OffExplainsWhyWithTheConfigAndFirmware) {
   EXPECT_EQ(s.mode.modeName(), "off");
   EXPECT_FALSE(s.mode.passthrough);
   EXPECT_FALSE(s.mode.strict);
-  EXPECT_TRUE(hasReasonContaining(s.mode, Src::Config, "CONFIG_INTEL_IOMMU_DEFAULT_ON is not set"));
+  EXPECT_TRUE(hasReasonContaining(s.mode, Src::Config, "leaves VT-d off by default"));
 
   auto h = noIommu();
   h->cmdline("intel_iommu=off");

@@ -2,6 +2,7 @@
 
 #include <cstdlib>
 #include <fstream>
+#include <sstream>
 
 #include "app/status_report.hpp"
 #include "support/scenarios.hpp"
@@ -23,7 +24,22 @@ void expectGolden(const std::string& name, const nlohmann::ordered_json& actual)
   std::ifstream in(path);
   ASSERT_TRUE(in) << "missing golden file " << path << " (run with IOMMUD_UPDATE_GOLDEN=1)";
   std::string expected((std::istreambuf_iterator<char>(in)), {});
-  EXPECT_EQ(text, expected) << "status --json changed for " << name << "; review and regenerate the golden file";
+  if (text == expected) return;
+  // Name the first differing line rather than dumping both documents.
+  std::istringstream a(text);
+  std::istringstream b(expected);
+  std::string la;
+  std::string lb;
+  for (int line = 1;; ++line) {
+    bool moreA = static_cast<bool>(std::getline(a, la));
+    bool moreB = static_cast<bool>(std::getline(b, lb));
+    if (!moreA && !moreB) break;
+    if (la != lb || moreA != moreB) {
+      ADD_FAILURE() << path << ":" << line << ": status --json changed; review and regenerate with "
+                    << "IOMMUD_UPDATE_GOLDEN=1\n  expected: " << lb << "\n    actual: " << la;
+      return;
+    }
+  }
 }
 
 }  // namespace

@@ -22,6 +22,13 @@ inline const core::Finding* findingById(const app::Status& s, const std::string&
   return it == s.findings.end() ? nullptr : &*it;
 }
 
+// A pointer into a temporary Status would dangle: keep the Status in a variable.
+const core::Finding* findingById(app::Status&& s, const std::string& id) = delete;
+
+inline bool hasFinding(const app::Status& s, const std::string& id) {
+  return findingById(s, id) != nullptr;
+}
+
 inline std::vector<std::string> findingIds(const app::Status& s) {
   std::vector<std::string> ids;
   for (const auto& f : s.findings) ids.push_back(f.id);

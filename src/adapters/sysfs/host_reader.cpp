@@ -269,14 +269,34 @@ class Reader {
     }
     if (ctrls.empty()) return;
 
-    std::map<std::string, std::string> subsystemCtrl;  // nvme-subsysN -> a controller name
-    std::map<std::string, std::string> diskCtrl;       // "nvme0n1" -> controller name
+    // Who holds what comes from the few stacked devices' slaves/ (dm, md, bcache live under
+    // /sys/devices/virtual/block), not from listing holders/ of every namespace and partition.
+    std::vector<std::pair<std::string, std::string>> nvmeBlocks;  // (name, resolved path)
+    std::map<std::string, std::vector<std::string>> holdersOf;
     for (const auto& name : optionalDir("/sys/class/block").value_or(std::vector<std::string>{})) {
-      if (!name.starts_with("nvme")) continue;
       std::string link = "/sys/class/block/" + name;
+      bool isNvme = name.starts_with("nvme");
+      if (!isNvme && !name.starts_with("dm-") && !name.starts_with("md") && !name.starts_with("bcache")) continue;
       auto target = root_.readLink(link);
       if (!target) continue;
       std::string base = resolveLink(link, *target);
+      if (isNvme) {
+        nvmeBlocks.emplace_back(name, base);
+        continue;
+      }
+      BlockDev b;
+      b.name = name;
+      b.devNum = std::string(trim(optional(base + "/dev").value_or("")));
+      for (const auto& slave : optionalDir(base + "/slaves").value_or(std::vector<std::string>{})) {
+        holdersOf[slave].push_back(name);
+      }
+      host_.stackedBlock[name] = std::move(b);
+    }
+    for (auto& [name, stacked] : host_.stackedBlock) stacked.holders = holdersOf[name];
+
+    std::map<std::string, std::string> subsystemCtrl;  // nvme-subsysN -> a controller name
+    std::map<std::string, std::string> diskCtrl;       // "nvme0n1" -> controller name
+    for (const auto& [name, base] : nvmeBlocks) {
       auto parts = split(base, '/');
       // .../nvme/nvme0/nvme0n1[/nvme0n1p1] or .../nvme-subsystem/nvme-subsys0/nvme0n1[/...]
       std::string ctrl;
@@ -293,8 +313,11 @@ class Reader {
       }
       // Hidden per-path disks of native multipath (nvme0c0n1) are reached through their head.
       if (ctrl.empty() || disk.empty() || name.find('c') != std::string::npos) continue;
+      BlockDev b;
+      b.name = name;
+      b.devNum = std::string(trim(optional(base + "/dev").value_or("")));
+      b.holders = holdersOf[name];
       auto& namespaces = ctrls.at(ctrl).second.namespaces;
-      BlockDev b = readBlock(base, name);
       if (name == disk) {
         namespaces.push_back(NvmeNamespace{std::move(b), {}});
         diskCtrl[name] = ctrl;
@@ -323,20 +346,6 @@ class Reader {
     }
     cache.emplace(subsys, found);
     return found;
-  }
-
-  BlockDev readBlock(const std::string& base, const std::string& name, int depth = 0) {
-    BlockDev b;
-    b.name = name;
-    b.devNum = std::string(trim(optional(base + "/dev").value_or("")));
-    b.holders = optionalDir(base + "/holders").value_or(std::vector<std::string>{});
-    for (const auto& h : b.holders) {
-      if (depth >= 4 || host_.stackedBlock.contains(h)) continue;
-      std::string link = "/sys/class/block/" + h;
-      auto target = root_.readLink(link);
-      host_.stackedBlock[h] = readBlock(target ? resolveLink(link, *target) : link, h, depth + 1);
-    }
-    return b;
   }
 
   void readThunderbolt() {
