@@ -4,9 +4,10 @@
 
 #include <algorithm>
 
+#include "app/json_writer.hpp"
+
 namespace iommud::app {
 
-using json = nlohmann::ordered_json;
 using namespace core;  // NOLINT(google-build-using-namespace): presentation of the core model
 
 Status buildStatus(HostFacts host) {
@@ -23,178 +24,183 @@ std::string hex(uint64_t v, int width = 0) {
   return fmt::format("0x{:0{}x}", v, width);
 }
 
-template <class T>
-json orNull(const std::optional<T>& v) {
-  return v ? json(*v) : json(nullptr);
-}
-
-json unitJson(const IommuUnit& u) {
-  json j{{"name", u.name},
-         {"vendor", toString(u.vendor)},
-         {"version", u.version.empty() ? json(nullptr) : json(u.version)},
-         {"cap", nullptr},
-         {"ecap", nullptr},
-         {"features", nullptr},
-         {"caching_mode", nullptr},
-         {"rwbf", nullptr},
-         {"pass_through", nullptr},
-         {"np_cache", nullptr}};
-  if (u.intel) {
-    const auto& c = *u.intel;
-    j["cap"] = hex(c.cap);
-    j["ecap"] = hex(c.ecap);
-    j["caching_mode"] = c.cachingMode();
-    j["rwbf"] = c.rwbf();
-    j["pass_through"] = c.passThrough();
-    j["page_selective_invalidation"] = c.pageSelectiveInvalidation();
-    j["super_pages"] = c.superPageSizes();
-    j["domains"] = uint64_t{1} << c.numDomainsLog2();
-    j["snoop_control"] = c.snoopControl();
-    j["scalable_mode"] = c.scalableMode();
-    j["first_level_translation"] = c.firstLevelTranslation();
-    j["second_level_translation"] = c.secondLevelTranslation();
+void writeUnit(JsonWriter& w, const IommuUnit& u) {
+  w.beginObject();
+  w.field("name", u.name).field("vendor", toString(u.vendor));
+  w.key("version");
+  u.version.empty() ? w.null() : w.value(u.version);
+  const auto* c = u.intel ? &*u.intel : nullptr;
+  const auto* a = u.amd ? &*u.amd : nullptr;
+  w.key("cap");
+  c != nullptr ? w.value(hex(c->cap)) : a != nullptr ? w.value(hex(a->cap)) : w.null();
+  w.key("ecap");
+  c != nullptr ? w.value(hex(c->ecap)) : w.null();
+  w.key("features");
+  a != nullptr ? w.value(a->efr2 ? hex(*a->efr2) + ":" + hex(a->efr) : hex(a->efr)) : w.null();
+  w.key("caching_mode");
+  c != nullptr ? w.value(c->cachingMode()) : w.null();
+  w.key("rwbf");
+  c != nullptr ? w.value(c->rwbf()) : w.null();
+  w.key("pass_through");
+  c != nullptr ? w.value(c->passThrough()) : w.null();
+  w.key("np_cache");
+  a != nullptr ? w.value(a->npCache()) : w.null();
+  if (c != nullptr) {
+    w.field("page_selective_invalidation", c->pageSelectiveInvalidation())
+        .field("super_pages", c->superPageSizes())
+        .field("domains", uint64_t{1} << c->numDomainsLog2())
+        .field("snoop_control", c->snoopControl())
+        .field("scalable_mode", c->scalableMode())
+        .field("first_level_translation", c->firstLevelTranslation())
+        .field("second_level_translation", c->secondLevelTranslation());
   }
-  if (u.amd) {
-    const auto& a = *u.amd;
-    j["cap"] = hex(a.cap);
-    j["features"] = a.efr2 ? hex(*a.efr2) + ":" + hex(a.efr) : hex(a.efr);
-    j["np_cache"] = a.npCache();
-    j["iotlb"] = a.iotlb();
-    j["efr_supported"] = a.efrSupported();
-  }
-  return j;
+  if (a != nullptr) w.field("iotlb", a->iotlb()).field("efr_supported", a->efrSupported());
+  w.endObject();
 }
 
-json blockJson(const BlockDev& b) {
-  return json{{"name", b.name}, {"dev", b.devNum}, {"holders", b.holders}};
+void writeBlock(JsonWriter& w, const BlockDev& b) {
+  w.field("name", b.name).field("dev", b.devNum).field("holders", b.holders);
 }
 
-json deviceJson(const PciDevice& d) {
-  json netdevs = json::array();
+void writeDevice(JsonWriter& w, const PciDevice& d) {
+  w.beginObject();
+  w.field("address", d.address)
+      .field("vendor_id", hex(d.vendorId, 4))
+      .field("device_id", hex(d.deviceId, 4))
+      .field("subsystem_vendor_id", hex(d.subsystemVendorId, 4))
+      .field("subsystem_device_id", hex(d.subsystemDeviceId, 4))
+      .field("class", hex(d.classCode, 6))
+      .field("kind", toString(d.kind()))
+      .field("driver", d.driver)
+      .field("group", d.group);
+  w.key("removable");
+  d.removable == Removable::Absent ? w.null() : w.value(toString(d.removable));
+  w.field("untrusted", d.untrusted()).field("thunderbolt", d.thunderbolt);
+  w.key("thunderbolt_reason");
+  d.thunderbolt ? w.value(d.thunderboltWhy) : w.null();
+  w.field("bridges", d.bridges).field("sriov_numvfs", d.sriovNumVfs);
+  w.key("netdevs").beginArray();
   for (const auto& n : d.netdevs) {
-    netdevs.push_back({{"name", n.name},
-                       {"ifindex", n.ifindex},
-                       {"up", n.up},
-                       {"operstate", n.operstate},
-                       {"master", n.master.empty() ? json(nullptr) : json(n.master)}});
+    w.beginObject().field("name", n.name).field("ifindex", n.ifindex).field("up", n.up).field("operstate", n.operstate);
+    w.key("master");
+    n.master.empty() ? w.null() : w.value(n.master);
+    w.endObject();
   }
-  json nvme = json::array();
+  w.endArray();
+  w.key("nvme").beginArray();
   for (const auto& c : d.nvme) {
-    json namespaces = json::array();
+    w.beginObject().field("name", c.name).field("model", c.model).field("serial", c.serial);
+    w.key("namespaces").beginArray();
     for (const auto& ns : c.namespaces) {
-      json parts = json::array();
-      for (const auto& p : ns.partitions) parts.push_back(blockJson(p));
-      json nsj = blockJson(ns.disk);
-      nsj["partitions"] = std::move(parts);
-      namespaces.push_back(std::move(nsj));
+      w.beginObject();
+      writeBlock(w, ns.disk);
+      w.key("partitions").beginArray();
+      for (const auto& p : ns.partitions) {
+        w.beginObject();
+        writeBlock(w, p);
+        w.endObject();
+      }
+      w.endArray().endObject();
     }
-    nvme.push_back({{"name", c.name}, {"model", c.model}, {"serial", c.serial}, {"namespaces", std::move(namespaces)}});
+    w.endArray().endObject();
   }
-  json reasons = json::array();
-  for (const auto& r : d.inUse) reasons.push_back({{"kind", toString(r.kind)}, {"detail", r.detail}});
-  // ordered_json keeps members in a vector of pair<const string, json>, which copies (not moves)
-  // every member when it grows: reserve, and move the arrays in (bench/run-status measures it).
-  json j = json::object();
-  j.get_ref<json::object_t&>().reserve(19);
-  j["address"] = d.address;
-  j["vendor_id"] = hex(d.vendorId, 4);
-  j["device_id"] = hex(d.deviceId, 4);
-  j["subsystem_vendor_id"] = hex(d.subsystemVendorId, 4);
-  j["subsystem_device_id"] = hex(d.subsystemDeviceId, 4);
-  j["class"] = hex(d.classCode, 6);
-  j["kind"] = toString(d.kind());
-  j["driver"] = orNull(d.driver);
-  j["group"] = orNull(d.group);
-  j["removable"] = d.removable == Removable::Absent ? json(nullptr) : json(toString(d.removable));
-  j["untrusted"] = d.untrusted();
-  j["thunderbolt"] = d.thunderbolt;
-  j["thunderbolt_reason"] = d.thunderbolt ? json(d.thunderboltWhy) : json(nullptr);
-  j["bridges"] = d.bridges;
-  j["sriov_numvfs"] = d.sriovNumVfs;
-  j["netdevs"] = std::move(netdevs);
-  j["nvme"] = std::move(nvme);
-  j["in_use"] = !d.inUse.empty();
-  j["in_use_reasons"] = std::move(reasons);
-  return j;
+  w.endArray();
+  w.field("in_use", !d.inUse.empty());
+  w.key("in_use_reasons").beginArray();
+  for (const auto& r : d.inUse) w.beginObject().field("kind", toString(r.kind)).field("detail", r.detail).endObject();
+  w.endArray();
+  w.endObject();
 }
 
-json findingJson(const Finding& f) {
-  json remedies = json::array();
-  for (const auto& r : f.remedies) remedies.push_back({{"action", r.action}, {"security_cost", r.securityCost}});
-  return json{{"id", f.id},
-              {"severity", toString(f.severity)},
-              {"title", f.title},
-              {"summary", f.summary},
-              {"groups", f.groups},
-              {"devices", f.devices},
-              {"remedies", std::move(remedies)}};
+void writeFinding(JsonWriter& w, const Finding& f) {
+  w.beginObject()
+      .field("id", f.id)
+      .field("severity", toString(f.severity))
+      .field("title", f.title)
+      .field("summary", f.summary)
+      .field("groups", f.groups)
+      .field("devices", f.devices);
+  w.key("remedies").beginArray();
+  for (const auto& r : f.remedies) {
+    w.beginObject().field("action", r.action).field("security_cost", r.securityCost).endObject();
+  }
+  w.endArray().endObject();
 }
 
 }  // namespace
 
-json statusJson(const Status& s) {
+std::string statusJson(const Status& s) {
   const auto& h = s.host;
   const auto& m = s.mode;
-  json units = json::array();
-  for (const auto& u : h.units) units.push_back(unitJson(u));
-  json reasons = json::array();
-  for (const auto& r : m.reasons) reasons.push_back({{"source", toString(r.source)}, {"text", r.text}});
-  json groups = json::array();
-  for (const auto& g : h.groups) {
-    auto notes = m.groupNotes.find(g.id);
-    groups.push_back(
-        {{"id", g.id},
-         {"type", g.type ? json(toString(*g.type)) : json(g.typeText.empty() ? json(nullptr) : json(g.typeText))},
-         {"devices", g.devices},
-         {"shared", g.devices.size() > 1},
-         {"notes", notes != m.groupNotes.end() ? json(notes->second) : json::array()}});
-  }
-  json devices = json::array();
-  for (const auto& d : h.devices) devices.push_back(deviceJson(d));
-  json tb = json::array();
-  for (const auto& t : h.thunderbolt) {
-    tb.push_back({{"name", t.name}, {"security", t.security}, {"iommu_dma_protection", orNull(t.iommuDmaProtection)}});
-  }
-  json found = json::array();
-  for (const auto& f : s.findings) found.push_back(findingJson(f));
-  json unreadable = json::array();
-  for (const auto& u : h.unreadable) unreadable.push_back({{"path", u.path}, {"reason", u.reason}});
-
   const auto& k = h.kernel;
-  json top{
-      {"schema_version", kStatusSchemaVersion},
-      {"kernel",
-       {{"release", k.release},
-        {"version", k.upstream.version ? json(k.upstream.version->str()) : json(nullptr)},
-        {"version_source", toString(k.upstream.source)},
-        {"cmdline", k.cmdline},
-        {"iommu_options", k.iommuCmdline.params},
-        {"config_source", k.configSource.empty() ? json(nullptr) : json(k.configSource)},
-        {"config", k.config}}},
-      {"iommu",
-       {{"present", m.present},
-        {"vendor", toString(m.vendor)},
-        {"default_domain", m.passthrough ? json(*m.passthrough ? "passthrough" : "translated") : json(nullptr)},
-        {"strict", orNull(m.strict)},
-        {"mode", m.modeName()},
-        {"reasons", std::move(reasons)},
-        {"units", std::move(units)},
-        {"firmware_tables", h.firmware.tables},
-        {"dmar_platform_opt_in", orNull(h.firmware.dmarPlatformOptIn)}}},
-      {"swiotlb",
-       {{"nslabs", orNull(h.swiotlb.nslabs)},
-        {"used", orNull(h.swiotlb.used)},
-        {"used_hiwater", orNull(h.swiotlb.usedHiwater)}}},
-      {"thunderbolt", std::move(tb)},
-  };
-  // The large arrays go in last, into reserved space, so they are never copied (see deviceJson).
-  auto& obj = top.get_ref<json::object_t&>();
-  obj.reserve(obj.size() + 4);
-  top["groups"] = std::move(groups);
-  top["devices"] = std::move(devices);
-  top["findings"] = std::move(found);
-  top["unreadable"] = std::move(unreadable);
-  return top;
+  JsonWriter w;
+  w.beginObject().field("schema_version", kStatusSchemaVersion);
+
+  w.key("kernel").beginObject().field("release", k.release);
+  w.key("version");
+  k.upstream.version ? w.value(k.upstream.version->str()) : w.null();
+  w.field("version_source", toString(k.upstream.source))
+      .field("cmdline", k.cmdline)
+      .field("iommu_options", k.iommuCmdline.params);
+  w.key("config_source");
+  k.configSource.empty() ? w.null() : w.value(k.configSource);
+  w.key("config").beginObject();
+  for (const auto& [sym, val] : k.config) w.field(sym, val);
+  w.endObject().endObject();
+
+  w.key("iommu").beginObject().field("present", m.present).field("vendor", toString(m.vendor));
+  w.key("default_domain");
+  m.passthrough ? w.value(*m.passthrough ? "passthrough" : "translated") : w.null();
+  w.field("strict", m.strict).field("mode", m.modeName());
+  w.key("reasons").beginArray();
+  for (const auto& r : m.reasons) w.beginObject().field("source", toString(r.source)).field("text", r.text).endObject();
+  w.endArray();
+  w.key("units").beginArray();
+  for (const auto& u : h.units) writeUnit(w, u);
+  w.endArray();
+  w.field("firmware_tables", h.firmware.tables).field("dmar_platform_opt_in", h.firmware.dmarPlatformOptIn);
+  w.endObject();
+
+  w.key("swiotlb")
+      .beginObject()
+      .field("nslabs", h.swiotlb.nslabs)
+      .field("used", h.swiotlb.used)
+      .field("used_hiwater", h.swiotlb.usedHiwater)
+      .endObject();
+
+  w.key("thunderbolt").beginArray();
+  for (const auto& t : h.thunderbolt) {
+    w.beginObject()
+        .field("name", t.name)
+        .field("security", t.security)
+        .field("iommu_dma_protection", t.iommuDmaProtection)
+        .endObject();
+  }
+  w.endArray();
+
+  w.key("groups").beginArray();
+  for (const auto& g : h.groups) {
+    w.beginObject().field("id", g.id);
+    w.key("type");
+    g.type ? w.value(toString(*g.type)) : g.typeText.empty() ? w.null() : w.value(g.typeText);
+    w.field("devices", g.devices).field("shared", g.devices.size() > 1);
+    auto notes = m.groupNotes.find(g.id);
+    w.field("notes", notes != m.groupNotes.end() ? notes->second : std::vector<std::string>{});
+    w.endObject();
+  }
+  w.endArray();
+
+  w.key("devices").beginArray();
+  for (const auto& d : h.devices) writeDevice(w, d);
+  w.endArray();
+  w.key("findings").beginArray();
+  for (const auto& f : s.findings) writeFinding(w, f);
+  w.endArray();
+  w.key("unreadable").beginArray();
+  for (const auto& u : h.unreadable) w.beginObject().field("path", u.path).field("reason", u.reason).endObject();
+  w.endArray();
+  w.endObject();
+  return w.take() + "\n";
 }
 
 namespace {

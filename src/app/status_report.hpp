@@ -1,6 +1,5 @@
 #pragma once
 
-#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -22,7 +21,8 @@ Status buildStatus(core::HostFacts host);
 /// Version of the `--json` schema (docs/status-json.md); bumped on incompatible changes.
 inline constexpr int kStatusSchemaVersion = 1;
 
-nlohmann::ordered_json statusJson(const Status& status);
+/// The `--json` document (docs/status-json.md), newline-terminated.
+std::string statusJson(const Status& status);
 
 /// The human summary. `color` adds ANSI colours (only for a terminal).
 std::string statusText(const Status& status, bool color);

@@ -2,6 +2,7 @@
 
 #include <cstdlib>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "app/status_report.hpp"
@@ -14,9 +15,8 @@ using namespace iommud::testing;
 namespace {
 
 // Compares with tests/data/golden/NAME.json; IOMMUD_UPDATE_GOLDEN=1 rewrites the file instead.
-void expectGolden(const std::string& name, const nlohmann::ordered_json& actual) {
+void expectGolden(const std::string& name, const std::string& text) {
   std::string path = std::string(IOMMUD_TEST_DATA) + "/golden/" + name + ".json";
-  std::string text = actual.dump(2) + "\n";
   if (std::getenv("IOMMUD_UPDATE_GOLDEN") != nullptr) {
     std::ofstream(path) << text;
     return;
@@ -57,7 +57,7 @@ TEST(StatusJson, MatchesTheGoldenFileForAnIntelGuest) {
 }
 
 TEST(StatusJson, HasEveryDocumentedName) {
-  auto j = app::statusJson(statusOf(*intelBareMetal()));
+  auto j = nlohmann::ordered_json::parse(app::statusJson(statusOf(*intelBareMetal())));
   EXPECT_EQ(j["schema_version"], app::kStatusSchemaVersion);
   for (const char* k : {"release", "version", "cmdline"}) EXPECT_TRUE(j["kernel"].contains(k)) << k;
   for (const char* k : {"present", "vendor", "default_domain", "strict", "reasons", "units"}) {
@@ -79,7 +79,7 @@ TEST(StatusJson, HasEveryDocumentedName) {
 }
 
 TEST(StatusJson, SaysNoneWhenThereIsNoIommu) {
-  auto j = app::statusJson(statusOf(*noIommu()));
+  auto j = nlohmann::ordered_json::parse(app::statusJson(statusOf(*noIommu())));
   EXPECT_EQ(j["iommu"]["present"], false);
   EXPECT_EQ(j["iommu"]["vendor"], "none");
   EXPECT_TRUE(j["iommu"]["default_domain"].is_null());

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <map>
+#include <unordered_map>
 
 #include "core/procfs.hpp"
 #include "core/text.hpp"
@@ -156,7 +157,7 @@ class Reader {
       if (addresses.error().code == ENOENT && root_.listDir("/sys").ok()) return true;
       return addresses.error();
     }
-    std::map<std::string, int> groupOf;
+    std::unordered_map<std::string, int> groupOf;
     for (const auto& g : host_.groups) {
       for (const auto& d : g.devices) groupOf[d] = g.id;
     }

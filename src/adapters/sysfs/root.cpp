@@ -27,7 +27,7 @@ Result<std::string> Root::readFile(std::string_view path) const {
   int fd = ::open(full.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return errnoError(errno, full);
   std::string out;
-  std::array<char, 4096> buf{};
+  std::array<char, 4096> buf;  // NOLINT(cppcoreguidelines-pro-type-member-init): filled by the syscall
   for (;;) {
     ssize_t n = ::read(fd, buf.data(), buf.size());
     if (n < 0) {
@@ -48,7 +48,7 @@ Result<std::string> Root::readFile(std::string_view path) const {
 
 Result<std::string> Root::readLink(std::string_view path) const {
   std::string full = hostPath(path);
-  std::array<char, 4096> buf{};
+  std::array<char, 4096> buf;  // NOLINT(cppcoreguidelines-pro-type-member-init): filled by the syscall
   ssize_t n = ::readlink(full.c_str(), buf.data(), buf.size() - 1);
   if (n < 0) return errnoError(errno, full);
   std::string target(buf.data(), static_cast<size_t>(n));

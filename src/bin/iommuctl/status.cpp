@@ -30,7 +30,7 @@ void addStatus(CLI::App& app, const Globals& globals, int& code) {
     }
     auto status = app::buildStatus(std::move(host).value());
     if (opts->json) {
-      std::printf("%s\n", app::statusJson(status).dump(2).c_str());
+      std::fputs(app::statusJson(status).c_str(), stdout);
       return;
     }
     bool color = opts->color == "always" ||

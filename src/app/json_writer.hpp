@@ -1,0 +1,65 @@
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace iommud::app {
+
+/// Writes JSON straight into a string, laid out as nlohmann::json::dump(2) lays it out, without
+/// building a tree first: `status --json` on a large host spends less time than reading it.
+/// Strings that are not valid UTF-8 (sysfs holds bytes) get U+FFFD instead of failing.
+class JsonWriter {
+ public:
+  JsonWriter& beginObject();
+  JsonWriter& endObject();
+  JsonWriter& beginArray();
+  JsonWriter& endArray();
+  JsonWriter& key(std::string_view name);
+
+  JsonWriter& value(std::string_view s);
+  JsonWriter& value(const char* s) { return value(std::string_view(s)); }
+  JsonWriter& value(const std::string& s) { return value(std::string_view(s)); }
+  JsonWriter& value(bool b);
+  JsonWriter& value(int64_t n);
+  JsonWriter& value(uint64_t n);
+  JsonWriter& value(int n) { return value(static_cast<int64_t>(n)); }
+  JsonWriter& null();
+  template <class T>
+  JsonWriter& value(const std::optional<T>& v) {
+    return v ? value(*v) : null();
+  }
+  template <class T>
+  JsonWriter& value(const std::vector<T>& items) {
+    beginArray();
+    for (const auto& i : items) value(i);
+    return endArray();
+  }
+
+  /// key(name).value(v) in one call.
+  template <class T>
+  JsonWriter& field(std::string_view name, const T& v) {
+    key(name);
+    return value(v);
+  }
+
+  /// The document; the writer is empty afterwards.
+  std::string take();
+
+ private:
+  void beforeValue();
+  void newline();
+  void writeString(std::string_view s);
+  JsonWriter& close(char bracket);
+
+  struct Level {
+    bool empty = true;
+  };
+  std::vector<Level> levels_;
+  std::string out_;
+  bool afterKey_ = false;
+};
+
+}  // namespace iommud::app
