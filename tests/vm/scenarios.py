@@ -18,7 +18,10 @@ from pathlib import Path
 import check_status
 import vmlib
 
-COLLECT = vmlib.HERE / "guest" / "collect-status"
+# Guest-side helpers travel in the boot's share: the guest has its own /tmp, so a checkout under
+# the host's /tmp (a CI clone) is not visible through the shared root.
+COLLECT_SOURCE = vmlib.HERE / "guest" / "collect-status"
+COLLECT = "/vm/in/collect-status"
 
 
 @dataclasses.dataclass
@@ -114,7 +117,7 @@ def _prepare_iommuctl(iommuctl: Path) -> tuple[dict, str]:
     host meanwhile must not swap it under the guest."""
     if not iommuctl.is_file() or not iommuctl.stat().st_mode & 0o111:
         raise vmlib.SetupMissing(f"iommuctl not found or not executable at {iommuctl}: build first")
-    return {"iommuctl": iommuctl}, "/vm/in/iommuctl"
+    return {"iommuctl": iommuctl, "collect-status": COLLECT_SOURCE}, "/vm/in/iommuctl"
 
 
 def run_status(name: str, series: str, iommuctl: Path, out_dir: Path | None = None,
@@ -196,7 +199,7 @@ def run_hotplug(series: str, iommuctl: Path, out_dir: Path | None = None,
         vm.unplug("hp_nvme", timeout=90)  # waits for QMP's DEVICE_DELETED
         timing["del"] = time.monotonic() - t
 
-    script = HOTPLUG_GUEST.replace("@COLLECT@", str(COLLECT))
+    script = HOTPLUG_GUEST.replace("@COLLECT@", COLLECT)
     r = vmlib.boot(kernel, machine, script.replace("iommuctl=$1", f"iommuctl={guest_path}"),
                    files_in=files, udev=True, driver=driver, timeout=300, out_dir=out_dir,
                    echo=echo)
