@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "app/json_writer.hpp"
+#include "app/text_style.hpp"
 
 namespace iommud::app {
 
@@ -62,7 +63,9 @@ void writeBlock(JsonWriter& w, const BlockDev& b) {
   w.field("name", b.name).field("dev", b.devNum).field("holders", b.holders);
 }
 
-void writeDevice(JsonWriter& w, const PciDevice& d) {
+}  // namespace
+
+void writeDeviceJson(JsonWriter& w, const PciDevice& d) {
   w.beginObject();
   w.field("address", d.address)
       .field("vendor_id", hex(d.vendorId, 4))
@@ -112,7 +115,7 @@ void writeDevice(JsonWriter& w, const PciDevice& d) {
   w.endObject();
 }
 
-void writeFinding(JsonWriter& w, const Finding& f) {
+void writeFindingJson(JsonWriter& w, const Finding& f) {
   w.beginObject()
       .field("id", f.id)
       .field("severity", toString(f.severity))
@@ -126,8 +129,6 @@ void writeFinding(JsonWriter& w, const Finding& f) {
   }
   w.endArray().endObject();
 }
-
-}  // namespace
 
 std::string statusJson(const Status& s) {
   const auto& h = s.host;
@@ -191,10 +192,10 @@ std::string statusJson(const Status& s) {
   w.endArray();
 
   w.key("devices").beginArray();
-  for (const auto& d : h.devices) writeDevice(w, d);
+  for (const auto& d : h.devices) writeDeviceJson(w, d);
   w.endArray();
   w.key("findings").beginArray();
-  for (const auto& f : s.findings) writeFinding(w, f);
+  for (const auto& f : s.findings) writeFindingJson(w, f);
   w.endArray();
   w.key("unreadable").beginArray();
   for (const auto& u : h.unreadable) w.beginObject().field("path", u.path).field("reason", u.reason).endObject();
@@ -204,42 +205,6 @@ std::string statusJson(const Status& s) {
 }
 
 namespace {
-
-struct Style {
-  bool on;
-  [[nodiscard]] std::string wrap(std::string_view code, std::string_view text) const {
-    return on ? fmt::format("\033[{}m{}\033[0m", code, text) : std::string(text);
-  }
-  [[nodiscard]] std::string bold(std::string_view t) const { return wrap("1", t); }
-  [[nodiscard]] std::string dim(std::string_view t) const { return wrap("2", t); }
-  [[nodiscard]] std::string red(std::string_view t) const { return wrap("31", t); }
-  [[nodiscard]] std::string yellow(std::string_view t) const { return wrap("33", t); }
-  [[nodiscard]] std::string green(std::string_view t) const { return wrap("32", t); }
-  [[nodiscard]] std::string cyan(std::string_view t) const { return wrap("36", t); }
-};
-
-// Wraps text to `width` columns, every line after the first indented by `indent`.
-std::string wrapText(std::string_view text, size_t indent, size_t width = 100) {
-  std::string out;
-  size_t col = indent;
-  size_t i = 0;
-  while (i < text.size()) {
-    size_t j = text.find(' ', i);
-    if (j == std::string_view::npos) j = text.size();
-    auto word = text.substr(i, j - i);
-    if (col > indent && col + 1 + word.size() > width) {
-      out += "\n" + std::string(indent, ' ');
-      col = indent;
-    } else if (col > indent) {
-      out += ' ';
-      ++col;
-    }
-    out += word;
-    col += word.size();
-    i = j + 1;
-  }
-  return out;
-}
 
 std::string typeLabel(const Group& g, const Style& st) {
   if (!g.type) return st.red(g.typeText.empty() ? "?" : g.typeText);

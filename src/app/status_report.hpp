@@ -24,6 +24,11 @@ inline constexpr int kStatusSchemaVersion = 1;
 /// The `--json` document (docs/status-json.md), newline-terminated.
 std::string statusJson(const Status& status);
 
+class JsonWriter;
+/// One device or finding as `status --json` writes it (reused by `explain --json`).
+void writeDeviceJson(JsonWriter& w, const core::PciDevice& d);
+void writeFindingJson(JsonWriter& w, const core::Finding& f);
+
 /// The human summary. `color` adds ANSI colours (only for a terminal).
 std::string statusText(const Status& status, bool color);
 

@@ -285,4 +285,11 @@ std::vector<Finding> findings(const HostFacts& host, const HostMode& mode) {
   return out;
 }
 
+const std::vector<std::string_view>& knownFindingIds() {
+  static const std::vector<std::string_view> ids = {"vtd-iotlb-sync-map", "untrusted-bounce", "caching-mode",
+                                                    "default-on",         "smmu-strict",      "vfio-translated",
+                                                    "cmdline-conflict"};
+  return ids;
+}
+
 }  // namespace iommud::core

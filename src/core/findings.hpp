@@ -33,6 +33,9 @@ struct Finding {
 /// 12724ce3fe1a in 6.17 and the stable releases 6.12.43, 6.15.11, 6.16.2).
 const VersionSet& iotlbSyncMapAffected();
 
+/// The ids findings() can produce, for validating policies that name one.
+const std::vector<std::string_view>& knownFindingIds();
+
 /// Every known problem the host shows, most severe first, then by id.
 std::vector<Finding> findings(const HostFacts& host, const HostMode& mode);
 

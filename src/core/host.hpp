@@ -47,6 +47,15 @@ struct Group {
   std::vector<std::string> devices;
 };
 
+/// A NIC's ethtool settings: current values and maxima by ethtool name ("rx", "combined",
+/// "rx-usecs"). Read over netlink on the live host; `read` is false where nobody could read them.
+struct EthtoolState {
+  bool read = false;
+  std::map<std::string, uint32_t> rings, ringsMax;
+  std::map<std::string, uint32_t> channels, channelsMax;
+  std::map<std::string, uint32_t> coalesce;
+};
+
 /// A network interface backed by a PCI function.
 struct NetDev {
   std::string name;
@@ -56,6 +65,7 @@ struct NetDev {
   std::string master;             // bond or bridge it is enslaved to, if any
   bool hasGlobalAddress = false;  // an IPv6 address other than link-local
   bool hasRoute = false;          // an IPv4 or IPv6 route through it
+  EthtoolState ethtool;
 };
 
 /// A block device (namespace or partition) and what holds it.
@@ -104,6 +114,7 @@ struct PciDevice {
   uint16_t subsystemDeviceId = 0;
   uint32_t classCode = 0;  // 0x010802
   std::optional<std::string> driver;
+  std::string driverModule;  // the module behind the driver (its `module` link), else the driver's name
   std::optional<int> group;
   Removable removable = Removable::Absent;
   std::vector<std::string> bridges;  // upstream PCI bridges, root port first
@@ -159,6 +170,21 @@ struct Firmware {
   std::optional<bool> dmarPlatformOptIn;  // DMAR flags bit 2, when the table is readable
 };
 
+/// One parameter in /sys/module/<module>/parameters.
+struct ModuleParam {
+  std::string value;      // trimmed
+  bool writable = false;  // a write bit in the file's mode: settable at runtime
+};
+
+/// A kernel module as /sys/module shows it, and what iommud's own modprobe.d file sets for it.
+struct Module {
+  std::string name;
+  bool loaded = false;   // /sys/module/<name> exists (built-in modules with parameters too)
+  bool builtin = false;  // no `initstate`: cannot be reloaded, load-time options need the command line
+  std::map<std::string, ModuleParam> params;
+  std::map<std::string, std::string> iommudOptions;  // "options" in /etc/modprobe.d/iommud-<name>.conf
+};
+
 /// A file that exists but could not be read (usually: not root).
 struct Unreadable {
   std::string path;
@@ -177,6 +203,7 @@ struct HostFacts {
   std::vector<std::string> swaps;                // device names ("nvme0n1p3") used as swap
   std::map<std::string, BlockDev> stackedBlock;  // dm/md devices that hold NVMe ones, by name
   Swiotlb swiotlb;
+  std::map<std::string, Module> modules;  // the drivers' modules and those policies name
   std::vector<Unreadable> unreadable;
 
   [[nodiscard]] const PciDevice* device(std::string_view address) const;

@@ -33,6 +33,11 @@ class Reader {
     readNvme();
     readThunderbolt();
     readSwiotlb();
+    for (const auto& d : host_.devices) {
+      if (!d.driverModule.empty() && !host_.modules.contains(d.driverModule)) {
+        host_.modules.emplace(d.driverModule, readModule(root_, d.driverModule));
+      }
+    }
     detectTunnels(host_);
     assessUse(host_);
     return std::move(host_);
@@ -207,9 +212,21 @@ class Reader {
       }
       if (auto vfs = root_.readFile(base + "/sriov_numvfs")) d.sriovNumVfs = std::atoi(vfs->c_str());
       if (auto it = groupOf.find(addr); it != groupOf.end()) d.group = it->second;
+      if (d.driver) d.driverModule = driverModule(*d.driver);
       host_.devices.push_back(std::move(d));
     }
     return true;
+  }
+
+  // Built-in drivers without parameters have no `module` link; their name is the best guess.
+  std::string driverModule(const std::string& driver) {
+    auto [it, fresh] = moduleOfDriver_.try_emplace(driver, driver);
+    if (fresh) {
+      if (auto target = root_.readLink("/sys/bus/pci/drivers/" + driver + "/module")) {
+        it->second = std::string(baseName(*target));
+      }
+    }
+    return it->second;
   }
 
   // The PCI function a class device hangs off: the last PCI address in its resolved path.
@@ -383,12 +400,46 @@ class Reader {
 
   const Root& root_;
   HostFacts host_;
+  std::map<std::string, std::string> moduleOfDriver_;
 };
 
 }  // namespace
 
 Result<HostFacts> readHost(const Root& root) {
   return Reader(root).run();
+}
+
+Module readModule(const Root& root, const std::string& name) {
+  Module m;
+  m.name = name;
+  std::string dir = "/sys/module/" + name;
+  auto params = root.listDir(dir + "/parameters");
+  if (params) {
+    m.loaded = true;
+    for (const auto& p : *params) {
+      std::string path = dir + "/parameters/" + p;
+      ModuleParam param;
+      // Write-only parameters (0200) exist too: their value is unknown, not empty.
+      if (auto v = root.readFile(path)) param.value = std::string(trim(*v));
+      param.writable = (root.fileMode(path).valueOr(0U) & 0222U) != 0;
+      m.params.emplace(p, std::move(param));
+    }
+  } else {
+    m.loaded = root.listDir(dir).ok();
+  }
+  m.builtin = m.loaded && !root.readFile(dir + "/initstate").ok();
+  if (auto conf = root.readFile("/etc/modprobe.d/iommud-" + name + ".conf")) {
+    for (auto line : split(*conf, '\n')) {
+      auto w = words(line);
+      if (w.size() < 3 || w[0] != "options" || w[1] != name) continue;
+      for (size_t i = 2; i < w.size(); ++i) {
+        auto eq = w[i].find('=');
+        m.iommudOptions[std::string(w[i].substr(0, eq))] =
+            eq == std::string_view::npos ? "" : std::string(w[i].substr(eq + 1));
+      }
+    }
+  }
+  return m;
 }
 
 }  // namespace iommud::adapters::sysfs

@@ -2,6 +2,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -44,6 +45,13 @@ Result<std::string> Root::readFile(std::string_view path) const {
   ::close(fd);
   if (recorder_ != nullptr) recorder_->add({Capture::Kind::File, std::string(path), out});
   return out;
+}
+
+Result<unsigned> Root::fileMode(std::string_view path) const {
+  std::string full = hostPath(path);
+  struct stat st {};
+  if (::stat(full.c_str(), &st) != 0) return errnoError(errno, full);
+  return static_cast<unsigned>(st.st_mode & 07777);
 }
 
 Result<std::string> Root::readLink(std::string_view path) const {

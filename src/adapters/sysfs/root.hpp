@@ -41,6 +41,9 @@ class Root {
   /// The entries of a directory, sorted, without "." and "..".
   [[nodiscard]] Result<std::vector<std::string>> listDir(std::string_view path) const;
 
+  /// The permission bits of a file (st_mode & 07777), following links.
+  [[nodiscard]] Result<unsigned> fileMode(std::string_view path) const;
+
   /// The path on this machine's filesystem that stands for a host path.
   [[nodiscard]] std::string hostPath(std::string_view path) const;
   [[nodiscard]] const std::string& prefix() const { return prefix_; }

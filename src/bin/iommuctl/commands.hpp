@@ -1,7 +1,11 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <optional>
 #include <string>
+#include <vector>
+
+#include "app/plan_report.hpp"
 
 namespace iommud::ctl {
 
@@ -13,5 +17,31 @@ struct Globals {
 /// Each subcommand registers itself on the app and returns the exit code through `code`.
 void addStatus(CLI::App& app, const Globals& globals, int& code);
 void addSnapshot(CLI::App& app, const Globals& globals, int& code);
+void addPlan(CLI::App& app, const Globals& globals, int& code);
+void addExplain(CLI::App& app, const Globals& globals, int& code);
+void addCheck(CLI::App& app, const Globals& globals, int& code);
+
+/// The host and the policies, read as the daemon reads them; nullopt after printing why not.
+struct Planning {
+  app::Status status;
+  config::Loaded policies;
+};
+std::optional<Planning> preparePlanning(const Globals& globals, const std::vector<std::string>& policyDirs);
+
+/// The options `plan` and `explain` share.
+struct ReportOptions {
+  bool json = false;
+  bool hotplug = false;
+  std::string color = "auto";
+  std::vector<std::string> policies;
+};
+/// Adds --json, --hotplug, --color and --policies to a subcommand.
+void addReportOptions(CLI::App* cmd, ReportOptions& opts);
+
+/// Adds `--policies DIR` (repeatable) to a subcommand.
+void addPoliciesOption(CLI::App* cmd, std::vector<std::string>& dirs);
+
+/// Whether to colour: --color=always, or auto on a terminal without NO_COLOR.
+bool useColor(const std::string& option);
 
 }  // namespace iommud::ctl

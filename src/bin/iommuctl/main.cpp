@@ -13,6 +13,9 @@ int main(int argc, char** argv) {
         ->check(CLI::ExistingDirectory);
     int code = 0;
     iommud::ctl::addStatus(app, globals, code);
+    iommud::ctl::addPlan(app, globals, code);
+    iommud::ctl::addExplain(app, globals, code);
+    iommud::ctl::addCheck(app, globals, code);
     iommud::ctl::addSnapshot(app, globals, code);
     CLI11_PARSE(app, argc, argv);
     return code;

@@ -1,7 +1,4 @@
-#include <unistd.h>
-
 #include <cstdio>
-#include <cstdlib>
 #include <string>
 
 #include "adapters/sysfs/host_reader.hpp"
@@ -33,9 +30,7 @@ void addStatus(CLI::App& app, const Globals& globals, int& code) {
       std::fputs(app::statusJson(status).c_str(), stdout);
       return;
     }
-    bool color = opts->color == "always" ||
-                 (opts->color == "auto" && isatty(STDOUT_FILENO) != 0 && std::getenv("NO_COLOR") == nullptr);
-    std::fputs(app::statusText(status, color).c_str(), stdout);
+    std::fputs(app::statusText(status, useColor(opts->color)).c_str(), stdout);
   });
 }
 

@@ -1,0 +1,420 @@
+#include "app/plan_report.hpp"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <set>
+
+#include "adapters/sysfs/host_reader.hpp"
+#include "app/json_writer.hpp"
+#include "app/text_style.hpp"
+
+namespace iommud::app {
+
+using namespace core;  // NOLINT(google-build-using-namespace): presentation of the core model
+
+config::Loaded loadPolicies(const PolicySources& sources) {
+  config::LoadOptions options;
+  if (::geteuid() == 0) options.requireOwner = 0U;
+  if (!sources.dirs.empty() || !sources.files.empty())
+    return config::loadPolicies(sources.dirs, sources.files, options);
+  std::string prefix = sources.root == "/" ? "" : sources.root;
+  while (!prefix.empty() && prefix.back() == '/') prefix.pop_back();
+  std::vector<std::string> dirs;
+  for (const auto& d : config::defaultPolicyDirs()) dirs.push_back(prefix + d);
+  return config::loadPolicies(dirs, {}, options);
+}
+
+void readPolicyModules(const adapters::sysfs::Root& root, const PolicySet& policies, HostFacts& host) {
+  for (const auto& r : policies.rules) {
+    for (const auto& p : r.params) {
+      if (!p.module.empty() && !host.modules.contains(p.module)) {
+        host.modules.emplace(p.module, adapters::sysfs::readModule(root, p.module));
+      }
+    }
+  }
+}
+
+std::string checkText(const config::Loaded& loaded) {
+  std::string out;
+  size_t warnings = 0;
+  for (const auto& d : loaded.diagnostics) {
+    out += d.str() + "\n";
+    if (d.severity == config::Diagnostic::Severity::Warning) ++warnings;
+  }
+  size_t files = 0;
+  for (const auto& f : loaded.policies.files) {
+    if (f.masked) {
+      out += f.name + ": masked by " + f.shadowed.back() + "\n";
+      continue;
+    }
+    ++files;
+    for (const auto& s : f.shadowed) out += s + ": replaced by " + f.path + "\n";
+  }
+  if (loaded.ok()) {
+    out += fmt::format("{} {}, {} {}: valid", files, files == 1 ? "file" : "files", loaded.policies.rules.size(),
+                       loaded.policies.rules.size() == 1 ? "rule" : "rules");
+    if (warnings != 0) out += fmt::format(" ({} {})", warnings, warnings == 1 ? "warning" : "warnings");
+    out += "\n";
+  } else {
+    out += fmt::format("{} {}, {} {}: the policies are not valid; iommud keeps the last good set\n", loaded.errors(),
+                       loaded.errors() == 1 ? "error" : "errors", warnings, warnings == 1 ? "warning" : "warnings");
+  }
+  return out;
+}
+
+namespace {
+
+std::string riskLabel(Risk r, const Style& st) {
+  switch (r) {
+    case Risk::High: return st.red("risk high");
+    case Risk::Medium: return st.yellow("risk medium");
+    case Risk::Low: return st.yellow("risk low");
+    case Risk::None: break;
+  }
+  return st.dim("no risk");
+}
+
+std::string deviceLabel(const HostFacts& h, const std::string& address) {
+  const PciDevice* d = h.device(address);
+  if (d == nullptr || d->displayName() == address) return address;
+  return address + " " + d->displayName();
+}
+
+std::string settingName(ChangeKind kind, const std::string& object, const std::string& key) {
+  switch (kind) {
+    case ChangeKind::Domain: return object + " type";
+    case ChangeKind::Rings:
+    case ChangeKind::Channels:
+    case ChangeKind::Coalesce: return fmt::format("{} {} {}", object, toString(kind), key);
+    case ChangeKind::ModuleParam: return "parameter " + object;
+    case ChangeKind::ModprobeConf: break;
+  }
+  return object + " " + key;
+}
+
+void writeRule(JsonWriter& w, const RuleRef& r) {
+  w.key("rule").beginObject().field("name", r.name).field("file", r.where.file).field("line", r.where.line);
+  w.field("column", r.where.column).endObject();
+}
+
+void writeChange(JsonWriter& w, const Change& c) {
+  w.beginObject()
+      .field("kind", toString(c.kind))
+      .field("device", c.device)
+      .field("devices", c.devices)
+      .field("group", c.group)
+      .field("object", c.object)
+      .field("key", c.key)
+      .field("from", c.from)
+      .field("to", c.to)
+      .field("mode", toString(c.mode))
+      .field("risk", toString(c.risk))
+      .field("trade_off", c.tradeOff)
+      .field("disruptive", c.disruptive)
+      .field("irreversible", c.irreversible);
+  w.key("note");
+  c.note.empty() ? w.null() : w.value(c.note);
+  writeRule(w, c.rule);
+  w.endObject();
+}
+
+void writeSkip(JsonWriter& w, const Skip& s) {
+  w.beginObject()
+      .field("kind", toString(s.kind))
+      .field("device", s.device)
+      .field("object", s.object)
+      .field("key", s.key)
+      .field("wanted", s.wanted)
+      .field("reason", toString(s.reason))
+      .field("message", s.message);
+  writeRule(w, s.rule);
+  w.endObject();
+}
+
+void writeSatisfied(JsonWriter& w, const Satisfied& s) {
+  w.beginObject()
+      .field("kind", toString(s.kind))
+      .field("device", s.device)
+      .field("object", s.object)
+      .field("key", s.key)
+      .field("value", s.value);
+  writeRule(w, s.rule);
+  w.endObject();
+}
+
+void writePlanBody(JsonWriter& w, const Plan& plan) {
+  w.field("trigger", toString(plan.trigger));
+  w.key("changes").beginArray();
+  for (const auto& c : plan.changes) writeChange(w, c);
+  w.endArray();
+  w.key("skips").beginArray();
+  for (const auto& s : plan.skips) writeSkip(w, s);
+  w.endArray();
+  w.key("satisfied").beginArray();
+  for (const auto& s : plan.satisfied) writeSatisfied(w, s);
+  w.endArray();
+}
+
+// The changes and skips of a plan, grouped by device, as `plan` and `explain` print them.
+void planLines(std::string& out, const Plan& plan, const HostFacts& h, const Style& st, bool showOverridden) {
+  auto line = [&](const std::string& l) { out += l + "\n"; };
+  std::string current;
+  for (const auto& c : plan.changes) {
+    if (c.device != current) {
+      current = c.device;
+      line("  " + st.bold(deviceLabel(h, c.device)));
+    }
+    std::string verb = c.mode == RuleMode::Apply ? st.green("apply ") : st.cyan("advise");
+    line(fmt::format("    {} {}: {} -> {}  [{}]", verb, settingName(c.kind, c.object, c.key), c.from, c.to,
+                     riskLabel(c.risk, st)));
+    line("           " + st.dim(fmt::format("rule {} ({})", c.rule.name, c.rule.where.str())));
+    if (c.risk != Risk::None || c.kind == ChangeKind::Domain) line("           " + wrapText(c.tradeOff, 11));
+    if (c.irreversible) line("           " + st.yellow("irreversible until unbind or reboot"));
+    if (!c.note.empty()) line("           " + st.dim(wrapText(c.note, 11)));
+  }
+  std::vector<const Skip*> skips;
+  for (const auto& s : plan.skips) {
+    if (showOverridden || s.reason != SkipReason::Overridden) skips.push_back(&s);
+  }
+  if (!skips.empty()) {
+    line("");
+    line(st.bold("Not done"));
+    for (const auto* s : skips) {
+      line(fmt::format("  {} {}: {} ({})", deviceLabel(h, s->device), settingName(s->kind, s->object, s->key),
+                       s->wanted, st.yellow(std::string(toString(s->reason)))));
+      line("           " + wrapText(s->message, 11));
+      line("           " + st.dim(fmt::format("rule {} ({})", s->rule.name, s->rule.where.str())));
+    }
+  }
+}
+
+}  // namespace
+
+std::string planJson(const Plan& plan, const PolicySet& policies) {
+  JsonWriter w;
+  w.beginObject().field("schema_version", kPlanSchemaVersion);
+  w.key("policies").beginArray();
+  for (const auto& f : policies.files) {
+    w.beginObject().field("name", f.name).field("masked", f.masked);
+    w.key("path");
+    f.path.empty() ? w.null() : w.value(f.path);
+    w.field("shadowed", f.shadowed).endObject();
+  }
+  w.endArray();
+  w.field("rules", static_cast<int64_t>(policies.rules.size()));
+  writePlanBody(w, plan);
+  w.endObject();
+  return w.take();
+}
+
+std::string planText(const Plan& plan, const Status& status, const PolicySet& policies, bool color) {
+  Style st{color};
+  std::string out;
+  size_t files =
+      std::count_if(policies.files.begin(), policies.files.end(), [](const PolicyFile& f) { return !f.masked; });
+  out += fmt::format("{} ({}; {} {}, {} {})\n", st.bold("Plan"),
+                     plan.trigger == Trigger::Coldplug ? "at start: disruptive changes wait for hotplug"
+                                                       : "as if every device had just appeared",
+                     files, files == 1 ? "policy file" : "policy files", policies.rules.size(),
+                     policies.rules.size() == 1 ? "rule" : "rules");
+  if (policies.rules.empty()) {
+    out +=
+        "  no rules: nothing to plan (policies live in /etc/iommud/policies.d, /run/iommud/policies.d and "
+        "/usr/share/iommud/policies)\n";
+    return out;
+  }
+  planLines(out, plan, status.host, st, false);
+  size_t apply = std::count_if(plan.changes.begin(), plan.changes.end(),
+                               [](const Change& c) { return c.mode == RuleMode::Apply; });
+  out += "\n";
+  if (plan.changes.empty()) {
+    out += fmt::format("Nothing to change; {} {} already as the policies want.\n", plan.satisfied.size(),
+                       plan.satisfied.size() == 1 ? "setting is" : "settings are");
+  } else {
+    out +=
+        fmt::format("{} to apply, {} advised, {} not done, {} already as wanted.\n", apply, plan.changes.size() - apply,
+                    std::count_if(plan.skips.begin(), plan.skips.end(),
+                                  [](const Skip& s) { return s.reason != SkipReason::Overridden; }),
+                    plan.satisfied.size());
+  }
+  return out;
+}
+
+const PciDevice* findDevice(const HostFacts& host, const std::string& name) {
+  if (const auto* d = host.device(name)) return d;
+  // "3d:00.0" means domain 0000.
+  if (const auto* d = host.device("0000:" + name)) return d;
+  for (const auto& d : host.devices) {
+    for (const auto& n : d.netdevs) {
+      if (n.name == name) return &d;
+    }
+    for (const auto& c : d.nvme) {
+      if (c.name == name) return &d;
+      for (const auto& ns : c.namespaces) {
+        if (ns.disk.name == name) return &d;
+      }
+    }
+  }
+  return nullptr;
+}
+
+namespace {
+
+size_t failedConditions(const RuleEvaluation& e) {
+  return static_cast<size_t>(
+      std::count_if(e.conditions.begin(), e.conditions.end(), [](const ConditionResult& c) { return !c.holds; }));
+}
+
+// A rule "nearly" matches when exactly one of its conditions fails, and that one is not about
+// what the device is (a NIC rule is not "nearly" an NVMe rule).
+bool nearly(const RuleEvaluation& e) {
+  if (e.matches || failedConditions(e) != 1) return false;
+  auto it = std::find_if(e.conditions.begin(), e.conditions.end(), [](const ConditionResult& c) { return !c.holds; });
+  return !it->condition.starts_with("kind ") && !it->condition.starts_with("class ");
+}
+
+std::vector<const Finding*> findingsOf(const PciDevice& d, const Status& s) {
+  std::vector<const Finding*> out;
+  for (const auto& f : s.findings) {
+    bool touches = (f.groups.empty() && f.devices.empty()) ||
+                   std::find(f.devices.begin(), f.devices.end(), d.address) != f.devices.end() ||
+                   (d.group && std::find(f.groups.begin(), f.groups.end(), *d.group) != f.groups.end());
+    if (touches) out.push_back(&f);
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string explainText(const PciDevice& d, const Status& s, const PolicySet& policies,
+                        const std::vector<RuleEvaluation>& evaluations, const Plan& plan, bool color) {
+  Style st{color};
+  std::string out;
+  auto line = [&](const std::string& l) { out += l + "\n"; };
+  const auto& h = s.host;
+  line(fmt::format("{} {} {} ({:04x}:{:04x}, class {:06x}, {}, driver {})", st.bold("Device"), d.address,
+                   d.displayName() == d.address ? "" : d.displayName(), d.vendorId, d.deviceId, d.classCode,
+                   toString(d.kind()), d.driver.value_or("none")));
+  if (!d.nvme.empty() && !d.nvme.front().model.empty()) line("  model " + d.nvme.front().model);
+  line(fmt::format("  untrusted: {}{}", d.untrusted() ? "yes" : "no",
+                   d.thunderbolt                         ? " (Thunderbolt/USB4: " + d.thunderboltWhy + ")"
+                   : d.removable == Removable::Removable ? " (removable port)"
+                                                         : ""));
+  if (d.inUse.empty()) line("  in use: no");
+  for (const auto& r : d.inUse) line("  in use: " + r.detail);
+  if (d.group) {
+    const Group* g = h.group(*d.group);
+    std::vector<std::string> members;
+    if (g != nullptr) {
+      for (const auto& a : g->devices) members.push_back(deviceLabel(h, a));
+    }
+    line(fmt::format("{} {}: {} ({} {})", st.bold("Group"), *d.group, g != nullptr ? g->typeText : "?", members.size(),
+                     members.size() == 1 ? "device" : "devices"));
+    for (const auto& m : members) line("  " + m);
+    if (auto notes = s.mode.groupNotes.find(*d.group); notes != s.mode.groupNotes.end()) {
+      for (const auto& n : notes->second) line("  " + st.dim(wrapText(n, 2)));
+    }
+  } else {
+    line(st.bold("Group") + " none: the device is not translated by an IOMMU");
+  }
+  std::vector<std::string> caps;
+  for (const auto& u : h.units) {
+    if (u.intel) {
+      caps.push_back(fmt::format("{} caching-mode {}, rwbf {}, pass-through {}", u.name,
+                                 u.intel->cachingMode() ? "yes" : "no", u.intel->rwbf() ? "yes" : "no",
+                                 u.intel->passThrough() ? "yes" : "no"));
+    }
+    if (u.amd) caps.push_back(fmt::format("{} np-cache {}", u.name, u.amd->npCache() ? "yes" : "no"));
+  }
+  line(fmt::format("{} {}, mode {}, kernel {}{}", st.bold("Host"), displayName(s.mode.vendor), s.mode.modeName(),
+                   h.kernel.release,
+                   h.kernel.upstream.version ? " (upstream " + h.kernel.upstream.version->str() + ")" : ""));
+  // One line per unit would drown a big server; the caps matter when they differ.
+  std::set<std::string> distinct;
+  for (const auto& c : caps) distinct.insert(c.substr(c.find(' ') + 1));
+  if (distinct.size() == 1)
+    line("  " + *distinct.begin() + fmt::format(" ({} units)", caps.size()));
+  else
+    for (const auto& c : caps) line("  " + c);
+  for (const auto* f : findingsOf(d, s)) {
+    line(fmt::format("  finding {} ({}): {}", f->id, toString(f->severity), f->title));
+  }
+
+  line("");
+  line(st.bold("Rules"));
+  size_t others = 0;
+  for (const auto& e : evaluations) {
+    if (!e.matches && !nearly(e)) {
+      ++others;
+      continue;
+    }
+    std::string state = e.matches ? st.green("matches") : st.yellow("nearly matches");
+    if (!e.rule->enabled) state = st.dim("disabled by an override");
+    line(fmt::format("  {} ({}) {}, mode {}", st.bold(e.rule->name), e.rule->where.str(), state,
+                     toString(e.rule->mode)));
+    line("    " + st.dim(wrapText(e.rule->description, 4)));
+    for (const auto& c : e.conditions) {
+      line(fmt::format("    {} {:<44} {}", c.holds ? st.green("yes") : st.red("no "), c.condition, c.actual));
+    }
+    for (const auto& o : e.rule->overriddenBy) line("    " + st.dim("changed by [[override]] at " + o));
+  }
+  if (policies.rules.empty())
+    line("  no rules in force");
+  else if (others != 0)
+    line(st.dim(fmt::format("  {} other {} do not match", others, others == 1 ? "rule" : "rules")));
+
+  line("");
+  line(st.bold("Decisions"));
+  if (plan.changes.empty() && plan.skips.empty() && plan.satisfied.empty()) line("  none: no rule asks anything of it");
+  planLines(out, plan, h, st, true);
+  for (const auto& sat : plan.satisfied) {
+    line(
+        fmt::format("  {} already {} (rule {})", settingName(sat.kind, sat.object, sat.key), sat.value, sat.rule.name));
+  }
+  return out;
+}
+
+std::string explainJson(const PciDevice& d, const Status& s, const std::vector<RuleEvaluation>& evaluations,
+                        const Plan& plan) {
+  JsonWriter w;
+  w.beginObject().field("schema_version", kPlanSchemaVersion);
+  w.key("device");
+  writeDeviceJson(w, d);
+  w.key("group");
+  if (const Group* g = d.group ? s.host.group(*d.group) : nullptr) {
+    w.beginObject().field("id", g->id).field("type", g->typeText).field("devices", g->devices).endObject();
+  } else {
+    w.null();
+  }
+  w.key("host").beginObject().field("vendor", toString(s.mode.vendor)).field("mode", s.mode.modeName());
+  w.field("release", s.host.kernel.release);
+  w.key("upstream");
+  s.host.kernel.upstream.version ? w.value(s.host.kernel.upstream.version->str()) : w.null();
+  w.endObject();
+  w.key("findings").beginArray();
+  for (const auto* f : findingsOf(d, s)) writeFindingJson(w, *f);
+  w.endArray();
+  w.key("rules").beginArray();
+  for (const auto& e : evaluations) {
+    w.beginObject()
+        .field("name", e.rule->name)
+        .field("file", e.rule->where.file)
+        .field("line", e.rule->where.line)
+        .field("enabled", e.rule->enabled)
+        .field("matches", e.matches)
+        .field("nearly", nearly(e));
+    w.key("conditions").beginArray();
+    for (const auto& c : e.conditions) {
+      w.beginObject().field("condition", c.condition).field("holds", c.holds).field("actual", c.actual).endObject();
+    }
+    w.endArray().endObject();
+  }
+  w.endArray();
+  writePlanBody(w, plan);
+  w.endObject();
+  return w.take();
+}
+
+}  // namespace iommud::app

@@ -1,0 +1,42 @@
+#include <cstdio>
+#include <memory>
+
+#include "bin/iommuctl/commands.hpp"
+
+namespace iommud::ctl {
+
+void addExplain(CLI::App& app, const Globals& globals, int& code) {
+  auto* cmd = app.add_subcommand("explain", "Explain one device: its group, the rules that match it, the decisions");
+  struct Options : ReportOptions {
+    std::string device;
+  };
+  auto opts = std::make_shared<Options>();
+  cmd->add_option("DEVICE", opts->device, "PCI address (0000:3d:00.0 or 3d:00.0), netdev or NVMe name")->required();
+  addReportOptions(cmd, *opts);
+  cmd->callback([&globals, &code, opts] {
+    auto p = preparePlanning(globals, opts->policies);
+    if (!p) {
+      code = 1;
+      return;
+    }
+    const auto* d = app::findDevice(p->status.host, opts->device);
+    if (d == nullptr) {
+      std::fprintf(stderr, "iommuctl: no device %s on this host (try `iommuctl status`)\n", opts->device.c_str());
+      code = 1;
+      return;
+    }
+    core::PlanInput in{p->status.host, p->status.mode, p->status.findings};
+    core::PlanOptions po;
+    po.trigger = opts->hotplug ? core::Trigger::Hotplug : core::Trigger::Coldplug;
+    po.device = d->address;
+    auto plan = core::plan(in, p->policies.policies, po);
+    auto evaluations = core::evaluateRules(in, p->policies.policies, *d);
+    std::fputs(
+        opts->json
+            ? app::explainJson(*d, p->status, evaluations, plan).c_str()
+            : app::explainText(*d, p->status, p->policies.policies, evaluations, plan, useColor(opts->color)).c_str(),
+        stdout);
+  });
+}
+
+}  // namespace iommud::ctl

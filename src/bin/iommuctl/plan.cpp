@@ -1,0 +1,41 @@
+#include <cstdio>
+#include <memory>
+
+#include "bin/iommuctl/commands.hpp"
+
+namespace iommud::ctl {
+
+void addPlan(CLI::App& app, const Globals& globals, int& code) {
+  auto* cmd = app.add_subcommand("plan", "Show what the policies would change on this host, and what it costs");
+  struct Options : ReportOptions {
+    std::string device;
+  };
+  auto opts = std::make_shared<Options>();
+  cmd->add_option("--device", opts->device, "Plan only for this device (PCI address, netdev or NVMe name)")
+      ->option_text("DEVICE");
+  addReportOptions(cmd, *opts);
+  cmd->callback([&globals, &code, opts] {
+    auto p = preparePlanning(globals, opts->policies);
+    if (!p) {
+      code = 1;
+      return;
+    }
+    core::PlanOptions po;
+    po.trigger = opts->hotplug ? core::Trigger::Hotplug : core::Trigger::Coldplug;
+    if (!opts->device.empty()) {
+      const auto* d = app::findDevice(p->status.host, opts->device);
+      if (d == nullptr) {
+        std::fprintf(stderr, "iommuctl: no device %s on this host (try `iommuctl status`)\n", opts->device.c_str());
+        code = 1;
+        return;
+      }
+      po.device = d->address;
+    }
+    auto plan = core::plan({p->status.host, p->status.mode, p->status.findings}, p->policies.policies, po);
+    std::fputs(opts->json ? app::planJson(plan, p->policies.policies).c_str()
+                          : app::planText(plan, p->status, p->policies.policies, useColor(opts->color)).c_str(),
+               stdout);
+  });
+}
+
+}  // namespace iommud::ctl

@@ -1,0 +1,53 @@
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+
+#include "adapters/sysfs/host_reader.hpp"
+#include "bin/iommuctl/commands.hpp"
+
+namespace iommud::ctl {
+
+std::optional<Planning> preparePlanning(const Globals& globals, const std::vector<std::string>& policyDirs) {
+  app::PolicySources sources;
+  sources.root = globals.root;
+  sources.dirs = policyDirs;
+  auto loaded = app::loadPolicies(sources);
+  if (!loaded.ok()) {
+    for (const auto& d : loaded.diagnostics) std::fprintf(stderr, "%s\n", d.str().c_str());
+    std::fprintf(stderr, "iommuctl: the policies are not valid (see `iommuctl check`)\n");
+    return std::nullopt;
+  }
+  for (const auto& d : loaded.diagnostics) std::fprintf(stderr, "%s\n", d.str().c_str());
+  adapters::sysfs::Root root(globals.root);
+  auto host = adapters::sysfs::readHost(root);
+  if (!host) {
+    std::fprintf(stderr, "iommuctl: cannot read the host: %s\n", host.error().describe().c_str());
+    return std::nullopt;
+  }
+  app::readPolicyModules(root, loaded.policies, *host);
+  return Planning{app::buildStatus(std::move(host).value()), std::move(loaded)};
+}
+
+void addPoliciesOption(CLI::App* cmd, std::vector<std::string>& dirs) {
+  cmd->add_option("--policies", dirs,
+                  "Read policies from DIR instead of /etc/iommud/policies.d, /run/iommud/policies.d and "
+                  "/usr/share/iommud/policies (repeatable; the first has the highest precedence)")
+      ->option_text("DIR")
+      ->check(CLI::ExistingDirectory);
+}
+
+void addReportOptions(CLI::App* cmd, ReportOptions& opts) {
+  cmd->add_flag("--json", opts.json, "Print JSON (schema in docs/plan-json.md)");
+  cmd->add_flag("--hotplug", opts.hotplug,
+                "Decide as if the devices had just appeared (what hotplug would do), not as at start");
+  cmd->add_option("--color", opts.color, "Colour the output: auto (on a terminal), always, never")
+      ->check(CLI::IsMember({"auto", "always", "never"}));
+  addPoliciesOption(cmd, opts.policies);
+}
+
+bool useColor(const std::string& option) {
+  return option == "always" || (option == "auto" && isatty(STDOUT_FILENO) != 0 && std::getenv("NO_COLOR") == nullptr);
+}
+
+}  // namespace iommud::ctl

@@ -1,0 +1,1032 @@
+#include "core/plan.hpp"
+
+#include <algorithm>
+#include <map>
+#include <set>
+#include <tuple>
+#include <unordered_map>
+
+#include "core/text.hpp"
+
+namespace iommud::core {
+
+std::string_view toString(Trigger t) {
+  return t == Trigger::Hotplug ? "hotplug" : "coldplug";
+}
+
+std::string_view toString(ChangeKind k) {
+  switch (k) {
+    case ChangeKind::ModuleParam: return "module-param";
+    case ChangeKind::Domain: return "domain";
+    case ChangeKind::Rings: return "rings";
+    case ChangeKind::Channels: return "channels";
+    case ChangeKind::Coalesce: return "coalesce";
+    case ChangeKind::ModprobeConf: break;
+  }
+  return "modprobe-conf";
+}
+
+std::string_view toString(SkipReason r) {
+  switch (r) {
+    case SkipReason::HotplugOnly: return "hotplug-only";
+    case SkipReason::Untrusted: return "untrusted";
+    case SkipReason::NeedsAcceptance: return "needs-acceptance";
+    case SkipReason::InUse: return "in-use";
+    case SkipReason::NeverUnbind: return "never-unbind";
+    case SkipReason::GroupUncovered: return "group-uncovered";
+    case SkipReason::Conflict: return "conflict";
+    case SkipReason::KernelTooOld: return "kernel-too-old";
+    case SkipReason::Unsupported: return "unsupported";
+    case SkipReason::NoIommu: return "no-iommu";
+    case SkipReason::NoNetdev: return "no-netdev";
+    case SkipReason::ParamMissing: return "param-missing";
+    case SkipReason::ParamReadOnly: return "param-read-only";
+    case SkipReason::Overridden: break;
+  }
+  return "overridden";
+}
+
+namespace {
+
+unsigned kindBit(DeviceKind k) {
+  return 1U << static_cast<unsigned>(k);
+}
+
+std::string hex4(uint16_t v) {
+  static const char* digits = "0123456789abcdef";
+  std::string s = "0x0000";
+  for (int i = 0; i < 4; ++i) s[static_cast<size_t>(5 - i)] = digits[(v >> (4 * i)) & 0xfU];
+  return s;
+}
+
+std::string hex6(uint32_t v) {
+  static const char* digits = "0123456789abcdef";
+  std::string s = "000000";
+  for (int i = 0; i < 6; ++i) s[static_cast<size_t>(5 - i)] = digits[(v >> (4 * i)) & 0xfU];
+  return s;
+}
+
+template <class T, class F>
+std::string joined(const std::vector<T>& items, F&& format, std::string_view sep = ", ") {
+  std::string out;
+  for (const auto& i : items) {
+    if (!out.empty()) out += sep;
+    out += format(i);
+  }
+  return out;
+}
+
+std::string listOrOne(const std::string& body, size_t n) {
+  return n == 1 ? body : "[" + body + "]";
+}
+
+// Host facts every rule looks at, computed once.
+struct HostCtx {
+  Vendor vendor = Vendor::None;
+  std::string mode;
+  bool cachingMode = false;
+  bool rwbf = false;
+  bool npCache = false;
+  bool identitySupported = true;  // no VT-d unit lacks ecap.PT
+  std::optional<KernelVersion> version;
+  std::set<std::string> cmdlineKeys;
+  std::set<std::string> cmdlineParams;  // "key=value"
+  struct FindingScope {
+    bool hostWide = false;
+    std::set<int> groups;
+    std::set<std::string> devices;
+  };
+  std::map<std::string, FindingScope> findings;
+};
+
+HostCtx hostContext(const PlanInput& in) {
+  HostCtx h;
+  h.vendor = in.host.iommuPresent() ? in.host.vendor() : Vendor::None;
+  h.mode = in.mode.modeName();
+  for (const auto& u : in.host.units) {
+    if (u.intel) {
+      h.cachingMode = h.cachingMode || u.intel->cachingMode();
+      h.rwbf = h.rwbf || u.intel->rwbf();
+      h.identitySupported = h.identitySupported && u.intel->passThrough();
+    }
+    if (u.amd) h.npCache = h.npCache || u.amd->npCache();
+  }
+  h.version = in.host.kernel.upstream.version;
+  for (const auto& p : parseCmdline(in.host.kernel.cmdline)) {
+    h.cmdlineKeys.insert(p.key);
+    h.cmdlineParams.insert(p.value ? p.key + "=" + *p.value : p.key);
+  }
+  for (const auto& f : in.findings) {
+    auto& s = h.findings[f.id];
+    s.hostWide = s.hostWide || (f.groups.empty() && f.devices.empty());
+    s.groups.insert(f.groups.begin(), f.groups.end());
+    s.devices.insert(f.devices.begin(), f.devices.end());
+  }
+  return h;
+}
+
+// What the planner knows of a device's group: its endpoints (bridges do not count: pcieport
+// manages DMA itself and stays bound through a domain change).
+struct GroupCtx {
+  const Group* group = nullptr;
+  std::vector<const PciDevice*> endpoints;
+  std::vector<const PciDevice*> members;  // every PCI function, bridges too
+};
+
+template <class Lookup>
+GroupCtx groupContext(const Group& g, Lookup&& lookup) {
+  GroupCtx gc;
+  gc.group = &g;
+  for (const auto& a : g.devices) {
+    const PciDevice* m = lookup(a);
+    if (m == nullptr) continue;
+    gc.members.push_back(m);
+    if (m->kind() != DeviceKind::Bridge) gc.endpoints.push_back(m);
+  }
+  return gc;
+}
+
+struct DeviceCtx {
+  const PciDevice* dev = nullptr;
+  DeviceKind kind = DeviceKind::Other;
+  const GroupCtx* group = nullptr;
+  unsigned otherKinds = 0;  // kinds of the other endpoints of the group
+  int groupSize = 0;
+};
+
+DeviceCtx deviceContext(const PciDevice& d, const GroupCtx* g) {
+  DeviceCtx c;
+  c.dev = &d;
+  c.kind = d.kind();
+  c.group = g;
+  if (g != nullptr) {
+    c.groupSize = static_cast<int>(g->endpoints.size());
+    for (const auto* o : g->endpoints) {
+      if (o != &d) c.otherKinds |= kindBit(o->kind());
+    }
+  }
+  return c;
+}
+
+// Evaluates conditions either short-circuiting (planning) or collecting every result (explain).
+template <bool Collect>
+class Eval {
+ public:
+  explicit Eval(std::vector<ConditionResult>* out) : out_(out) {}
+  template <class Describe>
+  bool operator()(bool holds, Describe&& describe) {
+    all_ = all_ && holds;
+    if constexpr (Collect) {
+      auto [cond, actual] = describe();
+      out_->push_back(ConditionResult{std::move(cond), holds, std::move(actual)});
+      return true;
+    } else {
+      (void)describe;
+      return holds;
+    }
+  }
+  [[nodiscard]] bool all() const { return all_; }
+
+ private:
+  std::vector<ConditionResult>* out_;
+  bool all_ = true;
+};
+
+template <class T>
+bool contains(const std::vector<T>& v, const T& x) {
+  return std::find(v.begin(), v.end(), x) != v.end();
+}
+
+std::vector<std::string> deviceNames(const PciDevice& d) {
+  std::vector<std::string> names;
+  for (const auto& n : d.netdevs) names.push_back(n.name);
+  for (const auto& c : d.nvme) names.push_back(c.name);
+  return names;
+}
+
+template <bool Collect>
+bool matchDevice(const DeviceMatch& m, const DeviceCtx& c, Eval<Collect>& e, const std::string& prefix) {
+  const PciDevice& d = *c.dev;
+  using P = std::pair<std::string, std::string>;
+  auto ids = [&](const char* key, const std::vector<uint16_t>& want, uint16_t have) {
+    return want.empty() || e(contains(want, have), [&] {
+             return P{prefix + key + " = " + listOrOne(joined(want, hex4), want.size()), hex4(have)};
+           });
+  };
+  auto flag = [&](const char* key, const std::optional<bool>& want, bool have) {
+    return !want || e(*want == have, [&] {
+      return P{prefix + key + " = " + (*want ? "true" : "false"), have ? "true" : "false"};
+    });
+  };
+  auto quoted = [](const std::string& s) { return "\"" + s + "\""; };
+  if (!m.kinds.empty() && !e(contains(m.kinds, c.kind), [&] {
+        return P{prefix + "kind = " +
+                     listOrOne(joined(m.kinds, [&](DeviceKind k) { return quoted(std::string(toString(k))); }),
+                               m.kinds.size()),
+                 std::string(toString(c.kind))};
+      })) {
+    return false;
+  }
+  if (!ids("vendor", m.vendor, d.vendorId) || !ids("device", m.device, d.deviceId) ||
+      !ids("subsystem-vendor", m.subsystemVendor, d.subsystemVendorId) ||
+      !ids("subsystem-device", m.subsystemDevice, d.subsystemDeviceId)) {
+    return false;
+  }
+  if (!m.classes.empty() &&
+      !e(std::any_of(m.classes.begin(), m.classes.end(), [&](const ClassPattern& p) { return p.matches(d.classCode); }),
+         [&] {
+           return P{prefix + "class = " +
+                        listOrOne(joined(m.classes,
+                                         [&](const ClassPattern& p) {
+                                           return quoted(hex6(p.value).substr(static_cast<size_t>(6 - p.digits)));
+                                         }),
+                                  m.classes.size()),
+                    hex6(d.classCode)};
+         })) {
+    return false;
+  }
+  auto globs = [&](const char* key, const std::vector<std::string>& pats, const std::vector<std::string>& names) {
+    if (pats.empty()) return true;
+    bool hit = std::any_of(pats.begin(), pats.end(), [&](const std::string& p) {
+      return std::any_of(names.begin(), names.end(), [&](const std::string& n) { return globMatch(p, n); });
+    });
+    return e(hit, [&] {
+      return P{prefix + key + " = " + listOrOne(joined(pats, quoted), pats.size()),
+               names.empty() ? "(none)" : joined(names, [](const std::string& s) { return s; })};
+    });
+  };
+  if (!globs("driver", m.drivers, d.driver ? std::vector<std::string>{*d.driver} : std::vector<std::string>{})) {
+    return false;
+  }
+  if (!m.names.empty() && !globs("name", m.names, deviceNames(d))) return false;
+  if (!globs("address", m.addresses, {d.address})) return false;
+  if (!flag("removable", m.removable, d.removable == Removable::Removable) ||
+      !flag("thunderbolt", m.thunderbolt, d.thunderbolt) || !flag("untrusted", m.untrusted, d.untrusted()) ||
+      !flag("in-use", m.inUse, !d.inUse.empty())) {
+    return false;
+  }
+  if (m.groupSize && !e(m.groupSize->contains(c.groupSize), [&] {
+        return P{prefix + "group-size = " + m.groupSize->str(), std::to_string(c.groupSize)};
+      })) {
+    return false;
+  }
+  if (!flag("shares-group", m.sharesGroup, c.groupSize > 1)) return false;
+  if (!m.sharesGroupWith.empty()) {
+    unsigned want = 0;
+    for (auto k : m.sharesGroupWith) want |= kindBit(k);
+    if (!e((c.otherKinds & want) != 0, [&] {
+          std::vector<std::string> others;
+          for (auto k : {DeviceKind::Nic, DeviceKind::Nvme, DeviceKind::Bridge, DeviceKind::Other}) {
+            if ((c.otherKinds & kindBit(k)) != 0) others.emplace_back(toString(k));
+          }
+          return P{
+              prefix + "shares-group-with = " +
+                  listOrOne(joined(m.sharesGroupWith, [&](DeviceKind k) { return quoted(std::string(toString(k))); }),
+                            m.sharesGroupWith.size()),
+              others.empty() ? "(alone)" : joined(others, [](const std::string& s) { return s; })};
+        })) {
+      return false;
+    }
+  }
+  return true;
+}
+
+template <bool Collect>
+bool matchHost(const HostMatch& m, const HostCtx& h, Eval<Collect>& e, const DeviceCtx* c) {
+  using P = std::pair<std::string, std::string>;
+  auto quoted = [](const std::string& s) { return "\"" + s + "\""; };
+  if (!m.iommu.empty() && !e(contains(m.iommu, h.vendor), [&] {
+        return P{
+            "host.iommu = " +
+                listOrOne(joined(m.iommu, [&](Vendor v) { return quoted(std::string(toString(v))); }), m.iommu.size()),
+            std::string(toString(h.vendor))};
+      })) {
+    return false;
+  }
+  if (!m.mode.empty() && !e(contains(m.mode, h.mode), [&] {
+        return P{"host.mode = " + listOrOne(joined(m.mode, quoted), m.mode.size()), h.mode};
+      })) {
+    return false;
+  }
+  auto flag = [&](const char* key, const std::optional<bool>& want, bool have) {
+    return !want || e(*want == have, [&] {
+      return P{std::string("host.") + key + " = " + (*want ? "true" : "false"), have ? "true" : "false"};
+    });
+  };
+  if (!flag("caching-mode", m.cachingMode, h.cachingMode) || !flag("rwbf", m.rwbf, h.rwbf) ||
+      !flag("np-cache", m.npCache, h.npCache)) {
+    return false;
+  }
+  if (m.kernel && !e(h.version && m.kernel->contains(*h.version), [&] {
+        return P{"host.kernel = \"" + m.kernelText + "\"", h.version ? h.version->str() : "unknown"};
+      })) {
+    return false;
+  }
+  for (const auto& p : m.cmdline) {
+    bool has = p.find('=') == std::string::npos ? h.cmdlineKeys.contains(p) : h.cmdlineParams.contains(p);
+    if (!e(has, [&] { return P{"host.cmdline has \"" + p + "\"", has ? "present" : "absent"}; })) return false;
+  }
+  for (const auto& p : m.cmdlineAbsent) {
+    bool has = p.find('=') == std::string::npos ? h.cmdlineKeys.contains(p) : h.cmdlineParams.contains(p);
+    if (!e(!has, [&] { return P{"host.cmdline-absent has \"" + p + "\"", has ? "present" : "absent"}; })) return false;
+  }
+  for (const auto& id : m.findings) {
+    auto it = h.findings.find(id);
+    bool hit = false;
+    if (it != h.findings.end()) {
+      const auto& s = it->second;
+      hit = s.hostWide || c == nullptr || s.devices.contains(c->dev->address) ||
+            (c->dev->group && s.groups.contains(*c->dev->group));
+    }
+    if (!e(hit, [&] {
+          return P{"host.finding = \"" + id + "\"", it == h.findings.end() ? "not present"
+                                                    : hit                  ? "present"
+                                                                           : "present, not for this device"};
+        })) {
+      return false;
+    }
+  }
+  return true;
+}
+
+template <bool Collect>
+bool matchRule(const Rule& r, const HostCtx& h, const DeviceCtx& c, Eval<Collect>& e) {
+  if (!matchDevice(r.device, c, e, "") && !Collect) return false;
+  if (r.unless) {
+    // [rule.unless] holds only when all its conditions do; evaluate it on its own.
+    std::vector<ConditionResult> inner;
+    Eval<Collect> ue(Collect ? &inner : nullptr);
+    bool unlessHolds = matchDevice(*r.unless, c, ue, "unless.") && ue.all();
+    if (!e(!unlessHolds,
+           [&] {
+             std::string conds;
+             for (const auto& ci : inner) conds += (conds.empty() ? "" : ", ") + ci.condition;
+             return std::pair<std::string, std::string>{"not (" + conds + ")",
+                                                        unlessHolds ? "all hold" : "not all hold"};
+           }) &&
+        !Collect) {
+      return false;
+    }
+  }
+  return matchHost(r.host, h, e, &c) || Collect;
+}
+
+// The resolved type `auto` stands for: the boot default, strict DMA for untrusted devices.
+std::optional<DomainType> resolveRequest(DomainRequest r, const HostMode& mode, bool untrusted) {
+  switch (r) {
+    case DomainRequest::Identity: return DomainType::Identity;
+    case DomainRequest::Dma: return DomainType::Dma;
+    case DomainRequest::DmaFq: return DomainType::DmaFq;
+    case DomainRequest::Auto: break;
+  }
+  if (untrusted) return DomainType::Dma;
+  return mode.defaultType;
+}
+
+std::string deviceList(const GroupCtx& g) {
+  return joined(g.endpoints, [](const PciDevice* d) { return d->displayName(); });
+}
+
+struct Wish {
+  const Rule* rule = nullptr;
+  RuleRef ref;
+};
+
+RuleRef refOf(const Rule& r) {
+  return RuleRef{r.name, r.where};
+}
+
+// The planner's state for one run.
+class Planner {
+ public:
+  Planner(const PlanInput& in, const PolicySet& policies, const PlanOptions& options)
+      : in_(in), policies_(policies), options_(options), host_(hostContext(in)) {}
+
+  Plan run() {
+    buildContexts();
+    std::vector<const Rule*> live;
+    for (const auto& r : policies_.rules) {
+      if (!r.enabled) continue;
+      Eval<false> e(nullptr);
+      if (matchHostOnly(r, e)) live.push_back(&r);
+    }
+    for (auto& c : devices_) {
+      for (const Rule* r : live) {
+        Eval<false> e(nullptr);
+        if (matchRule(*r, host_, c, e)) collectWishes(c, *r);
+      }
+    }
+    planDomains();
+    planEthtool();
+    planParams();
+    finish();
+    return std::move(plan_);
+  }
+
+ private:
+  struct ParamWish {
+    const Rule* rule;
+    const ParamSetting* param;
+    std::string module;
+  };
+
+  // Host conditions that do not depend on the device (all but `finding`) decide whether a rule
+  // is worth trying on every device at all.
+  bool matchHostOnly(const Rule& r, Eval<false>& e) {
+    HostMatch m = r.host;
+    m.findings.clear();
+    return matchHost(m, host_, e, nullptr) &&
+           std::all_of(r.host.findings.begin(), r.host.findings.end(),
+                       [&](const std::string& id) { return host_.findings.contains(id); });
+  }
+
+  void buildContexts() {
+    std::unordered_map<std::string_view, const PciDevice*> byAddress;
+    for (const auto& d : in_.host.devices) byAddress.emplace(d.address, &d);
+    groups_.reserve(in_.host.groups.size());
+    auto lookup = [&](const std::string& a) -> const PciDevice* {
+      auto it = byAddress.find(a);
+      return it == byAddress.end() ? nullptr : it->second;
+    };
+    for (const auto& g : in_.host.groups) {
+      groupIndex_[g.id] = groups_.size();
+      groups_.push_back(groupContext(g, lookup));
+    }
+    devices_.reserve(in_.host.devices.size());
+    for (const auto& d : in_.host.devices) {
+      const GroupCtx* g = nullptr;
+      if (d.group) {
+        if (auto it = groupIndex_.find(*d.group); it != groupIndex_.end()) g = &groups_[it->second];
+      }
+      devices_.push_back(deviceContext(d, g));
+    }
+  }
+
+  // Per device and setting, the last matching rule wins; the earlier ones are overridden.
+  template <class Map, class Key>
+  void wish(Map& map, const Key& key, const Rule& r, ChangeKind kind, const DeviceCtx& c, const std::string& object,
+            const std::string& keyName, const std::string& wanted) {
+    auto [it, fresh] = map.try_emplace(key, Wish{&r, refOf(r)});
+    if (!fresh) {
+      skip(kind, c.dev->address, object, keyName, wanted, *it->second.rule, SkipReason::Overridden,
+           "rule '" + r.name + "' (" + r.where.str() + "), later in the order, sets it too");
+      it->second = Wish{&r, refOf(r)};
+    }
+  }
+
+  void collectWishes(const DeviceCtx& c, const Rule& r) {
+    const std::string& a = c.dev->address;
+    if (r.domain)
+      wish(domainWish_, a, r, ChangeKind::Domain, c, groupName(c), "type", std::string(toString(*r.domain)));
+    for (const auto& [k, v] : r.rings) wish(ringWish_, std::pair{a, k}, r, ChangeKind::Rings, c, "rings", k, v.str());
+    for (const auto& [k, v] : r.channels) {
+      wish(channelWish_, std::pair{a, k}, r, ChangeKind::Channels, c, "channels", k, v.str());
+    }
+    for (const auto& [k, v] : r.coalesce) {
+      wish(coalesceWish_, std::pair{a, k}, r, ChangeKind::Coalesce, c, "coalesce", k, std::to_string(v));
+    }
+    for (const auto& p : r.params) {
+      std::string module = p.module.empty() ? c.dev->driverModule : p.module;
+      if (module.empty() && c.dev->driver) module = *c.dev->driver;
+      if (module.empty()) {
+        skip(ChangeKind::ModuleParam, a, "(no driver)", p.name, p.value, r, SkipReason::ParamMissing,
+             "the device has no driver, and the rule names no module for parameter " + p.name);
+        continue;
+      }
+      auto key = std::tuple{a, module, p.name, p.at};
+      auto [it, fresh] = paramWish_.try_emplace(key, ParamWish{&r, &p, module});
+      if (!fresh) {
+        skip(p.at == ParamSetting::At::Load ? ChangeKind::ModprobeConf : ChangeKind::ModuleParam, a,
+             module + "." + p.name, p.name, it->second.param->value, *it->second.rule, SkipReason::Overridden,
+             "rule '" + r.name + "' (" + r.where.str() + "), later in the order, sets it too");
+        it->second = ParamWish{&r, &p, module};
+      }
+    }
+  }
+
+  std::string groupName(const DeviceCtx& c) const {
+    return c.dev->group ? "group " + std::to_string(*c.dev->group) : "(no group)";
+  }
+
+  void skip(ChangeKind kind, const std::string& device, std::string object, std::string key, std::string wanted,
+            const Rule& r, SkipReason reason, std::string message) {
+    plan_.skips.push_back(
+        Skip{kind, device, std::move(object), std::move(key), std::move(wanted), refOf(r), reason, std::move(message)});
+  }
+
+  RuleMode modeOf(const Rule& r) const { return options_.adviseOnly ? RuleMode::Advise : r.mode; }
+
+  // A rule acts at coldplug if it says `always`, or says nothing and the change is not disruptive.
+  bool allowedNow(const Rule& r, bool disruptive) const {
+    if (options_.trigger == Trigger::Hotplug || modeOf(r) == RuleMode::Advise) return true;
+    When w = r.when.value_or(disruptive ? When::Hotplug : When::Always);
+    return w == When::Always;
+  }
+
+  static std::string hotplugOnlyMessage(const Rule& r, const std::string& what) {
+    return what + " acts only when the device has just appeared" +
+           (r.when
+                ? std::string(" (the rule says when = \"hotplug\")")
+                : std::string(" (disruptive changes default to hotplug; set when = \"always\" to allow it at start)"));
+  }
+
+  void planDomains() {
+    // Group by IOMMU group, in the order of the groups' first endpoint.
+    std::map<int, std::vector<const DeviceCtx*>> wishing;
+    for (const auto& c : devices_) {
+      if (!domainWish_.contains(c.dev->address)) continue;
+      if (c.group == nullptr) {
+        const auto& w = domainWish_.at(c.dev->address);
+        skip(ChangeKind::Domain, c.dev->address, "(no group)", "type", std::string(toString(*w.rule->domain)), *w.rule,
+             SkipReason::NoIommu, c.dev->displayName() + " is not behind an IOMMU: it has no group to set");
+        continue;
+      }
+      wishing[c.group->group->id].push_back(&c);
+    }
+    for (const auto& [id, wishers] : wishing) planGroup(*wishers.front()->group, wishers);
+  }
+
+  void planGroup(const GroupCtx& g, const std::vector<const DeviceCtx*>& wishers) {
+    const Group& group = *g.group;
+    const DeviceCtx& first = *wishers.front();
+    const std::string object = "group " + std::to_string(group.id);
+    const std::string& lead = g.endpoints.empty() ? first.dev->address : g.endpoints.front()->address;
+    std::vector<const Rule*> rules;
+    for (const auto* w : wishers) {
+      const Rule* r = domainWish_.at(w->dev->address).rule;
+      if (!contains(rules, r)) rules.push_back(r);
+    }
+    const Rule& rule = *rules.front();
+    const std::string wanted(toString(*rule.domain));
+    auto refuse = [&](SkipReason reason, const std::string& message) {
+      for (const Rule* r : rules)
+        skip(ChangeKind::Domain, lead, object, "type", std::string(toString(*r->domain)), *r, reason, message);
+    };
+
+    // The type belongs to the group: every endpoint must want the same.
+    for (const auto* ep : g.endpoints) {
+      if (!domainWish_.contains(ep->address)) {
+        refuse(SkipReason::GroupUncovered, object + " also holds " + ep->displayName() + " (" + ep->address +
+                                               "), which no rule covers; a domain type is set for the whole group");
+        return;
+      }
+    }
+    for (const Rule* r : rules) {
+      if (*r->domain != *rule.domain) {
+        refuse(SkipReason::Conflict, "rules disagree on " + object + ": '" + rule.name + "' wants " + wanted + ", '" +
+                                         r->name + "' wants " + std::string(toString(*r->domain)));
+        return;
+      }
+    }
+    bool untrusted =
+        std::any_of(g.endpoints.begin(), g.endpoints.end(), [](const PciDevice* d) { return d->untrusted(); });
+    auto target = resolveRequest(*rule.domain, in_.mode, untrusted);
+    if (!group.type || *group.type == DomainType::Unknown || !target) {
+      refuse(SkipReason::Unsupported,
+             object + " has no default domain the kernel lets iommud change (type reads \"" + group.typeText + "\")");
+      return;
+    }
+    std::string targetName(toString(*target));
+    if (*target == *group.type) {
+      plan_.satisfied.push_back(Satisfied{ChangeKind::Domain, lead, object, "type", targetName, refOf(rule)});
+      return;
+    }
+    if (untrusted && (*target == DomainType::Identity || *target == DomainType::DmaFq)) {
+      const PciDevice* u =
+          *std::find_if(g.endpoints.begin(), g.endpoints.end(), [](const PciDevice* d) { return d->untrusted(); });
+      refuse(SkipReason::Untrusted,
+             u->displayName() + " is untrusted (" +
+                 (u->thunderbolt ? "behind a Thunderbolt/USB4 port" : "on a removable port") + "): " +
+                 (*target == DomainType::Identity
+                      ? "the kernel refuses identity for it, and it would give that device all of memory"
+                      : "lazy invalidation would leave freed buffers reachable by the device iommud trusts least") +
+                 "; no policy can ask for this");
+      return;
+    }
+    if (*target == DomainType::Identity && !host_.identitySupported) {
+      refuse(SkipReason::Unsupported, "this VT-d unit has no pass-through support (ecap.PT = 0): the kernel keeps DMA");
+      return;
+    }
+    const bool live = *group.type == DomainType::Dma && *target == DomainType::DmaFq;
+    if (auto old = kernelLimit(group, *target, live)) {
+      refuse(SkipReason::KernelTooOld, *old);
+      return;
+    }
+    Risk risk = Risk::None;
+    std::string tradeOff;
+    auto names = deviceList(g);
+    if (*target == DomainType::Identity) {
+      risk = Risk::High;
+      tradeOff = object + " (" + names +
+                 ") set to identity: these devices can DMA to all memory; a faulty or compromised device or its "
+                 "firmware is no longer contained";
+    } else if (*target == DomainType::DmaFq) {
+      risk = Risk::Medium;
+      tradeOff = object + " (" + names +
+                 ") set to DMA-FQ: unmapped buffers stay reachable by these devices until the next batched IOTLB "
+                 "flush (about 10 ms)";
+    } else {
+      tradeOff = object + " (" + names + ") set to " + targetName +
+                 ": strict translation, each device reaches only the buffers mapped for it; protection gained";
+    }
+    for (const Rule* r : rules) {
+      if (modeOf(*r) != RuleMode::Apply) continue;
+      auto need = *target == DomainType::Identity ? std::optional{Acceptance::NoIsolation}
+                  : *target == DomainType::DmaFq  ? std::optional{Acceptance::LazyInvalidation}
+                                                  : std::nullopt;
+      if (need && !r->accepted(*need)) {
+        skip(ChangeKind::Domain, lead, object, "type", targetName, *r, SkipReason::NeedsAcceptance,
+             "rule '" + r->name + "' asks for " + targetName + " but does not accept the trade-off: " + tradeOff +
+                 ". Add accept = [\"" + std::string(toString(*need)) +
+                 "\"] to the rule (or an [[override]]) to accept it");
+        return;
+      }
+    }
+    const bool advise =
+        std::any_of(rules.begin(), rules.end(), [&](const Rule* r) { return modeOf(*r) == RuleMode::Advise; });
+    std::string note;
+    if (!live) {
+      for (const auto* m : g.members) {
+        if (m->inUse.empty() || m->kind() == DeviceKind::Bridge) continue;
+        bool never = std::any_of(m->inUse.begin(), m->inUse.end(), [](const InUseReason& u) {
+          return u.kind == InUseReason::Kind::Vfio || u.kind == InUseReason::Kind::SriovVfs;
+        });
+        std::string why = m->displayName() + " (" + m->address + "): " + m->inUse.front().detail;
+        if (advise) {
+          note = "a rebind is needed and " + why + "; apply it where nothing holds the device yet (at boot)";
+          break;
+        }
+        refuse(never ? SkipReason::NeverUnbind : SkipReason::InUse,
+               "changing " + object + " to " + targetName + " needs every driver in it unbound, and " + why +
+                   (never ? "; iommud never unbinds it" : "; unbinding it would take it away from its users"));
+        return;
+      }
+      for (const Rule* r : rules) {
+        if (!allowedNow(*r, true)) {
+          refuse(SkipReason::HotplugOnly, hotplugOnlyMessage(*r, "changing " + object + " rebinds its drivers; it"));
+          return;
+        }
+      }
+    } else {
+      note =
+          "DMA -> DMA-FQ is done with drivers bound and cannot be undone until the devices are unbound or the "
+          "machine reboots";
+    }
+    Change ch;
+    ch.kind = ChangeKind::Domain;
+    ch.device = lead;
+    for (const auto* ep : g.endpoints) ch.devices.push_back(ep->address);
+    ch.group = group.id;
+    ch.object = object;
+    ch.key = "type";
+    ch.from = std::string(toString(*group.type));
+    ch.to = targetName;
+    ch.rule = refOf(rule);
+    ch.mode = advise ? RuleMode::Advise : RuleMode::Apply;
+    ch.risk = risk;
+    ch.tradeOff = tradeOff;
+    ch.disruptive = !live;
+    ch.irreversible = live;
+    ch.note = note;
+    plan_.changes.push_back(std::move(ch));
+  }
+
+  // What the running kernel cannot do (kernel.md §2.1), or nullopt.
+  std::optional<std::string> kernelLimit(const Group& g, DomainType target, bool live) const {
+    if (!host_.version) return std::nullopt;  // unknown: let the write tell
+    const auto& v = *host_.version;
+    auto at = " (this kernel is " + v.str() + ")";
+    if (v < KernelVersion{5, 11, 0}) return "the group type is read-only before Linux 5.11" + at;
+    if (target == DomainType::DmaFq && v < KernelVersion{5, 15, 0}) return "DMA-FQ exists only since Linux 5.15" + at;
+    if (!live && g.devices.size() > 1 && v < KernelVersion{6, 4, 0}) {
+      return "group " + std::to_string(g.id) + " holds " + std::to_string(g.devices.size()) +
+             " devices, and only Linux 6.4 and later change the type of a group of several devices" + at;
+    }
+    return std::nullopt;
+  }
+
+  void planEthtool() {
+    for (const auto& c : devices_) {
+      planEthtoolKind(c, ringWish_, ChangeKind::Rings, ringKeys(), true);
+      planEthtoolKind(c, channelWish_, ChangeKind::Channels, channelKeys(), true);
+      planEthtoolKind(c, coalesceWish_, ChangeKind::Coalesce, coalesceKeys(), false);
+    }
+  }
+
+  using KeyedWishes = std::map<std::pair<std::string, std::string>, Wish>;
+
+  void planEthtoolKind(const DeviceCtx& c, const KeyedWishes& wishes, ChangeKind kind,
+                       const std::vector<EthtoolKey>& keys, bool disruptive) {
+    const std::string& a = c.dev->address;
+    auto it = wishes.lower_bound({a, ""});
+    for (; it != wishes.end() && it->first.first == a; ++it) {
+      const std::string& key = it->first.second;
+      const Rule& r = *it->second.rule;
+      const EthtoolKey* k = findEthtoolKey(keys, key);
+      std::optional<uint32_t> value;
+      bool isMax = false;
+      if (kind == ChangeKind::Rings) {
+        value = r.rings.at(key).value;
+        isMax = !value;
+      } else if (kind == ChangeKind::Channels) {
+        value = r.channels.at(key).value;
+        isMax = !value;
+      } else {
+        value = r.coalesce.at(key);
+      }
+      std::string wanted = isMax ? "max" : formatEthtoolValue(k->type, *value);
+      if (c.dev->netdevs.empty()) {
+        skip(kind, a, std::string(toString(kind)), key, wanted, r, SkipReason::NoNetdev,
+             c.dev->displayName() + " has no network interface to set " + key + " on");
+        continue;
+      }
+      if (host_.version && *host_.version < k->since) {
+        skip(kind, a, std::string(toString(kind)), key, wanted, r, SkipReason::KernelTooOld,
+             "ethtool " + std::string(toString(kind)) + " " + key + " needs Linux " + k->since.str() +
+                 " (this kernel is " + host_.version->str() + ")");
+        continue;
+      }
+      for (const auto& n : c.dev->netdevs) {
+        planEthtoolValue(c, n, kind, *k, r, value, wanted, disruptive);
+      }
+    }
+  }
+
+  void planEthtoolValue(const DeviceCtx& c, const NetDev& n, ChangeKind kind, const EthtoolKey& k, const Rule& r,
+                        std::optional<uint32_t> value, const std::string& wanted, bool disruptive) {
+    const std::string key(k.name);
+    const auto& e = n.ethtool;
+    const auto* current = kind == ChangeKind::Rings      ? &e.rings
+                          : kind == ChangeKind::Channels ? &e.channels
+                                                         : &e.coalesce;
+    const auto* maxima = kind == ChangeKind::Rings      ? &e.ringsMax
+                         : kind == ChangeKind::Channels ? &e.channelsMax
+                                                        : nullptr;
+    std::string from = "unknown";
+    std::string to = wanted;
+    std::string note;
+    if (e.read) {
+      auto cur = current->find(key);
+      if (cur == current->end()) {
+        skip(kind, c.dev->address, n.name, key, wanted, r, SkipReason::Unsupported,
+             n.name + " (" + c.dev->driver.value_or("no driver") + ") does not report " + std::string(toString(kind)) +
+                 " " + key + ": its driver does not support it");
+        return;
+      }
+      from = formatEthtoolValue(k.type, cur->second);
+      std::optional<uint32_t> max;
+      if (maxima != nullptr) {
+        if (auto m = maxima->find(key); m != maxima->end()) max = m->second;
+      }
+      if (!value) {
+        if (!max) {
+          skip(kind, c.dev->address, n.name, key, wanted, r, SkipReason::Unsupported,
+               n.name + " reports no maximum for " + key);
+          return;
+        }
+        value = max;
+      } else if (max && *value > *max) {
+        skip(kind, c.dev->address, n.name, key, wanted, r, SkipReason::Unsupported,
+             n.name + " allows at most " + std::to_string(*max) + " for " + key + "; the kernel would refuse " +
+                 std::to_string(*value));
+        return;
+      }
+      to = formatEthtoolValue(k.type, *value);
+      if (cur->second == *value) {
+        plan_.satisfied.push_back(Satisfied{kind, c.dev->address, n.name, key, to, refOf(r)});
+        return;
+      }
+    } else {
+      note = "current values not read (no ethtool access under --root)";
+    }
+    if (!allowedNow(r, disruptive)) {
+      skip(kind, c.dev->address, n.name, key, to, r, SkipReason::HotplugOnly,
+           hotplugOnlyMessage(r, "setting " + std::string(toString(kind)) + " resets the link on many drivers; it"));
+      return;
+    }
+    Change ch;
+    ch.kind = kind;
+    ch.device = c.dev->address;
+    ch.devices = {c.dev->address};
+    ch.group = c.dev->group;
+    ch.object = n.name;
+    ch.key = key;
+    ch.from = from;
+    ch.to = to;
+    ch.rule = refOf(r);
+    ch.mode = modeOf(r);
+    ch.tradeOff = "does not change DMA isolation";
+    ch.disruptive = disruptive;
+    ch.note = disruptive ? (note.empty() ? "" : note + "; ") + std::string("may reset the link") : note;
+    plan_.changes.push_back(std::move(ch));
+  }
+
+  void planParams() {
+    // A parameter is global to its module: gather what every device's rules want.
+    struct Wanted {
+      std::vector<std::pair<std::string, const ParamWish*>> byDevice;
+    };
+    std::map<std::tuple<std::string, std::string, ParamSetting::At>, Wanted> global;
+    for (const auto& [key, w] : paramWish_) {
+      const auto& [device, module, name, at] = key;
+      global[{module, name, at}].byDevice.emplace_back(device, &w);
+    }
+    for (const auto& [key, wanted] : global) {
+      const auto& [module, name, at] = key;
+      const ParamWish& first = *wanted.byDevice.front().second;
+      const ChangeKind kind = at == ParamSetting::At::Load ? ChangeKind::ModprobeConf : ChangeKind::ModuleParam;
+      const std::string object = module + "." + name;
+      const std::string& lead = wanted.byDevice.front().first;
+      bool conflict = false;
+      for (const auto& [dev, w] : wanted.byDevice) {
+        if (!sameValue(w->param->value, first.param->value)) {
+          skip(kind, dev, object, name, w->param->value, *w->rule, SkipReason::Conflict,
+               "rules disagree on " + object + ": '" + first.rule->name + "' wants " + first.param->value + ", '" +
+                   w->rule->name + "' wants " + w->param->value);
+          conflict = true;
+        }
+      }
+      if (conflict) {
+        skip(kind, lead, object, name, first.param->value, *first.rule, SkipReason::Conflict,
+             "rules disagree on " + object + "; nothing is set");
+        continue;
+      }
+      std::vector<std::string> devices;
+      for (const auto& bd : wanted.byDevice) devices.push_back(bd.first);
+      planParam(first, lead, devices, module, name, at);
+    }
+  }
+
+  static bool sameValue(const std::string& a, const std::string& b) {
+    auto canon = [](const std::string& s) -> std::string {
+      if (s == "1" || s == "Y" || s == "y") return "Y";
+      if (s == "0" || s == "N" || s == "n") return "N";
+      return s;
+    };
+    return a == b || canon(a) == canon(b);
+  }
+
+  void planParam(const ParamWish& w, const std::string& lead, const std::vector<std::string>& devices,
+                 const std::string& module, const std::string& name, ParamSetting::At at) {
+    const ParamSetting& p = *w.param;
+    const Rule& r = *w.rule;
+    const bool load = at == ParamSetting::At::Load;
+    const ChangeKind kind = load ? ChangeKind::ModprobeConf : ChangeKind::ModuleParam;
+    const std::string object = load ? "/etc/modprobe.d/iommud-" + module + ".conf" : module + "." + name;
+    auto mit = in_.host.modules.find(module);
+    const Module* m = mit == in_.host.modules.end() ? nullptr : &mit->second;
+    const ModuleParam* cur = nullptr;
+    if (m != nullptr) {
+      if (auto pit = m->params.find(name); pit != m->params.end()) cur = &pit->second;
+    }
+    auto missing = [&](const std::string& message) {
+      if (!p.optional) skip(kind, lead, object, name, p.value, r, SkipReason::ParamMissing, message);
+    };
+    Change ch;
+    ch.kind = kind;
+    ch.device = lead;
+    ch.devices = devices;
+    ch.object = object;
+    ch.key = name;
+    ch.to = p.value;
+    ch.rule = refOf(r);
+    ch.mode = modeOf(r);
+    ch.tradeOff = "does not change DMA isolation";
+    if (load) {
+      if (m != nullptr && m->builtin) {
+        skip(kind, lead, object, name, p.value, r, SkipReason::Unsupported,
+             module + " is built into the kernel: modprobe.d has no effect; put " + module + "." + name + "=" +
+                 p.value + " on the kernel command line instead");
+        return;
+      }
+      if (m != nullptr && m->loaded && cur == nullptr && !m->params.empty()) {
+        missing("module " + module + " has no parameter " + name);
+        return;
+      }
+      std::optional<std::string> inFile;
+      if (m != nullptr) {
+        if (auto opt = m->iommudOptions.find(name); opt != m->iommudOptions.end()) inFile = opt->second;
+      }
+      bool running = cur != nullptr && sameValue(cur->value, p.value);
+      if (inFile && sameValue(*inFile, p.value)) {
+        plan_.satisfied.push_back(Satisfied{kind, lead, object, name, p.value, refOf(r)});
+        return;
+      }
+      ch.from = inFile.value_or("(not set)");
+      ch.note = running ? "already in effect now; the file keeps it across reboots"
+                        : "takes effect when " + module + " is next loaded (reload the module or reboot)";
+      plan_.changes.push_back(std::move(ch));
+      return;
+    }
+    if (m == nullptr || !m->loaded) {
+      missing("module " + module + " is not loaded");
+      return;
+    }
+    if (cur == nullptr) {
+      missing("module " + module + " has no parameter " + name + " (or does not show it in /sys/module)");
+      return;
+    }
+    if (!cur->writable) {
+      skip(kind, lead, object, name, p.value, r, SkipReason::ParamReadOnly,
+           object + " is read-only at runtime; use at = \"load\" to set it in modprobe.d");
+      return;
+    }
+    if (sameValue(cur->value, p.value)) {
+      plan_.satisfied.push_back(Satisfied{kind, lead, object, name, p.value, refOf(r)});
+      return;
+    }
+    if (!allowedNow(r, false)) {
+      skip(kind, lead, object, name, p.value, r, SkipReason::HotplugOnly, hotplugOnlyMessage(r, "the rule"));
+      return;
+    }
+    ch.from = cur->value;
+    if (p.takesEffect == ParamSetting::TakesEffect::Probe) {
+      ch.note = module + " reads it only when it binds a device: it takes effect after a rebind or reload";
+    }
+    plan_.changes.push_back(std::move(ch));
+  }
+
+  void finish() {
+    auto order = [this](const std::string& device) {
+      auto it = std::lower_bound(in_.host.devices.begin(), in_.host.devices.end(), device,
+                                 [](const PciDevice& d, const std::string& a) { return d.address < a; });
+      return it - in_.host.devices.begin();
+    };
+    std::stable_sort(plan_.changes.begin(), plan_.changes.end(), [&](const Change& a, const Change& b) {
+      return std::tuple{order(a.device), a.kind, a.object, a.key} <
+             std::tuple{order(b.device), b.kind, b.object, b.key};
+    });
+    std::stable_sort(plan_.skips.begin(), plan_.skips.end(), [&](const Skip& a, const Skip& b) {
+      return std::tuple{order(a.device), a.kind, a.object, a.key} <
+             std::tuple{order(b.device), b.kind, b.object, b.key};
+    });
+    std::stable_sort(plan_.satisfied.begin(), plan_.satisfied.end(), [&](const Satisfied& a, const Satisfied& b) {
+      return std::tuple{order(a.device), a.kind, a.object, a.key} <
+             std::tuple{order(b.device), b.kind, b.object, b.key};
+    });
+    if (options_.device) filterTo(*options_.device);
+    plan_.trigger = options_.trigger;
+  }
+
+  // Keeps what concerns one device: its own settings, its group's type, its module's parameters.
+  void filterTo(const std::string& address) {
+    const PciDevice* d = in_.host.device(address);
+    auto concerns = [&](const std::string& device, const std::vector<std::string>* devices, std::optional<int> group) {
+      if (device == address) return true;
+      if (devices != nullptr && contains(*devices, address)) return true;
+      return d != nullptr && group && d->group == group;
+    };
+    std::erase_if(plan_.changes, [&](const Change& c) { return !concerns(c.device, &c.devices, c.group); });
+    auto groupOf = [&](const std::string& device) -> std::optional<int> {
+      const PciDevice* x = in_.host.device(device);
+      return x != nullptr ? x->group : std::nullopt;
+    };
+    std::erase_if(plan_.skips, [&](const Skip& s) {
+      return !concerns(s.device, nullptr, s.kind == ChangeKind::Domain ? groupOf(s.device) : std::nullopt);
+    });
+    std::erase_if(plan_.satisfied, [&](const Satisfied& s) {
+      return !concerns(s.device, nullptr, s.kind == ChangeKind::Domain ? groupOf(s.device) : std::nullopt);
+    });
+  }
+
+  const PlanInput& in_;
+  const PolicySet& policies_;
+  const PlanOptions& options_;
+  HostCtx host_;
+  std::vector<GroupCtx> groups_;
+  std::unordered_map<int, size_t> groupIndex_;
+  std::vector<DeviceCtx> devices_;
+  std::map<std::string, Wish> domainWish_;
+  KeyedWishes ringWish_, channelWish_, coalesceWish_;
+  std::map<std::tuple<std::string, std::string, std::string, ParamSetting::At>, ParamWish> paramWish_;
+  Plan plan_;
+};
+
+}  // namespace
+
+Plan plan(const PlanInput& in, const PolicySet& policies, const PlanOptions& options) {
+  return Planner(in, policies, options).run();
+}
+
+std::vector<RuleEvaluation> evaluateRules(const PlanInput& in, const PolicySet& policies, const PciDevice& device) {
+  HostCtx h = hostContext(in);
+  std::optional<GroupCtx> g;
+  if (device.group) {
+    if (const Group* grp = in.host.group(*device.group)) {
+      g = groupContext(*grp, [&](const std::string& a) { return in.host.device(a); });
+    }
+  }
+  DeviceCtx c = deviceContext(device, g ? &*g : nullptr);
+  std::vector<RuleEvaluation> out;
+  for (const auto& r : policies.rules) {
+    RuleEvaluation ev;
+    ev.rule = &r;
+    Eval<true> e(&ev.conditions);
+    matchRule(r, h, c, e);
+    ev.matches = e.all() && r.enabled;
+    out.push_back(std::move(ev));
+  }
+  return out;
+}
+
+}  // namespace iommud::core
