@@ -1,6 +1,7 @@
 #include "app/plan_report.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -46,7 +47,7 @@ std::string checkText(const config::Loaded& loaded) {
   size_t files = 0;
   for (const auto& f : loaded.policies.files) {
     if (f.masked) {
-      out += f.name + ": masked by " + f.shadowed.back() + "\n";
+      out += f.name + ": masked by " + f.path + "\n";
       continue;
     }
     ++files;
@@ -220,9 +221,8 @@ std::string planText(const Plan& plan, const Status& status, const PolicySet& po
                      files, files == 1 ? "policy file" : "policy files", policies.rules.size(),
                      policies.rules.size() == 1 ? "rule" : "rules");
   if (policies.rules.empty()) {
-    out +=
-        "  no rules: nothing to plan (policies live in /etc/iommud/policies.d, /run/iommud/policies.d and "
-        "/usr/share/iommud/policies)\n";
+    out += fmt::format("  no rules: nothing to plan (policies live in {})\n",
+                       fmt::join(config::defaultPolicyDirs(), ", "));
     return out;
   }
   planLines(out, plan, status.host, st, false);

@@ -90,12 +90,8 @@ Loaded loadPolicies(const std::vector<std::string>& dirs, const std::vector<std:
     }
     it->second.dir = dir;
     it->second.file.name = name;
-    if (isMask(path)) {
-      it->second.file.masked = true;
-      it->second.file.shadowed.push_back(path);  // the mask itself, for `check` to show
-    } else {
-      it->second.file.path = path;
-    }
+    it->second.file.path = path;
+    it->second.file.masked = isMask(path);
   };
   for (const auto& f : files) {
     auto slash = f.rfind('/');
@@ -123,7 +119,6 @@ Loaded loadPolicies(const std::vector<std::string>& dirs, const std::vector<std:
   for (auto& [name, found] : byName) {
     auto& file = found.file;
     if (file.masked) {
-      // A masked file's shadowed list ends with the mask; the real lower files come first.
       order.push_back(file);
       continue;
     }

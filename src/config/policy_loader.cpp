@@ -116,8 +116,12 @@ Diagnostic syntaxDiagnostic(const std::string& what, const std::string& file) {
   auto lines = core::split(what, '\n');
   std::string_view head = lines.empty() ? std::string_view(what) : lines[0];
   if (head.starts_with("[error] ")) head.remove_prefix(8);
-  if (head.starts_with("toml::")) {
-    if (auto colon = head.find(": "); colon != std::string_view::npos) head.remove_prefix(colon + 2);
+  // "toml::parse_array: ..." or "parse_ml_basic_string: ...": the parser's function is noise.
+  if (auto colon = head.find(": "); colon != std::string_view::npos &&
+                                    std::all_of(head.begin(), head.begin() + static_cast<ptrdiff_t>(colon), [](char c) {
+                                      return (c >= 'a' && c <= 'z') || c == '_' || c == ':';
+                                    })) {
+    head.remove_prefix(colon + 2);
   }
   std::string hint;
   for (size_t i = 1; i + 1 < lines.size(); ++i) {
@@ -128,13 +132,13 @@ Diagnostic syntaxDiagnostic(const std::string& what, const std::string& file) {
       continue;
     }
     auto caretLine = lines[i + 1];
-    auto caret = caretLine.find('^');
+    auto caret = caretLine.find_first_of("^~");  // a point or an underlined range
     auto caretBar = caretLine.find('|');
     if (caret == std::string_view::npos || caretBar == std::string_view::npos || caret < caretBar + 2) continue;
     d.where.line = std::stoi(std::string(num));
     d.where.column = static_cast<int>(caret - caretBar - 1);
     hint = std::string(core::trim(caretLine.substr(caret + 1)));
-    while (!hint.empty() && (hint.front() == '-' || hint.front() == ' ')) hint.erase(0, 1);
+    while (!hint.empty() && (hint.front() == '-' || hint.front() == ' ' || hint.front() == '~')) hint.erase(0, 1);
   }
   d.message = std::string(head);
   if (!hint.empty() && hint != "here") d.message += " (" + hint + ")";
@@ -666,7 +670,16 @@ class FileParser {
                  if (k == "match") {
                    if (auto m = parseDeviceMatch(v, "[rule.match]")) r.device = std::move(*m);
                  }
-                 if (k == "unless") r.unless = parseDeviceMatch(v, "[rule.unless]");
+                 if (k == "unless") {
+                   // [rule.unless] is one exclusion; [[rule.unless]] several, any of which excludes.
+                   if (v.is_array()) {
+                     for (const auto& u : v.as_array()) {
+                       if (auto m = parseDeviceMatch(u, "[[rule.unless]]")) r.unless.push_back(std::move(*m));
+                     }
+                   } else if (auto m = parseDeviceMatch(v, "[rule.unless]")) {
+                     r.unless.push_back(std::move(*m));
+                   }
+                 }
                  if (k == "host") r.host = parseHostMatch(v);
                  if (k == "rings") parseEthtool(v, "[rule.rings]", core::ringKeys(), r.rings);
                  if (k == "channels") parseEthtool(v, "[rule.channels]", core::channelKeys(), r.channels);
@@ -802,7 +815,7 @@ Loaded combine(std::vector<core::PolicyFile> files, std::vector<ParsedFile> pars
 }
 
 std::vector<std::string> defaultPolicyDirs() {
-  return {"/etc/iommud/policies.d", "/run/iommud/policies.d", "/usr/share/iommud/policies"};
+  return {"/etc/iommud/policies.d", "/run/iommud/policies.d", IOMMUD_SHIPPED_POLICY_DIR};
 }
 
 }  // namespace iommud::config

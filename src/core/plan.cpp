@@ -352,11 +352,11 @@ bool matchHost(const HostMatch& m, const HostCtx& h, Eval<Collect>& e, const Dev
 template <bool Collect>
 bool matchRule(const Rule& r, const HostCtx& h, const DeviceCtx& c, Eval<Collect>& e) {
   if (!matchDevice(r.device, c, e, "") && !Collect) return false;
-  if (r.unless) {
-    // [rule.unless] holds only when all its conditions do; evaluate it on its own.
+  // Each [[rule.unless]] entry excludes the device when all its conditions hold.
+  for (const auto& unless : r.unless) {
     std::vector<ConditionResult> inner;
     Eval<Collect> ue(Collect ? &inner : nullptr);
-    bool unlessHolds = matchDevice(*r.unless, c, ue, "unless.") && ue.all();
+    bool unlessHolds = matchDevice(unless, c, ue, "unless.") && ue.all();
     if (!e(!unlessHolds,
            [&] {
              std::string conds;
@@ -476,8 +476,10 @@ class Planner {
 
   void collectWishes(const DeviceCtx& c, const Rule& r) {
     const std::string& a = c.dev->address;
-    if (r.domain)
+    // Bridges are no subject of a domain change: pcieport manages DMA itself and stays bound.
+    if (r.domain && c.kind != DeviceKind::Bridge) {
       wish(domainWish_, a, r, ChangeKind::Domain, c, groupName(c), "type", std::string(toString(*r.domain)));
+    }
     for (const auto& [k, v] : r.rings) wish(ringWish_, std::pair{a, k}, r, ChangeKind::Rings, c, "rings", k, v.str());
     for (const auto& [k, v] : r.channels) {
       wish(channelWish_, std::pair{a, k}, r, ChangeKind::Channels, c, "channels", k, v.str());

@@ -124,7 +124,7 @@ struct Rule {
   std::optional<When> when;  // nullopt: per action (disruptive ones hotplug only)
   std::vector<Acceptance> accepts;
   DeviceMatch device;
-  std::optional<DeviceMatch> unless;  // the rule does not apply where all of these hold
+  std::vector<DeviceMatch> unless;  // the rule does not apply where all conditions of one entry hold
   HostMatch host;
   bool enabled = true;
 
@@ -142,7 +142,7 @@ struct Rule {
 /// A policy file as found in the layers: which one won, which were shadowed or masked.
 struct PolicyFile {
   std::string name;  // "50-nvme.toml"
-  std::string path;  // the file that is in force, empty when masked
+  std::string path;  // the file in force, or the mask (a link to /dev/null or an empty file)
   bool masked = false;
   std::vector<std::string> shadowed;  // lower-layer files of the same name
 };

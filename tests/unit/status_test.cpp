@@ -7,53 +7,22 @@
 
 #include "app/status_report.hpp"
 #include "support/scenarios.hpp"
+#include "unit/golden.hpp"
 #include "unit/test_host.hpp"
 
 using namespace iommud;
 using namespace iommud::testing;
 
-namespace {
-
-// Compares with tests/data/golden/NAME.json; IOMMUD_UPDATE_GOLDEN=1 rewrites the file instead.
-void expectGolden(const std::string& name, const std::string& text) {
-  std::string path = std::string(IOMMUD_TEST_DATA) + "/golden/" + name + ".json";
-  if (std::getenv("IOMMUD_UPDATE_GOLDEN") != nullptr) {
-    std::ofstream(path) << text;
-    return;
-  }
-  std::ifstream in(path);
-  ASSERT_TRUE(in) << "missing golden file " << path << " (run with IOMMUD_UPDATE_GOLDEN=1)";
-  std::string expected((std::istreambuf_iterator<char>(in)), {});
-  if (text == expected) return;
-  // Name the first differing line rather than dumping both documents.
-  std::istringstream a(text);
-  std::istringstream b(expected);
-  std::string la;
-  std::string lb;
-  for (int line = 1;; ++line) {
-    bool moreA = static_cast<bool>(std::getline(a, la));
-    bool moreB = static_cast<bool>(std::getline(b, lb));
-    if (!moreA && !moreB) break;
-    if (la != lb || moreA != moreB) {
-      ADD_FAILURE() << path << ":" << line << ": status --json changed; review and regenerate with "
-                    << "IOMMUD_UPDATE_GOLDEN=1\n  expected: " << lb << "\n    actual: " << la;
-      return;
-    }
-  }
-}
-
-}  // namespace
-
 TEST(StatusJson, MatchesTheGoldenFileForAThunderboltNic) {
-  expectGolden("thunderbolt_nic", app::statusJson(statusOf(*thunderboltNic())));
+  expectGolden("golden/thunderbolt_nic.json", app::statusJson(statusOf(*thunderboltNic())));
 }
 
 TEST(StatusJson, MatchesTheGoldenFileForTwoNvmeInOneGroup) {
-  expectGolden("two_nvme_one_group", app::statusJson(statusOf(*twoNvmeOneGroup())));
+  expectGolden("golden/two_nvme_one_group.json", app::statusJson(statusOf(*twoNvmeOneGroup())));
 }
 
 TEST(StatusJson, MatchesTheGoldenFileForAnIntelGuest) {
-  expectGolden("intel_guest_caching_mode", app::statusJson(statusOf(*intelGuestCachingMode())));
+  expectGolden("golden/intel_guest_caching_mode.json", app::statusJson(statusOf(*intelGuestCachingMode())));
 }
 
 TEST(StatusJson, HasEveryDocumentedName) {

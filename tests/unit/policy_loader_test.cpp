@@ -1,0 +1,316 @@
+#include "config/policy_loader.hpp"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+
+#include "unit/golden.hpp"
+
+using namespace iommud;
+using config::Diagnostic;
+namespace fs = std::filesystem;
+
+namespace {
+
+const fs::path kBad = fs::path(IOMMUD_TEST_DATA) / "policies" / "bad";
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), {}};
+}
+
+std::vector<std::string> lines(const std::vector<Diagnostic>& diags) {
+  std::vector<std::string> out;
+  for (const auto& d : diags) out.push_back(d.str());
+  return out;
+}
+
+// A directory tree of policy layers in a temporary directory, removed on destruction.
+class Layers {
+ public:
+  Layers() {
+    std::string tmpl = (fs::temp_directory_path() / "iommud-policies-XXXXXX").string();
+    root_ = ::mkdtemp(tmpl.data());
+    for (const char* d : {"etc", "run", "usr"}) fs::create_directories(root_ / d);
+  }
+  ~Layers() { fs::remove_all(root_); }
+  Layers(const Layers&) = delete;
+  Layers& operator=(const Layers&) = delete;
+
+  fs::path write(const std::string& layer, const std::string& name, const std::string& text) {
+    fs::path p = root_ / layer / name;
+    std::ofstream(p) << text;
+    fs::permissions(p, fs::perms::owner_read | fs::perms::owner_write | fs::perms::group_read | fs::perms::others_read);
+    return p;
+  }
+  [[nodiscard]] std::vector<std::string> dirs() const {
+    return {(root_ / "etc").string(), (root_ / "run").string(), (root_ / "usr").string()};
+  }
+  [[nodiscard]] const fs::path& root() const { return root_; }
+
+ private:
+  fs::path root_;
+};
+
+std::string rule(const std::string& name, const std::string& extra = "") {
+  return "[[rule]]\nname = \"" + name + "\"\ndescription = \"test\"\ndomain = \"DMA\"\n" + extra;
+}
+
+std::vector<std::string> ruleNames(const config::Loaded& l) {
+  std::vector<std::string> out;
+  for (const auto& r : l.policies.rules)
+    out.push_back(r.name + "@" + fs::path(r.where.file).parent_path().filename().string());
+  return out;
+}
+
+}  // namespace
+
+// Every file of tests/data/policies/bad, with exactly the diagnostics `iommuctl check` prints.
+TEST(PolicyLoader, ReportsEachKindOfErrorWithFileLineAndColumn) {
+  std::vector<fs::path> files;
+  for (const auto& e : fs::directory_iterator(kBad)) files.push_back(e.path());
+  std::sort(files.begin(), files.end());
+  ASSERT_GE(files.size(), 15U);
+  std::string report;
+  for (const auto& f : files) {
+    // Through combine(), as the loader does: rule names and overrides are checked there.
+    auto loaded = config::combine({}, {config::parsePolicyText(slurp(f), "bad/" + f.filename().string())});
+    EXPECT_FALSE(loaded.ok()) << f << " loaded without an error";
+    for (const auto& d : loaded.diagnostics) {
+      // Every error points into the file, not just at it.
+      EXPECT_GT(d.where.line, 0) << d.str();
+      EXPECT_GT(d.where.column, 0) << d.str();
+      report += d.str() + "\n";
+    }
+  }
+  iommud::testing::expectGolden("golden/bad_policies.txt", report);
+}
+
+TEST(PolicyLoader, ReportsAllSemanticErrorsOfAFileNotOnlyTheFirst) {
+  auto parsed = config::parsePolicyText(slurp(kBad / "many-errors.toml"), "many-errors.toml");
+  EXPECT_GE(parsed.diagnostics.size(), 12U);
+  EXPECT_TRUE(parsed.rules.empty());
+}
+
+TEST(PolicyLoader, RefusesAFileLargerThanTheLimitBeforeParsing) {
+  std::string big = "# " + std::string(config::kMaxPolicyBytes, 'x') + "\n";
+  auto parsed = config::parsePolicyText(big, "big.toml");
+  ASSERT_EQ(parsed.diagnostics.size(), 1U);
+  EXPECT_NE(parsed.diagnostics[0].message.find("at most"), std::string::npos);
+}
+
+TEST(PolicyLoader, AcceptsNestingUpToTheLimitAndIgnoresBracketsInStringsAndComments) {
+  std::string nested = std::string(config::kMaxPolicyNesting, '[') + std::string(config::kMaxPolicyNesting, ']');
+  auto parsed = config::parsePolicyText("x = " + nested + "\n", "ok.toml");
+  // Not a valid policy (unknown key), but it got past the nesting check to the schema.
+  ASSERT_EQ(parsed.diagnostics.size(), 1U);
+  EXPECT_NE(parsed.diagnostics[0].message.find("unknown key 'x'"), std::string::npos);
+  std::string brackets(100, '[');
+  auto strings = config::parsePolicyText(
+      rule("strings") + "# " + brackets + "\n[rule.match]\nname = \"" + brackets + "\"\ndriver = '" + brackets + "'\n",
+      "strings.toml");
+  EXPECT_TRUE(strings.diagnostics.empty()) << lines(strings.diagnostics)[0];
+}
+
+TEST(PolicyLoader, ConvertsAValidRuleCompletely) {
+  auto parsed = config::parsePolicyText(R"(
+[[rule]]
+name = "tb-nic"
+description = "everything at once"
+mode = "advise"
+when = "always"
+accept = ["lazy-invalidation"]
+domain = "DMA-FQ"
+[rule.match]
+vendor = [0x1d6a, 0x8086]
+class = "0200"
+kind = "nic"
+driver = "atl*"
+removable = true
+group-size = ">=2"
+shares-group-with = ["nvme", "nic"]
+[[rule.unless]]
+driver = "vfio-pci"
+[[rule.unless]]
+in-use = true
+[rule.host]
+iommu = ["intel", "amd"]
+kernel = ">=6.10,<6.12.43 || >=6.13"
+cmdline = ["iommu.strict=0", "intel_iommu"]
+finding = "default-on"
+[rule.rings]
+rx = "max"
+tx = 4096
+tx-push = true
+tcp-data-split = "enabled"
+[rule.channels]
+combined = "max"
+[rule.coalesce]
+rx-usecs = 64
+adaptive-rx = false
+[[rule.param]]
+module = "atlantic"
+name = "aq_itr"
+value = 0
+at = "load"
+)",
+                                        "p.toml");
+  ASSERT_TRUE(parsed.diagnostics.empty()) << lines(parsed.diagnostics)[0];
+  ASSERT_EQ(parsed.rules.size(), 1U);
+  const auto& r = parsed.rules[0];
+  EXPECT_EQ(r.where.line, 2);
+  EXPECT_EQ(r.mode, core::RuleMode::Advise);
+  EXPECT_EQ(r.when, core::When::Always);
+  EXPECT_TRUE(r.accepted(core::Acceptance::LazyInvalidation));
+  EXPECT_EQ(r.domain, core::DomainRequest::DmaFq);
+  EXPECT_EQ(r.device.vendor, (std::vector<uint16_t>{0x1d6a, 0x8086}));
+  EXPECT_TRUE(r.device.classes.at(0).matches(0x020000));
+  EXPECT_FALSE(r.device.classes.at(0).matches(0x010802));
+  EXPECT_TRUE(r.device.groupSize->contains(2));
+  EXPECT_FALSE(r.device.groupSize->contains(1));
+  EXPECT_EQ(r.unless.size(), 2U);
+  EXPECT_TRUE(r.host.kernel->contains({6, 12, 42}));
+  EXPECT_FALSE(r.host.kernel->contains({6, 12, 43}));
+  EXPECT_TRUE(r.rings.at("rx").isMax());
+  EXPECT_EQ(r.rings.at("tx").value, 4096U);
+  EXPECT_EQ(r.rings.at("tx-push").value, 1U);
+  EXPECT_EQ(r.rings.at("tcp-data-split").value, 2U);
+  EXPECT_EQ(r.coalesce.at("adaptive-rx"), 0U);
+  ASSERT_EQ(r.params.size(), 1U);
+  EXPECT_EQ(r.params[0].value, "0");
+  EXPECT_EQ(r.params[0].at, core::ParamSetting::At::Load);
+}
+
+TEST(PolicyLoader, WarnsAboutAnOverrideThatChangesNothing) {
+  auto parsed = config::parsePolicyText(rule("a") + "\n[[override]]\nrule = \"a\"\n", "w.toml");
+  ASSERT_EQ(parsed.diagnostics.size(), 1U);
+  EXPECT_EQ(parsed.diagnostics[0].severity, Diagnostic::Severity::Warning);
+  auto loaded = config::combine({}, {parsed});
+  EXPECT_TRUE(loaded.ok());
+}
+
+// --- layers ---
+
+TEST(PolicyLayers, AdminFileReplacesTheShippedFileOfTheSameName) {
+  Layers l;
+  l.write("usr", "50-x.toml", rule("shipped"));
+  l.write("etc", "50-x.toml", rule("admin"));
+  auto loaded = config::loadPolicies(l.dirs(), {}, {});
+  ASSERT_TRUE(loaded.ok());
+  EXPECT_EQ(ruleNames(loaded), (std::vector<std::string>{"admin@etc"}));
+  ASSERT_EQ(loaded.policies.files.size(), 1U);
+  EXPECT_EQ(loaded.policies.files[0].shadowed.size(), 1U);
+}
+
+TEST(PolicyLayers, RuntimeFileReplacesShippedButNotAdmin) {
+  Layers l;
+  l.write("usr", "50-x.toml", rule("shipped"));
+  l.write("run", "50-x.toml", rule("runtime"));
+  l.write("run", "60-y.toml", rule("runtime-y"));
+  l.write("etc", "60-y.toml", rule("admin-y"));
+  auto loaded = config::loadPolicies(l.dirs(), {}, {});
+  EXPECT_EQ(ruleNames(loaded), (std::vector<std::string>{"runtime@run", "admin-y@etc"}));
+}
+
+TEST(PolicyLayers, ALinkToDevNullOrAnEmptyFileMasks) {
+  Layers l;
+  l.write("usr", "30-a.toml", rule("a"));
+  l.write("usr", "40-b.toml", rule("b"));
+  l.write("usr", "50-c.toml", rule("c"));
+  fs::create_symlink("/dev/null", l.root() / "etc" / "30-a.toml");
+  l.write("run", "40-b.toml", "");
+  auto loaded = config::loadPolicies(l.dirs(), {}, {});
+  ASSERT_TRUE(loaded.ok());
+  EXPECT_EQ(ruleNames(loaded), (std::vector<std::string>{"c@usr"}));
+  EXPECT_TRUE(loaded.policies.files[0].masked);
+  EXPECT_TRUE(loaded.policies.files[1].masked);
+}
+
+TEST(PolicyLayers, FilesAreReadInLexicalOrderAcrossLayersAndOnlyTomlCounts) {
+  Layers l;
+  l.write("usr", "90-late.toml", rule("late"));
+  l.write("etc", "10-early.toml", rule("early"));
+  l.write("run", "50-mid.toml", rule("mid"));
+  l.write("etc", "README", "not a policy");
+  l.write("etc", "20-x.toml.disabled", rule("disabled"));
+  auto loaded = config::loadPolicies(l.dirs(), {}, {});
+  EXPECT_EQ(ruleNames(loaded), (std::vector<std::string>{"early@etc", "mid@run", "late@usr"}));
+}
+
+TEST(PolicyLayers, AMissingDirectoryIsNormal) {
+  auto loaded = config::loadPolicies({"/nonexistent/iommud"}, {}, {});
+  EXPECT_TRUE(loaded.ok());
+  EXPECT_TRUE(loaded.policies.rules.empty());
+}
+
+TEST(PolicyLayers, ADropInOverrideTurnsShippedAdviceIntoApply) {
+  Layers l;
+  l.write("usr", "40-nvme.toml", rule("nvme-identity", "mode = \"advise\"\n"));
+  l.write("etc", "90-local.toml",
+          "[[override]]\nrule = \"nvme-identity\"\nmode = \"apply\"\naccept = [\"no-isolation\"]\n");
+  auto loaded = config::loadPolicies(l.dirs(), {}, {});
+  ASSERT_TRUE(loaded.ok());
+  const auto& r = loaded.policies.rules.at(0);
+  EXPECT_EQ(r.mode, core::RuleMode::Apply);
+  EXPECT_TRUE(r.accepted(core::Acceptance::NoIsolation));
+  ASSERT_EQ(r.overriddenBy.size(), 1U);
+  EXPECT_NE(r.overriddenBy[0].find("90-local.toml:1:1"), std::string::npos);
+}
+
+TEST(PolicyLayers, AnOverrideCannotReachARuleOfALaterFile) {
+  Layers l;
+  l.write("etc", "10-override.toml", "[[override]]\nrule = \"later\"\nenabled = false\n");
+  l.write("usr", "50-rules.toml", rule("later"));
+  auto loaded = config::loadPolicies(l.dirs(), {}, {});
+  EXPECT_FALSE(loaded.ok());
+}
+
+TEST(PolicyLayers, ADuplicateRuleNameAcrossFilesIsAnError) {
+  Layers l;
+  l.write("usr", "10-a.toml", rule("same"));
+  l.write("usr", "20-b.toml", rule("same"));
+  auto loaded = config::loadPolicies(l.dirs(), {}, {});
+  ASSERT_EQ(loaded.errors(), 1U);
+  EXPECT_NE(loaded.diagnostics[0].message.find("10-a.toml:1:1"), std::string::npos) << loaded.diagnostics[0].str();
+}
+
+TEST(PolicyLayers, RefusesAFileOwnedBySomeoneElse) {
+  Layers l;
+  auto p = l.write("etc", "50-x.toml", rule("x"));
+  config::LoadOptions strict;
+  strict.requireOwner = ::geteuid() + 1;  // the file is ours, so not that user's
+  auto loaded = config::loadPolicies(l.dirs(), {}, strict);
+  EXPECT_FALSE(loaded.ok());
+  EXPECT_TRUE(loaded.policies.rules.empty());
+  bool named = std::any_of(loaded.diagnostics.begin(), loaded.diagnostics.end(), [&](const Diagnostic& d) {
+    return d.where.file == p.string() && d.message.find("owned by uid") != std::string::npos;
+  });
+  EXPECT_TRUE(named) << lines(loaded.diagnostics)[0];
+}
+
+TEST(PolicyLayers, RefusesAFileWritableByGroupOrOthers) {
+  Layers l;
+  auto p = l.write("etc", "50-x.toml", rule("x"));
+  fs::permissions(p, fs::perms::group_write, fs::perm_options::add);
+  config::LoadOptions strict;
+  strict.requireOwner = ::geteuid();
+  fs::permissions(l.root() / "etc", fs::perms::group_write | fs::perms::others_write, fs::perm_options::remove);
+  auto loaded = config::loadPolicies(l.dirs(), {}, strict);
+  ASSERT_EQ(loaded.errors(), 1U) << lines(loaded.diagnostics)[0];
+  EXPECT_NE(loaded.diagnostics[0].message.find("chmod go-w"), std::string::npos);
+}
+
+TEST(PolicyLayers, AcceptsAMaskLinkEvenWhenStrict) {
+  Layers l;
+  fs::create_symlink("/dev/null", l.root() / "etc" / "30-a.toml");
+  config::LoadOptions strict;
+  strict.requireOwner = ::geteuid();
+  for (const char* d : {"etc", "run", "usr"}) {
+    fs::permissions(l.root() / d, fs::perms::group_write | fs::perms::others_write, fs::perm_options::remove);
+  }
+  auto loaded = config::loadPolicies(l.dirs(), {}, strict);
+  EXPECT_TRUE(loaded.ok()) << lines(loaded.diagnostics)[0];
+}
