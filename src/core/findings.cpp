@@ -118,9 +118,12 @@ void untrustedBounce(const HostFacts& h, const HostMode& /*m*/, std::vector<Find
            "page-order parameter)",
            "none"});
     }
-    f.remedies.push_back({"Turn the IOMMU off (iommu=off) or pass every device through (iommu=pt)",
-                          "every device, including this hot-pluggable one, can then read and write all memory: "
-                          "anyone who plugs in a malicious Thunderbolt/USB4 device owns the machine"});
+    // iommu=pt is no way out: the kernel keeps untrusted devices on strict DMA regardless.
+    f.remedies.push_back(
+        {"Turn the IOMMU off (intel_iommu=off or amd_iommu=off; iommu=pt does not help, the kernel "
+         "keeps untrusted devices translated)",
+         "every device, including this hot-pluggable one, can then read and write all memory: "
+         "anyone who plugs in a malicious Thunderbolt/USB4 device owns the machine"});
     out.push_back(std::move(f));
   }
 }
