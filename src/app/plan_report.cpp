@@ -294,9 +294,8 @@ std::string explainText(const PciDevice& d, const Status& s, const PolicySet& po
   std::string out;
   auto line = [&](const std::string& l) { out += l + "\n"; };
   const auto& h = s.host;
-  line(fmt::format("{} {} {} ({:04x}:{:04x}, class {:06x}, {}, driver {})", st.bold("Device"), d.address,
-                   d.displayName() == d.address ? "" : d.displayName(), d.vendorId, d.deviceId, d.classCode,
-                   toString(d.kind()), d.driver.value_or("none")));
+  line(fmt::format("{} {} ({:04x}:{:04x}, class {:06x}, {}, driver {})", st.bold("Device"), deviceLabel(h, d.address),
+                   d.vendorId, d.deviceId, d.classCode, toString(d.kind()), d.driver.value_or("none")));
   if (!d.nvme.empty() && !d.nvme.front().model.empty()) line("  model " + d.nvme.front().model);
   line(fmt::format("  untrusted: {}{}", d.untrusted() ? "yes" : "no",
                    d.thunderbolt                         ? " (Thunderbolt/USB4: " + d.thunderboltWhy + ")"
@@ -334,10 +333,11 @@ std::string explainText(const PciDevice& d, const Status& s, const PolicySet& po
   // One line per unit would drown a big server; the caps matter when they differ.
   std::set<std::string> distinct;
   for (const auto& c : caps) distinct.insert(c.substr(c.find(' ') + 1));
-  if (distinct.size() == 1)
-    line("  " + *distinct.begin() + fmt::format(" ({} units)", caps.size()));
-  else
+  if (distinct.size() == 1) {
+    line("  " + *distinct.begin() + (caps.size() > 1 ? fmt::format(" (all {} units)", caps.size()) : std::string()));
+  } else {
     for (const auto& c : caps) line("  " + c);
+  }
   for (const auto* f : findingsOf(d, s)) {
     line(fmt::format("  finding {} ({}): {}", f->id, toString(f->severity), f->title));
   }

@@ -67,7 +67,7 @@ std::optional<std::pair<int, int>> tooDeep(std::string_view text) {
         if (c == '\\') {
           ++i;
           ++col;
-        } else if (text.substr(i, 3) == "\"\"\"") {
+        } else if (text.substr(i, 3) == R"(""")") {
           in = In::Code;
           i += 2;
           col += 2;
@@ -84,7 +84,7 @@ std::optional<std::pair<int, int>> tooDeep(std::string_view text) {
     }
     if (c == '#') {
       in = In::Comment;
-    } else if (text.substr(i, 3) == "\"\"\"") {
+    } else if (text.substr(i, 3) == R"(""")") {
       in = In::MlBasic;
       i += 2;
       col += 2;
@@ -350,7 +350,7 @@ class FileParser {
               auto s = string(e, k);
               if (!s) return std::nullopt;
               if (auto c = core::parseClassPattern(*s)) return c;
-              error(e, "'class' is \"" + *s + "\"; expected 2, 4 or 6 hex digits such as \"02\", \"0108\", \"010802\"");
+              error(e, "'class' is \"" + *s + R"("; expected 2, 4 or 6 hex digits such as "02", "0108", "010802")");
               return std::nullopt;
             });
           }
@@ -372,8 +372,7 @@ class FileParser {
               if (auto r = core::parseIntRange(*s)) {
                 m.groupSize = r;
               } else {
-                error(v, "'group-size' is \"" + *s +
-                             "\"; expected a number, \">=2\", \">1\", \"<=4\", \"<5\" or \"2..4\"");
+                error(v, "'group-size' is \"" + *s + R"("; expected a number, ">=2", ">1", "<=4", "<5" or "2..4")");
               }
             }
           }
@@ -435,7 +434,7 @@ class FileParser {
           }
           auto cmdlineEntry = [&](const toml::value& e, const std::string& s) -> std::optional<std::string> {
             if (core::words(s).size() != 1 || s.find('"') != std::string::npos) {
-              error(e, "'" + k + "' entries are single parameters such as \"iommu.strict=1\", not \"" + s + "\"");
+              error(e, "'" + k + R"(' entries are single parameters such as "iommu.strict=1", not ")" + s + "\"");
               return std::nullopt;
             }
             return s;
@@ -462,6 +461,7 @@ class FileParser {
       return;
     }
     std::vector<std::string_view> names;
+    names.reserve(keys.size());
     for (const auto& k : keys) names.push_back(k.name);
     forEachKey(t, where, names, [&](const std::string& k, const toml::value& v) {
       const auto* key = core::findEthtoolKey(keys, k);
@@ -487,7 +487,7 @@ class FileParser {
             if (v.as_string().str == "max") {
               out[k] = core::Amount{};
             } else {
-              error(v, "'" + k + "' is \"" + v.as_string().str + "\"; expected a number or \"max\"");
+              error(v, "'" + k + "' is \"" + v.as_string().str + R"("; expected a number or "max")");
             }
             return;
           }

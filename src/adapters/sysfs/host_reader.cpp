@@ -417,7 +417,8 @@ Module readModule(const Root& root, const std::string& name) {
   if (params) {
     m.loaded = true;
     for (const auto& p : *params) {
-      std::string path = dir + "/parameters/" + p;
+      std::string path = dir;
+      path.append("/parameters/").append(p);
       ModuleParam param;
       // Write-only parameters (0200) exist too: their value is unknown, not empty.
       if (auto v = root.readFile(path)) param.value = std::string(trim(*v));
