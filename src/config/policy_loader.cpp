@@ -1,5 +1,7 @@
 #include "config/policy_loader.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cstdint>
 #include <functional>
@@ -31,18 +33,59 @@ size_t Loaded::errors() const {
 
 namespace {
 
-// Finds the deepest nesting of '[' and '{' outside strings and comments, and the longest run of
-// dotted keys on a line: both drive toml11's recursion. Returns the 1-based line and column of
-// the first place that goes past the limit.
-std::optional<std::pair<int, int>> tooDeep(std::string_view text) {
+// Length of a valid UTF-8 sequence at text[i], or 0 (overlong forms and surrogates are invalid).
+size_t utf8Length(std::string_view text, size_t i) {
+  auto byte = [&](size_t k) { return k < text.size() ? static_cast<unsigned char>(text[k]) : 0U; };
+  unsigned c = byte(i);
+  auto cont = [&](size_t k) { return (byte(k) & 0xC0U) == 0x80U; };
+  if (c < 0x80U) return 1;
+  if (c >= 0xC2U && c <= 0xDFU) return cont(i + 1) ? 2 : 0;
+  if (c >= 0xE0U && c <= 0xEFU) {
+    unsigned c1 = byte(i + 1);
+    if ((c == 0xE0U && c1 < 0xA0U) || (c == 0xEDU && c1 >= 0xA0U)) return 0;
+    return cont(i + 1) && cont(i + 2) ? 3 : 0;
+  }
+  if (c >= 0xF0U && c <= 0xF4U) {
+    unsigned c1 = byte(i + 1);
+    if ((c == 0xF0U && c1 < 0x90U) || (c == 0xF4U && c1 >= 0x90U)) return 0;
+    return cont(i + 1) && cont(i + 2) && cont(i + 3) ? 4 : 0;
+  }
+  return 0;
+}
+
+// What toml11 3.7 must never see: bytes that are not UTF-8 or are control characters (its
+// UTF-8 paths assert and throw from deep inside), and nesting deeper than kMaxPolicyNesting of
+// '[', '{' or dotted keys outside strings and comments (it recurses without limit). One pass;
+// the first problem is returned with its 1-based line and column.
+std::optional<Diagnostic> precheck(std::string_view text, const std::string& file) {
   int depth = 0;
   int dots = 0;
   int line = 1;
   int col = 0;
+  auto at = [&](std::string message) {
+    return Diagnostic{SourceLoc{file, line, col}, Severity::Error, std::move(message)};
+  };
   enum class In { Code, Comment, Basic, Literal, MlBasic, MlLiteral } in = In::Code;
+  // A multi-line string closes at the last three quotes of a run of three to five.
+  auto closes = [&](size_t& i, char q) {
+    size_t run = 0;
+    while (i + run < text.size() && text[i + run] == q && run < 5) ++run;
+    if (run < 3) return false;
+    i += run - 1;
+    col += static_cast<int>(run) - 1;
+    return true;
+  };
   for (size_t i = 0; i < text.size(); ++i) {
     char c = text[i];
     ++col;
+    auto u = static_cast<unsigned char>(c);
+    if (u >= 0x80U) {
+      size_t n = utf8Length(text, i);
+      if (n == 0) return at(fmt::format("not valid UTF-8 (byte 0x{:02x}); policy files are UTF-8 text", u));
+      i += n - 1;
+      if (in == In::Code) return at("a character outside ASCII outside a string or comment");
+      continue;
+    }
     if (c == '\n') {
       ++line;
       col = 0;
@@ -50,10 +93,13 @@ std::optional<std::pair<int, int>> tooDeep(std::string_view text) {
       if (in == In::Comment || in == In::Basic || in == In::Literal) in = In::Code;
       continue;
     }
+    if ((u < 0x20U && c != '\t' && c != '\r') || u == 0x7FU) {
+      return at(fmt::format("control character 0x{:02x}; policy files are text", u));
+    }
     switch (in) {
       case In::Comment: continue;
       case In::Basic:
-        if (c == '\\') {
+        if (c == '\\' && i + 1 < text.size() && text[i + 1] != '\n') {
           ++i;
           ++col;
         } else if (c == '"') {
@@ -64,21 +110,15 @@ std::optional<std::pair<int, int>> tooDeep(std::string_view text) {
         if (c == '\'') in = In::Code;
         continue;
       case In::MlBasic:
-        if (c == '\\') {
+        if (c == '\\' && i + 1 < text.size() && text[i + 1] != '\n') {  // a line-ending backslash is no escape
           ++i;
           ++col;
-        } else if (text.substr(i, 3) == R"(""")") {
+        } else if (c == '"' && closes(i, '"')) {
           in = In::Code;
-          i += 2;
-          col += 2;
         }
         continue;
       case In::MlLiteral:
-        if (text.substr(i, 3) == "'''") {
-          in = In::Code;
-          i += 2;
-          col += 2;
-        }
+        if (c == '\'' && closes(i, '\'')) in = In::Code;
         continue;
       case In::Code: break;
     }
@@ -96,12 +136,13 @@ std::optional<std::pair<int, int>> tooDeep(std::string_view text) {
       in = In::Basic;
     } else if (c == '\'') {
       in = In::Literal;
-    } else if (c == '[' || c == '{') {
-      if (++depth > kMaxPolicyNesting) return std::pair{line, col};
+    } else if (c == '[' || c == '{' || (c == '.' && ++dots > kMaxPolicyNesting)) {
+      if (c == '.' || ++depth > kMaxPolicyNesting) {
+        return at("nested more than " + std::to_string(kMaxPolicyNesting) +
+                  " levels deep (arrays, inline tables or dotted keys); policies never need that");
+      }
     } else if (c == ']' || c == '}') {
       depth = std::max(0, depth - 1);
-    } else if (c == '.') {
-      if (++dots > kMaxPolicyNesting) return std::pair{line, col};
     }
   }
   return std::nullopt;
@@ -140,8 +181,13 @@ Diagnostic syntaxDiagnostic(const std::string& what, const std::string& file) {
     hint = std::string(core::trim(caretLine.substr(caret + 1)));
     while (!hint.empty() && (hint.front() == '-' || hint.front() == ' ' || hint.front() == '~')) hint.erase(0, 1);
   }
-  d.message = std::string(head);
-  if (!hint.empty() && hint != "here") d.message += " (" + hint + ")";
+  // Some of toml11's messages are empty and say it all in the hint ("the next token is not a boolean").
+  if (head.empty()) {
+    d.message = hint.empty() || hint == "here" ? "not valid TOML here" : hint;
+  } else {
+    d.message = std::string(head);
+    if (!hint.empty() && hint != "here") d.message += " (" + hint + ")";
+  }
   if (d.where.line == 0) d.where.line = 1, d.where.column = 1;
   return d;
 }
@@ -181,6 +227,11 @@ class FileParser {
         error(v, "'" + key + "' must be an array of tables, written [[" + key + "]]");
         return;
       }
+      if (v.as_array().size() > kMaxEntriesPerFile) {
+        error(v, std::to_string(v.as_array().size()) + " [[" + key + "]] entries in one file; at most " +
+                     std::to_string(kMaxEntriesPerFile));
+        return;
+      }
       for (const auto& t : v.as_array()) {
         if (key == "rule") {
           if (auto r = parseRule(t)) parsed.rules.push_back(std::move(*r));
@@ -194,13 +245,19 @@ class FileParser {
  private:
   using Handler = std::function<void(const std::string&, const toml::value&)>;
 
+  // Locating a value costs toml11 a count of the lines before it; once the report is full,
+  // nothing more is located.
+  [[nodiscard]] bool full() const { return out_.size() >= kMaxDiagnostics; }
+
   SourceLoc loc(const toml::value& v) const {
+    if (full()) return SourceLoc{file_, 0, 0};
     auto l = v.location();
     return SourceLoc{file_, static_cast<int>(l.line()), static_cast<int>(l.column())};
   }
 
   // toml11 keeps no location for keys; find the key on the value's line, left of the value.
   SourceLoc keyLoc(const toml::value& v, const std::string& key) const {
+    if (full()) return SourceLoc{file_, 0, 0};
     auto l = v.location();
     SourceLoc at = loc(v);
     const auto& text = l.line_str();
@@ -211,6 +268,11 @@ class FileParser {
   }
 
   void report(SourceLoc where, Severity sev, std::string message) {
+    if (sev == Severity::Error) ++errors_;
+    if (full()) {
+      ++dropped_;
+      return;
+    }
     out_.push_back(Diagnostic{std::move(where), sev, std::move(message)});
   }
   void error(const toml::value& v, std::string message) { report(loc(v), Severity::Error, std::move(message)); }
@@ -219,23 +281,17 @@ class FileParser {
 
   // Calls `handle` for each key of a table in file order; unknown keys are errors that list
   // what is allowed there.
+  // Calls `handle` for each key of a table; unknown keys are errors that list what is allowed
+  // there. Not in file order: toml11 computes a location by counting lines from the start of
+  // the file, which is too slow to sort by; the diagnostics are sorted at the end instead.
   void forEachKey(const toml::value& table, const std::string& where, const std::vector<std::string_view>& allowed,
                   const Handler& handle) {
-    std::vector<std::pair<const std::string*, const toml::value*>> entries;
-    for (const auto& [k, v] : table.as_table()) entries.emplace_back(&k, &v);
-    std::sort(entries.begin(), entries.end(), [](const auto& a, const auto& b) {
-      auto la = a.second->location();
-      auto lb = b.second->location();
-      if (la.line() != lb.line()) return la.line() < lb.line();
-      if (la.column() != lb.column()) return la.column() < lb.column();
-      return *a.first < *b.first;
-    });
-    for (const auto& [k, v] : entries) {
-      if (std::find(allowed.begin(), allowed.end(), *k) == allowed.end()) {
-        errorAt(keyLoc(*v, *k), "unknown key '" + *k + "' in " + where + "; expected one of: " + joinNames(allowed));
+    for (const auto& [k, v] : table.as_table()) {
+      if (std::find(allowed.begin(), allowed.end(), k) == allowed.end()) {
+        errorAt(keyLoc(v, k), "unknown key '" + k + "' in " + where + "; expected one of: " + joinNames(allowed));
         continue;
       }
-      handle(*k, *v);
+      handle(k, v);
     }
   }
 
@@ -732,13 +788,16 @@ class FileParser {
     return o;
   }
 
-  size_t errorCount() const {
-    return static_cast<size_t>(
-        std::count_if(out_.begin(), out_.end(), [](const Diagnostic& d) { return d.severity == Severity::Error; }));
-  }
+  [[nodiscard]] size_t errorCount() const { return errors_; }
 
+ public:
+  [[nodiscard]] size_t dropped() const { return dropped_; }
+
+ private:
   const std::string& file_;
   std::vector<Diagnostic>& out_;
+  size_t errors_ = 0;
+  size_t dropped_ = 0;
 };
 
 }  // namespace
@@ -754,10 +813,9 @@ ParsedFile parsePolicyText(std::string_view text, const std::string& fileName) {
                 "file is " + std::to_string(text.size()) + " bytes; policy files are at most " +
                     std::to_string(kMaxPolicyBytes) + " bytes");
   }
-  if (auto at = tooDeep(text)) {
-    return fail(at->first, at->second,
-                "nested more than " + std::to_string(kMaxPolicyNesting) +
-                    " levels deep (arrays, inline tables or dotted keys); policies never need that");
+  if (auto problem = precheck(text, fileName)) {
+    parsed.diagnostics.push_back(std::move(*problem));
+    return parsed;
   }
   toml::value top;
   try {
@@ -770,10 +828,16 @@ ParsedFile parsePolicyText(std::string_view text, const std::string& fileName) {
     // toml11 throws other exceptions for some malformed input (bad UTF-8, number conversions).
     return fail(1, 1, std::string("not valid TOML: ") + e.what());
   }
-  FileParser(fileName, parsed.diagnostics).parseTop(top, parsed);
+  FileParser parser(fileName, parsed.diagnostics);
+  parser.parseTop(top, parsed);
   std::stable_sort(parsed.diagnostics.begin(), parsed.diagnostics.end(), [](const Diagnostic& a, const Diagnostic& b) {
     return std::pair{a.where.line, a.where.column} < std::pair{b.where.line, b.where.column};
   });
+  if (parser.dropped() != 0) {
+    Diagnostic more = parsed.diagnostics.back();
+    more.message = "and " + std::to_string(parser.dropped()) + " more problems in this file, not shown";
+    parsed.diagnostics.push_back(std::move(more));
+  }
   return parsed;
 }
 

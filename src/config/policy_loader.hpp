@@ -37,10 +37,14 @@ struct ParsedFile {
   std::vector<Diagnostic> diagnostics;
 };
 
-/// Largest policy file accepted, and deepest nesting of arrays and inline tables: toml11 3.7
-/// recurses without limit, so a small file of nested brackets would overflow the stack.
-inline constexpr size_t kMaxPolicyBytes = 1U << 20U;
+/// Largest policy file accepted (toml11 3.7 parses in worse than linear time: 1 MiB of keys
+/// takes it seconds), and deepest nesting of arrays, inline tables and dotted keys (it recurses
+/// without limit, so a small file of nested brackets would overflow the stack).
+inline constexpr size_t kMaxPolicyBytes = 256U << 10U;
 inline constexpr int kMaxPolicyNesting = 16;
+/// Rules (or overrides) in one file, and diagnostics reported for one file.
+inline constexpr size_t kMaxEntriesPerFile = 1000;
+inline constexpr size_t kMaxDiagnostics = 100;
 
 /// Parses, validates and converts one policy file's text; `fileName` names it in diagnostics.
 /// Pure: no I/O. Reports every semantic error, and the first syntax error.

@@ -314,3 +314,13 @@ TEST(PolicyLayers, AcceptsAMaskLinkEvenWhenStrict) {
   auto loaded = config::loadPolicies(l.dirs(), {}, strict);
   EXPECT_TRUE(loaded.ok()) << lines(loaded.diagnostics)[0];
 }
+
+TEST(PolicyLoader, AcceptsMultiLineStringsThatEndInQuotesAndTextOutsideAscii) {
+  auto parsed = config::parsePolicyText(
+      "[[rule]]\nname = \"q\"\ndescription = \"\"\"say \"\"yes\"\"\"\"\"\n"
+      "# Größe, 大小\ndomain = \"DMA\"\n[rule.match]\nname = '''[[[['''''\n",
+      "q.toml");
+  ASSERT_TRUE(parsed.diagnostics.empty()) << lines(parsed.diagnostics)[0];
+  EXPECT_EQ(parsed.rules.at(0).description, "say \"\"yes\"\"");
+  EXPECT_EQ(parsed.rules.at(0).device.names.at(0), "[[[[''");
+}
