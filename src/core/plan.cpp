@@ -1,6 +1,7 @@
 #include "core/plan.hpp"
 
 #include <algorithm>
+#include <array>
 #include <map>
 #include <set>
 #include <tuple>
@@ -152,6 +153,13 @@ struct DeviceCtx {
   const GroupCtx* group = nullptr;
   unsigned otherKinds = 0;  // kinds of the other endpoints of the group
   int groupSize = 0;
+  // What name globs match against, gathered once rather than per rule.
+  std::vector<std::string_view> driver;   // empty or one
+  std::vector<std::string_view> names;    // netdevs and NVMe controllers
+  std::vector<std::string_view> address;  // one
+  // The winning rule per setting, filled while matching (views into the rules' keys).
+  const Rule* domainRule = nullptr;
+  std::vector<std::pair<std::string_view, const Rule*>> rings, channels, coalesce;
 };
 
 DeviceCtx deviceContext(const PciDevice& d, const GroupCtx* g) {
@@ -159,6 +167,10 @@ DeviceCtx deviceContext(const PciDevice& d, const GroupCtx* g) {
   c.dev = &d;
   c.kind = d.kind();
   c.group = g;
+  if (d.driver) c.driver.emplace_back(*d.driver);
+  for (const auto& n : d.netdevs) c.names.emplace_back(n.name);
+  for (const auto& n : d.nvme) c.names.emplace_back(n.name);
+  c.address.emplace_back(d.address);
   if (g != nullptr) {
     c.groupSize = static_cast<int>(g->endpoints.size());
     for (const auto* o : g->endpoints) {
@@ -195,13 +207,6 @@ class Eval {
 template <class T>
 bool contains(const std::vector<T>& v, const T& x) {
   return std::find(v.begin(), v.end(), x) != v.end();
-}
-
-std::vector<std::string> deviceNames(const PciDevice& d) {
-  std::vector<std::string> names;
-  for (const auto& n : d.netdevs) names.push_back(n.name);
-  for (const auto& c : d.nvme) names.push_back(c.name);
-  return names;
 }
 
 template <bool Collect>
@@ -245,21 +250,16 @@ bool matchDevice(const DeviceMatch& m, const DeviceCtx& c, Eval<Collect>& e, con
          })) {
     return false;
   }
-  auto globs = [&](const char* key, const std::vector<std::string>& pats, const std::vector<std::string>& names) {
+  auto globs = [&](const char* key, const std::vector<std::string>& pats, const std::vector<std::string_view>& names) {
     if (pats.empty()) return true;
     bool hit = std::any_of(pats.begin(), pats.end(), [&](const std::string& p) {
-      return std::any_of(names.begin(), names.end(), [&](const std::string& n) { return globMatch(p, n); });
+      return std::any_of(names.begin(), names.end(), [&](std::string_view n) { return globMatch(p, n); });
     });
     return e(hit, [&] {
       return P{prefix + key + " = " + listOrOne(joined(pats, quoted), pats.size()),
-               names.empty() ? "(none)" : joined(names, [](const std::string& s) { return s; })};
+               names.empty() ? "(none)" : joined(names, [](std::string_view n) { return std::string(n); })};
     });
   };
-  if (!globs("driver", m.drivers, d.driver ? std::vector<std::string>{*d.driver} : std::vector<std::string>{})) {
-    return false;
-  }
-  if (!m.names.empty() && !globs("name", m.names, deviceNames(d))) return false;
-  if (!globs("address", m.addresses, {d.address})) return false;
   if (!flag("removable", m.removable, d.removable == Removable::Removable) ||
       !flag("thunderbolt", m.thunderbolt, d.thunderbolt) || !flag("untrusted", m.untrusted, d.untrusted()) ||
       !flag("in-use", m.inUse, !d.inUse.empty())) {
@@ -288,7 +288,9 @@ bool matchDevice(const DeviceMatch& m, const DeviceCtx& c, Eval<Collect>& e, con
       return false;
     }
   }
-  return true;
+  // Globs last: the cheap comparisons above rule most devices out first.
+  return globs("address", m.addresses, c.address) && globs("driver", m.drivers, c.driver) &&
+         globs("name", m.names, c.names);
 }
 
 template <bool Collect>
@@ -387,11 +389,6 @@ std::string deviceList(const GroupCtx& g) {
   return joined(g.endpoints, [](const PciDevice* d) { return d->displayName(); });
 }
 
-struct Wish {
-  const Rule* rule = nullptr;
-  RuleRef ref;
-};
-
 RuleRef refOf(const Rule& r) {
   return RuleRef{r.name, r.where};
 }
@@ -410,10 +407,27 @@ class Planner {
       Eval<false> e(nullptr);
       if (matchHostOnly(r, e)) live.push_back(&r);
     }
+    // For one device, only its group matters, and other devices only for module parameters
+    // (global to a module, so their rules can conflict with the device's).
+    // Rules indexed by the device kinds they can match: most rules name a kind, and a device then
+    // never touches the rules of the other kinds.
+    constexpr size_t kKinds = 4;
+    std::array<std::vector<const Rule*>, kKinds> byKind;
+    std::array<std::vector<const Rule*>, kKinds> paramsByKind;
+    for (const Rule* r : live) {
+      for (size_t k = 0; k < kKinds; ++k) {
+        if (!r->device.kinds.empty() && !contains(r->device.kinds, static_cast<DeviceKind>(k))) continue;
+        byKind[k].push_back(r);
+        if (!r->params.empty()) paramsByKind[k].push_back(r);
+      }
+    }
+    const PciDevice* focus = options_.device ? in_.host.device(*options_.device) : nullptr;
     for (auto& c : devices_) {
-      for (const Rule* r : live) {
+      bool inFocus = focus == nullptr || c.dev == focus || (focus->group && c.dev->group == focus->group);
+      auto kind = static_cast<size_t>(c.kind);
+      for (const Rule* r : inFocus ? byKind[kind] : paramsByKind[kind]) {
         Eval<false> e(nullptr);
-        if (matchRule(*r, host_, c, e)) collectWishes(c, *r);
+        if (matchRule(*r, host_, c, e)) collectWishes(c, *r, inFocus);
       }
     }
     planDomains();
@@ -462,31 +476,57 @@ class Planner {
     }
   }
 
-  // Per device and setting, the last matching rule wins; the earlier ones are overridden.
-  template <class Map, class Key>
-  void wish(Map& map, const Key& key, const Rule& r, ChangeKind kind, const DeviceCtx& c, const std::string& object,
-            const std::string& keyName, const std::string& wanted) {
-    auto [it, fresh] = map.try_emplace(key, Wish{&r, refOf(r)});
-    if (!fresh) {
-      skip(kind, c.dev->address, object, keyName, wanted, *it->second.rule, SkipReason::Overridden,
-           "rule '" + r.name + "' (" + r.where.str() + "), later in the order, sets it too");
-      it->second = Wish{&r, refOf(r)};
-    }
+  // Per device and setting, the last matching rule wins; the earlier one becomes an `overridden`
+  // skip when asked for (explain). `wanted` names the earlier rule's value, built only then.
+  template <class Wanted>
+  void overridden(const DeviceCtx& c, const Rule& old, const Rule& r, ChangeKind kind, std::string object,
+                  std::string_view keyName, Wanted&& wanted) {
+    if (!options_.reportOverridden) return;
+    skip(kind, c.dev->address, std::move(object), std::string(keyName), wanted(old), old, SkipReason::Overridden,
+         "rule '" + r.name + "' (" + r.where.str() + "), later in the order, sets it too");
   }
 
-  void collectWishes(const DeviceCtx& c, const Rule& r) {
-    const std::string& a = c.dev->address;
+  template <class Wanted>
+  void wish(std::vector<std::pair<std::string_view, const Rule*>>& wishes, std::string_view key, const Rule& r,
+            ChangeKind kind, const DeviceCtx& c, Wanted&& wanted) {
+    for (auto& [k, rule] : wishes) {
+      if (k == key) {
+        overridden(c, *rule, r, kind, std::string(toString(kind)), key, wanted);
+        rule = &r;
+        return;
+      }
+    }
+    wishes.emplace_back(key, &r);
+  }
+
+  void collectWishes(DeviceCtx& c, const Rule& r, bool all) {
+    if (!all) {
+      collectParamWishes(c, r);
+      return;
+    }
     // Bridges are no subject of a domain change: pcieport manages DMA itself and stays bound.
     if (r.domain && c.kind != DeviceKind::Bridge) {
-      wish(domainWish_, a, r, ChangeKind::Domain, c, groupName(c), "type", std::string(toString(*r.domain)));
+      if (c.domainRule != nullptr) {
+        overridden(c, *c.domainRule, r, ChangeKind::Domain, groupName(c), "type",
+                   [](const Rule& old) { return std::string(toString(*old.domain)); });
+      }
+      c.domainRule = &r;
     }
-    for (const auto& [k, v] : r.rings) wish(ringWish_, std::pair{a, k}, r, ChangeKind::Rings, c, "rings", k, v.str());
+    for (const auto& [k, v] : r.rings) {
+      wish(c.rings, k, r, ChangeKind::Rings, c, [&k = k](const Rule& old) { return old.rings.at(k).str(); });
+    }
     for (const auto& [k, v] : r.channels) {
-      wish(channelWish_, std::pair{a, k}, r, ChangeKind::Channels, c, "channels", k, v.str());
+      wish(c.channels, k, r, ChangeKind::Channels, c, [&k = k](const Rule& old) { return old.channels.at(k).str(); });
     }
     for (const auto& [k, v] : r.coalesce) {
-      wish(coalesceWish_, std::pair{a, k}, r, ChangeKind::Coalesce, c, "coalesce", k, std::to_string(v));
+      wish(c.coalesce, k, r, ChangeKind::Coalesce, c,
+           [&k = k](const Rule& old) { return std::to_string(old.coalesce.at(k)); });
     }
+    collectParamWishes(c, r);
+  }
+
+  void collectParamWishes(const DeviceCtx& c, const Rule& r) {
+    const std::string& a = c.dev->address;
     for (const auto& p : r.params) {
       std::string module = p.module.empty() ? c.dev->driverModule : p.module;
       if (module.empty() && c.dev->driver) module = *c.dev->driver;
@@ -495,15 +535,20 @@ class Planner {
              "the device has no driver, and the rule names no module for parameter " + p.name);
         continue;
       }
-      auto key = std::tuple{a, module, p.name, p.at};
+      auto key = std::tuple{std::string_view(a), module, std::string_view(p.name), p.at};
       auto [it, fresh] = paramWish_.try_emplace(key, ParamWish{&r, &p, module});
-      if (!fresh) {
+      if (!fresh && options_.reportOverridden) {
         skip(p.at == ParamSetting::At::Load ? ChangeKind::ModprobeConf : ChangeKind::ModuleParam, a,
              module + "." + p.name, p.name, it->second.param->value, *it->second.rule, SkipReason::Overridden,
              "rule '" + r.name + "' (" + r.where.str() + "), later in the order, sets it too");
-        it->second = ParamWish{&r, &p, module};
       }
+      if (!fresh) it->second = ParamWish{&r, &p, module};
     }
+  }
+
+  // devices_ runs parallel to the host's devices.
+  const DeviceCtx& contextOf(const PciDevice& d) const {
+    return devices_[static_cast<size_t>(&d - in_.host.devices.data())];
   }
 
   std::string groupName(const DeviceCtx& c) const {
@@ -536,10 +581,10 @@ class Planner {
     // Group by IOMMU group, in the order of the groups' first endpoint.
     std::map<int, std::vector<const DeviceCtx*>> wishing;
     for (const auto& c : devices_) {
-      if (!domainWish_.contains(c.dev->address)) continue;
+      if (c.domainRule == nullptr) continue;
       if (c.group == nullptr) {
-        const auto& w = domainWish_.at(c.dev->address);
-        skip(ChangeKind::Domain, c.dev->address, "(no group)", "type", std::string(toString(*w.rule->domain)), *w.rule,
+        const Rule& w = *c.domainRule;
+        skip(ChangeKind::Domain, c.dev->address, "(no group)", "type", std::string(toString(*w.domain)), w,
              SkipReason::NoIommu, c.dev->displayName() + " is not behind an IOMMU: it has no group to set");
         continue;
       }
@@ -555,7 +600,7 @@ class Planner {
     const std::string& lead = g.endpoints.empty() ? first.dev->address : g.endpoints.front()->address;
     std::vector<const Rule*> rules;
     for (const auto* w : wishers) {
-      const Rule* r = domainWish_.at(w->dev->address).rule;
+      const Rule* r = w->domainRule;
       if (!contains(rules, r)) rules.push_back(r);
     }
     const Rule& rule = *rules.front();
@@ -567,7 +612,7 @@ class Planner {
 
     // The type belongs to the group: every endpoint must want the same.
     for (const auto* ep : g.endpoints) {
-      if (!domainWish_.contains(ep->address)) {
+      if (contextOf(*ep).domainRule == nullptr) {
         refuse(SkipReason::GroupUncovered, object + " also holds " + ep->displayName() + " (" + ep->address +
                                                "), which no rule covers; a domain type is set for the whole group");
         return;
@@ -709,21 +754,18 @@ class Planner {
 
   void planEthtool() {
     for (const auto& c : devices_) {
-      planEthtoolKind(c, ringWish_, ChangeKind::Rings, ringKeys(), true);
-      planEthtoolKind(c, channelWish_, ChangeKind::Channels, channelKeys(), true);
-      planEthtoolKind(c, coalesceWish_, ChangeKind::Coalesce, coalesceKeys(), false);
+      planEthtoolKind(c, c.rings, ChangeKind::Rings, ringKeys(), true);
+      planEthtoolKind(c, c.channels, ChangeKind::Channels, channelKeys(), true);
+      planEthtoolKind(c, c.coalesce, ChangeKind::Coalesce, coalesceKeys(), false);
     }
   }
 
-  using KeyedWishes = std::map<std::pair<std::string, std::string>, Wish>;
-
-  void planEthtoolKind(const DeviceCtx& c, const KeyedWishes& wishes, ChangeKind kind,
-                       const std::vector<EthtoolKey>& keys, bool disruptive) {
+  void planEthtoolKind(const DeviceCtx& c, const std::vector<std::pair<std::string_view, const Rule*>>& wishes,
+                       ChangeKind kind, const std::vector<EthtoolKey>& keys, bool disruptive) {
     const std::string& a = c.dev->address;
-    auto it = wishes.lower_bound({a, ""});
-    for (; it != wishes.end() && it->first.first == a; ++it) {
-      const std::string& key = it->first.second;
-      const Rule& r = *it->second.rule;
+    for (const auto& [keyView, rule] : wishes) {
+      const std::string key(keyView);
+      const Rule& r = *rule;
       const EthtoolKey* k = findEthtoolKey(keys, key);
       std::optional<uint32_t> value;
       bool isMax = false;
@@ -831,7 +873,7 @@ class Planner {
     std::map<std::tuple<std::string, std::string, ParamSetting::At>, Wanted> global;
     for (const auto& [key, w] : paramWish_) {
       const auto& [device, module, name, at] = key;
-      global[{module, name, at}].byDevice.emplace_back(device, &w);
+      global[{module, std::string(name), at}].byDevice.emplace_back(std::string(device), &w);
     }
     for (const auto& [key, wanted] : global) {
       const auto& [module, name, at] = key;
@@ -949,25 +991,34 @@ class Planner {
   }
 
   void finish() {
-    auto order = [this](const std::string& device) {
-      auto it = std::lower_bound(in_.host.devices.begin(), in_.host.devices.end(), device,
-                                 [](const PciDevice& d, const std::string& a) { return d.address < a; });
-      return it - in_.host.devices.begin();
-    };
-    std::stable_sort(plan_.changes.begin(), plan_.changes.end(), [&](const Change& a, const Change& b) {
-      return std::tuple{order(a.device), a.kind, a.object, a.key} <
-             std::tuple{order(b.device), b.kind, b.object, b.key};
-    });
-    std::stable_sort(plan_.skips.begin(), plan_.skips.end(), [&](const Skip& a, const Skip& b) {
-      return std::tuple{order(a.device), a.kind, a.object, a.key} <
-             std::tuple{order(b.device), b.kind, b.object, b.key};
-    });
-    std::stable_sort(plan_.satisfied.begin(), plan_.satisfied.end(), [&](const Satisfied& a, const Satisfied& b) {
-      return std::tuple{order(a.device), a.kind, a.object, a.key} <
-             std::tuple{order(b.device), b.kind, b.object, b.key};
-    });
+    std::unordered_map<std::string_view, size_t> rank;
+    for (size_t i = 0; i < in_.host.devices.size(); ++i) rank.emplace(in_.host.devices[i].address, i);
+    sortByDevice(plan_.changes, rank);
+    sortByDevice(plan_.skips, rank);
+    sortByDevice(plan_.satisfied, rank);
     if (options_.device) filterTo(*options_.device);
     plan_.trigger = options_.trigger;
+  }
+
+  // Orders by device (in address order), then kind, object and key; ranks are looked up once per
+  // element, not once per comparison.
+  template <class T>
+  static void sortByDevice(std::vector<T>& items, const std::unordered_map<std::string_view, size_t>& rank) {
+    std::vector<std::pair<size_t, size_t>> order;  // (rank, index)
+    order.reserve(items.size());
+    for (size_t i = 0; i < items.size(); ++i) {
+      auto it = rank.find(items[i].device);
+      order.emplace_back(it == rank.end() ? SIZE_MAX : it->second, i);
+    }
+    auto key = [&](const std::pair<size_t, size_t>& o) {
+      const T& x = items[o.second];
+      return std::tuple<size_t, ChangeKind, const std::string&, const std::string&>{o.first, x.kind, x.object, x.key};
+    };
+    std::stable_sort(order.begin(), order.end(), [&](const auto& a, const auto& b) { return key(a) < key(b); });
+    std::vector<T> sorted;
+    sorted.reserve(items.size());
+    for (const auto& o : order) sorted.push_back(std::move(items[o.second]));
+    items = std::move(sorted);
   }
 
   // Keeps what concerns one device: its own settings, its group's type, its module's parameters.
@@ -998,9 +1049,8 @@ class Planner {
   std::vector<GroupCtx> groups_;
   std::unordered_map<int, size_t> groupIndex_;
   std::vector<DeviceCtx> devices_;
-  std::map<std::string, Wish> domainWish_;
-  KeyedWishes ringWish_, channelWish_, coalesceWish_;
-  std::map<std::tuple<std::string, std::string, std::string, ParamSetting::At>, ParamWish> paramWish_;
+  // Keys view strings of the host and the rules, which outlive the planner.
+  std::map<std::tuple<std::string_view, std::string, std::string_view, ParamSetting::At>, ParamWish> paramWish_;
   Plan plan_;
 };
 

@@ -100,6 +100,7 @@ struct PlanOptions {
   Trigger trigger = Trigger::Coldplug;
   std::optional<std::string> device;  // plan only for this PCI address (and what shares its group)
   bool adviseOnly = false;            // every change is advice
+  bool reportOverridden = false;      // list rules whose settings later rules override (explain)
 };
 
 /// The host-side facts every rule evaluation needs, computed once per plan.

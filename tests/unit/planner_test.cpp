@@ -38,6 +38,7 @@ core::Plan planOf(const app::Status& s, const core::PolicySet& p, Trigger t = Tr
   core::PlanOptions o;
   o.trigger = t;
   o.device = std::move(device);
+  o.reportOverridden = true;
   return core::plan({s.host, s.mode, s.findings}, p, o);
 }
 

@@ -29,6 +29,7 @@ void addExplain(CLI::App& app, const Globals& globals, int& code) {
     core::PlanOptions po;
     po.trigger = opts->hotplug ? core::Trigger::Hotplug : core::Trigger::Coldplug;
     po.device = d->address;
+    po.reportOverridden = true;
     auto plan = core::plan(in, p->policies.policies, po);
     auto evaluations = core::evaluateRules(in, p->policies.policies, *d);
     std::fputs(
