@@ -210,22 +210,22 @@ bool contains(const std::vector<T>& v, const T& x) {
 }
 
 template <bool Collect>
-bool matchDevice(const DeviceMatch& m, const DeviceCtx& c, Eval<Collect>& e, const std::string& prefix) {
+bool matchDevice(const DeviceMatch& m, const DeviceCtx& c, Eval<Collect>& e, const char* prefix) {
   const PciDevice& d = *c.dev;
   using P = std::pair<std::string, std::string>;
   auto ids = [&](const char* key, const std::vector<uint16_t>& want, uint16_t have) {
     return want.empty() || e(contains(want, have), [&] {
-             return P{prefix + key + " = " + listOrOne(joined(want, hex4), want.size()), hex4(have)};
+             return P{std::string(prefix) + key + " = " + listOrOne(joined(want, hex4), want.size()), hex4(have)};
            });
   };
   auto flag = [&](const char* key, const std::optional<bool>& want, bool have) {
     return !want || e(*want == have, [&] {
-      return P{prefix + key + " = " + (*want ? "true" : "false"), have ? "true" : "false"};
+      return P{std::string(prefix) + key + " = " + (*want ? "true" : "false"), have ? "true" : "false"};
     });
   };
   auto quoted = [](const std::string& s) { return "\"" + s + "\""; };
   if (!m.kinds.empty() && !e(contains(m.kinds, c.kind), [&] {
-        return P{prefix + "kind = " +
+        return P{std::string(prefix) + "kind = " +
                      listOrOne(joined(m.kinds, [&](DeviceKind k) { return quoted(std::string(toString(k))); }),
                                m.kinds.size()),
                  std::string(toString(c.kind))};
@@ -240,7 +240,7 @@ bool matchDevice(const DeviceMatch& m, const DeviceCtx& c, Eval<Collect>& e, con
   if (!m.classes.empty() &&
       !e(std::any_of(m.classes.begin(), m.classes.end(), [&](const ClassPattern& p) { return p.matches(d.classCode); }),
          [&] {
-           return P{prefix + "class = " +
+           return P{std::string(prefix) + "class = " +
                         listOrOne(joined(m.classes,
                                          [&](const ClassPattern& p) {
                                            return quoted(hex6(p.value).substr(static_cast<size_t>(6 - p.digits)));
@@ -256,7 +256,7 @@ bool matchDevice(const DeviceMatch& m, const DeviceCtx& c, Eval<Collect>& e, con
       return std::any_of(names.begin(), names.end(), [&](std::string_view n) { return globMatch(p, n); });
     });
     return e(hit, [&] {
-      return P{prefix + key + " = " + listOrOne(joined(pats, quoted), pats.size()),
+      return P{std::string(prefix) + key + " = " + listOrOne(joined(pats, quoted), pats.size()),
                names.empty() ? "(none)" : joined(names, [](std::string_view n) { return std::string(n); })};
     });
   };
@@ -266,7 +266,7 @@ bool matchDevice(const DeviceMatch& m, const DeviceCtx& c, Eval<Collect>& e, con
     return false;
   }
   if (m.groupSize && !e(m.groupSize->contains(c.groupSize), [&] {
-        return P{prefix + "group-size = " + m.groupSize->str(), std::to_string(c.groupSize)};
+        return P{std::string(prefix) + "group-size = " + m.groupSize->str(), std::to_string(c.groupSize)};
       })) {
     return false;
   }
@@ -280,7 +280,7 @@ bool matchDevice(const DeviceMatch& m, const DeviceCtx& c, Eval<Collect>& e, con
             if ((c.otherKinds & kindBit(k)) != 0) others.emplace_back(toString(k));
           }
           return P{
-              prefix + "shares-group-with = " +
+              std::string(prefix) + "shares-group-with = " +
                   listOrOne(joined(m.sharesGroupWith, [&](DeviceKind k) { return quoted(std::string(toString(k))); }),
                             m.sharesGroupWith.size()),
               others.empty() ? "(alone)" : joined(others, [](const std::string& s) { return s; })};
