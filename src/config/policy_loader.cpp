@@ -19,7 +19,19 @@ using core::SourceLoc;
 using Severity = Diagnostic::Severity;
 
 std::string Diagnostic::str() const {
-  return where.str() + (severity == Severity::Error ? ": error: " : ": warning: ") + message;
+  // One line per diagnostic, whatever a quoted value held.
+  std::string text = where.str() + (severity == Severity::Error ? ": error: " : ": warning: ");
+  for (char c : message) {
+    if (c == '\n')
+      text += "\\n";
+    else if (c == '\t')
+      text += "\\t";
+    else if (static_cast<unsigned char>(c) < 0x20U)
+      text += '?';
+    else
+      text += c;
+  }
+  return text;
 }
 
 bool Loaded::ok() const {

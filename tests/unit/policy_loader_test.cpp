@@ -324,3 +324,11 @@ TEST(PolicyLoader, AcceptsMultiLineStringsThatEndInQuotesAndTextOutsideAscii) {
   EXPECT_EQ(parsed.rules.at(0).description, "say \"\"yes\"\"");
   EXPECT_EQ(parsed.rules.at(0).device.names.at(0), "[[[[''");
 }
+
+TEST(PolicyLoader, KeepsEachDiagnosticOnOneLine) {
+  auto parsed =
+      config::parsePolicyText("[[rule]]\nname = \"two\\nlines\"\ndescription = \"x\"\ndomain = \"DMA\"\n", "n.toml");
+  ASSERT_EQ(parsed.diagnostics.size(), 1U);
+  EXPECT_EQ(parsed.diagnostics[0].str().find('\n'), std::string::npos) << parsed.diagnostics[0].str();
+  EXPECT_NE(parsed.diagnostics[0].str().find("two\\nlines"), std::string::npos) << parsed.diagnostics[0].str();
+}
