@@ -479,10 +479,10 @@ class Planner {
   // Per device and setting, the last matching rule wins; the earlier one becomes an `overridden`
   // skip when asked for (explain). `wanted` names the earlier rule's value, built only then.
   template <class Wanted>
-  void overridden(const DeviceCtx& c, const Rule& old, const Rule& r, ChangeKind kind, std::string object,
+  void overridden(const DeviceCtx& c, const Rule& old, const Rule& r, ChangeKind kind, std::string_view object,
                   std::string_view keyName, Wanted&& wanted) {
     if (!options_.reportOverridden) return;
-    skip(kind, c.dev->address, std::move(object), std::string(keyName), wanted(old), old, SkipReason::Overridden,
+    skip(kind, c.dev->address, std::string(object), std::string(keyName), wanted(old), old, SkipReason::Overridden,
          "rule '" + r.name + "' (" + r.where.str() + "), later in the order, sets it too");
   }
 
@@ -491,7 +491,7 @@ class Planner {
             ChangeKind kind, const DeviceCtx& c, Wanted&& wanted) {
     for (auto& [k, rule] : wishes) {
       if (k == key) {
-        overridden(c, *rule, r, kind, std::string(toString(kind)), key, wanted);
+        overridden(c, *rule, r, kind, toString(kind), key, wanted);
         rule = &r;
         return;
       }
