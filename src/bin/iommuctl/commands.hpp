@@ -38,6 +38,9 @@ struct ReportOptions {
 /// Adds --json, --hotplug, --color and --policies to a subcommand.
 void addReportOptions(CLI::App* cmd, ReportOptions& opts);
 
+/// The device named on the command line, or nullptr after saying it is not on this host.
+const core::PciDevice* deviceNamed(const core::HostFacts& host, const std::string& name);
+
 /// Adds `--policies DIR` (repeatable) to a subcommand.
 void addPoliciesOption(CLI::App* cmd, std::vector<std::string>& dirs);
 

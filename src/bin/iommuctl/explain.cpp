@@ -19,9 +19,8 @@ void addExplain(CLI::App& app, const Globals& globals, int& code) {
       code = 1;
       return;
     }
-    const auto* d = app::findDevice(p->status.host, opts->device);
+    const auto* d = deviceNamed(p->status.host, opts->device);
     if (d == nullptr) {
-      std::fprintf(stderr, "iommuctl: no device %s on this host (try `iommuctl status`)\n", opts->device.c_str());
       code = 1;
       return;
     }

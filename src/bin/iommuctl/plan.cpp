@@ -23,9 +23,8 @@ void addPlan(CLI::App& app, const Globals& globals, int& code) {
     core::PlanOptions po;
     po.trigger = opts->hotplug ? core::Trigger::Hotplug : core::Trigger::Coldplug;
     if (!opts->device.empty()) {
-      const auto* d = app::findDevice(p->status.host, opts->device);
+      const auto* d = deviceNamed(p->status.host, opts->device);
       if (d == nullptr) {
-        std::fprintf(stderr, "iommuctl: no device %s on this host (try `iommuctl status`)\n", opts->device.c_str());
         code = 1;
         return;
       }

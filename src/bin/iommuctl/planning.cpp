@@ -29,6 +29,12 @@ std::optional<Planning> preparePlanning(const Globals& globals, const std::vecto
   return Planning{app::buildStatus(std::move(host).value()), std::move(loaded)};
 }
 
+const core::PciDevice* deviceNamed(const core::HostFacts& host, const std::string& name) {
+  const auto* d = app::findDevice(host, name);
+  if (d == nullptr) std::fprintf(stderr, "iommuctl: no device %s on this host (try `iommuctl status`)\n", name.c_str());
+  return d;
+}
+
 void addPoliciesOption(CLI::App* cmd, std::vector<std::string>& dirs) {
   cmd->add_option("--policies", dirs,
                   "Read policies from DIR instead of /etc/iommud/policies.d, /run/iommud/policies.d and "
