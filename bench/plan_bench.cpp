@@ -3,9 +3,10 @@
 // are generated as TOML text and go through config::parsePolicyText, as the daemon loads them.
 // HostMode and findings are computed once, outside the timing, as the daemon does per probe.
 //
-// Times (min/median/max): the parse of the 200-rule text, plan() for the whole host, and plan()
-// with PlanOptions::device (a hotplug of one NIC). Exits 1 when the whole-host median exceeds the
-// budget.
+// Times (min/median/max of this thread's CPU time, and wall time beside it): the parse of the
+// 200-rule text, plan() for the whole host, and plan() with PlanOptions::device (a hotplug of one
+// NIC). Exits 1 when the whole-host CPU median exceeds the budget: CPU time is what the planner
+// costs; wall time on a busy machine adds whatever else runs.
 //
 // Usage: bench_plan [--runs=N] [--budget-ms=X] [--overlap] [--only=parse|plan|device] [--dump-rules]
 //   --overlap makes every rule variant select every device of its kind (a stress case, see
@@ -16,6 +17,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <ctime>
 #include <exception>
 #include <functional>
 #include <map>
@@ -527,23 +529,41 @@ struct Stats {
   double min = 0, median = 0, max = 0;
 };
 
-Stats timeIt(int warmup, int runs, const std::function<void()>& fn) {
-  for (int i = 0; i < warmup; ++i) fn();
-  std::vector<double> ms;
-  ms.reserve(static_cast<size_t>(runs));
-  for (int i = 0; i < runs; ++i) {
-    auto start = Clock::now();
-    fn();
-    ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - start).count());
-  }
+Stats statsOf(std::vector<double> ms) {
   std::sort(ms.begin(), ms.end());
   size_t n = ms.size();
   double median = n % 2 == 1 ? ms[n / 2] : (ms[n / 2 - 1] + ms[n / 2]) / 2;
   return Stats{ms.front(), median, ms.back()};
 }
 
-void print(const char* label, const Stats& s, int runs) {
-  std::printf("%-40s median %8.3f ms   min %8.3f   max %8.3f   (%d runs)\n", label, s.median, s.min, s.max, runs);
+// The CPU time of this thread: what the planner itself costs, without the time other processes
+// of a busy machine (a parallel build, CI neighbours) take from it. Wall time is shown beside it.
+double cpuMs() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) * 1e3 + static_cast<double>(ts.tv_nsec) / 1e6;
+}
+
+struct Timing {
+  Stats cpu, wall;
+};
+
+Timing timeIt(int warmup, int runs, const std::function<void()>& fn) {
+  for (int i = 0; i < warmup; ++i) fn();
+  std::vector<double> cpu, wall;
+  for (int i = 0; i < runs; ++i) {
+    auto start = Clock::now();
+    double cpuStart = cpuMs();
+    fn();
+    cpu.push_back(cpuMs() - cpuStart);
+    wall.push_back(std::chrono::duration<double, std::milli>(Clock::now() - start).count());
+  }
+  return Timing{statsOf(std::move(cpu)), statsOf(std::move(wall))};
+}
+
+void print(const char* label, const Timing& t, int runs) {
+  std::printf("%-40s cpu median %8.3f ms  min %8.3f  max %8.3f | wall median %8.3f ms  max %8.3f  (%d runs)\n", label,
+              t.cpu.median, t.cpu.min, t.cpu.max, t.wall.median, t.wall.max, runs);
 }
 
 int intOption(std::string_view arg, std::string_view name, int current) {
@@ -653,22 +673,23 @@ int run(int argc, char** argv) {
   // The results go to a sink that is printed, so that no optimizer may drop the calls.
   size_t sink = 0;
   int parseRuns = std::max(5, runs / 5);
-  Stats parse = timeIt(2, parseRuns, [&] { sink += config::parsePolicyText(text, "bench.toml").rules.size(); });
-  Stats full = timeIt(5, runs, [&] { sink += core::plan(in, policies, whole).changes.size(); });
-  Stats dev = timeIt(5, runs, [&] { sink += core::plan(in, policies, single).changes.size(); });
+  Timing parse = timeIt(2, parseRuns, [&] { sink += config::parsePolicyText(text, "bench.toml").rules.size(); });
+  Timing full = timeIt(5, runs, [&] { sink += core::plan(in, policies, whole).changes.size(); });
+  Timing dev = timeIt(5, runs, [&] { sink += core::plan(in, policies, single).changes.size(); });
   print("parsePolicyText (200 rules)", parse, parseRuns);
   print("plan, whole host (4096 devices)", full, runs);
   print("plan, one device (PlanOptions::device)", dev, runs);
   std::printf("(%zu results)\n", sink);
 
-  if (full.median > budget) {
+  if (full.cpu.median > budget) {
     std::fflush(stdout);
-    std::fprintf(stderr,
-                 "bench_plan: FAILED: planning the whole host took %.3f ms (median), over the budget of %.1f ms\n",
-                 full.median, budget);
+    std::fprintf(
+        stderr,
+        "bench_plan: FAILED: planning the whole host took %.3f ms of CPU (median), over the budget of %.1f ms\n",
+        full.cpu.median, budget);
     return 1;
   }
-  std::printf("\nwithin the budget: median %.3f ms <= %.1f ms\n", full.median, budget);
+  std::printf("\nwithin the budget: CPU median %.3f ms <= %.1f ms\n", full.cpu.median, budget);
   return 0;
 }
 

@@ -372,6 +372,11 @@ class FileParser {
     });
   }
 
+  std::vector<core::Glob> globs(const toml::value& v, const std::string& key) {
+    auto texts = strings(v, key, nullptr);
+    return {std::make_move_iterator(texts.begin()), std::make_move_iterator(texts.end())};
+  }
+
   std::vector<uint16_t> ids(const toml::value& v, const std::string& key) {
     return list<uint16_t>(v, key, [&](const toml::value& e) -> std::optional<uint16_t> {
       if (e.is_string()) {
@@ -422,9 +427,9 @@ class FileParser {
             });
           }
           if (k == "kind") m.kinds = kinds(v, k);
-          if (k == "driver") m.drivers = strings(v, k, nullptr);
-          if (k == "name") m.names = strings(v, k, nullptr);
-          if (k == "address") m.addresses = strings(v, k, nullptr);
+          if (k == "driver") m.drivers = globs(v, k);
+          if (k == "name") m.names = globs(v, k);
+          if (k == "address") m.addresses = globs(v, k);
           if (k == "removable") m.removable = boolean(v, k);
           if (k == "thunderbolt") m.thunderbolt = boolean(v, k);
           if (k == "untrusted") m.untrusted = boolean(v, k);

@@ -4,6 +4,7 @@
 #include <array>
 #include <map>
 #include <set>
+#include <span>
 #include <tuple>
 #include <unordered_map>
 
@@ -67,8 +68,8 @@ std::string hex6(uint32_t v) {
   return s;
 }
 
-template <class T, class F>
-std::string joined(const std::vector<T>& items, F&& format, std::string_view sep = ", ") {
+template <class Range, class F>
+std::string joined(const Range& items, F&& format, std::string_view sep = ", ") {
   std::string out;
   for (const auto& i : items) {
     if (!out.empty()) out += sep;
@@ -154,9 +155,10 @@ struct DeviceCtx {
   unsigned otherKinds = 0;  // kinds of the other endpoints of the group
   int groupSize = 0;
   // What name globs match against, gathered once rather than per rule.
-  std::vector<std::string_view> driver;   // empty or one
-  std::vector<std::string_view> names;    // netdevs and NVMe controllers
-  std::vector<std::string_view> address;  // one
+  std::string_view addressName, driverName;
+  std::vector<std::string_view> names;  // netdevs and NVMe controllers
+  [[nodiscard]] std::span<const std::string_view> address() const { return {&addressName, 1}; }
+  [[nodiscard]] std::span<const std::string_view> driver() const { return {&driverName, dev->driver ? 1U : 0U}; }
   // The winning rule per setting, filled while matching (views into the rules' keys).
   const Rule* domainRule = nullptr;
   std::vector<std::pair<std::string_view, const Rule*>> rings, channels, coalesce;
@@ -167,10 +169,11 @@ DeviceCtx deviceContext(const PciDevice& d, const GroupCtx* g) {
   c.dev = &d;
   c.kind = d.kind();
   c.group = g;
-  if (d.driver) c.driver.emplace_back(*d.driver);
+  if (d.driver) c.driverName = *d.driver;
+  c.addressName = d.address;
+  if (!d.netdevs.empty() || !d.nvme.empty()) c.names.reserve(d.netdevs.size() + d.nvme.size());
   for (const auto& n : d.netdevs) c.names.emplace_back(n.name);
   for (const auto& n : d.nvme) c.names.emplace_back(n.name);
-  c.address.emplace_back(d.address);
   if (g != nullptr) {
     c.groupSize = static_cast<int>(g->endpoints.size());
     for (const auto* o : g->endpoints) {
@@ -250,13 +253,14 @@ bool matchDevice(const DeviceMatch& m, const DeviceCtx& c, Eval<Collect>& e, con
          })) {
     return false;
   }
-  auto globs = [&](const char* key, const std::vector<std::string>& pats, const std::vector<std::string_view>& names) {
+  auto globs = [&](const char* key, const std::vector<Glob>& pats, std::span<const std::string_view> names) {
     if (pats.empty()) return true;
-    bool hit = std::any_of(pats.begin(), pats.end(), [&](const std::string& p) {
-      return std::any_of(names.begin(), names.end(), [&](std::string_view n) { return globMatch(p, n); });
+    bool hit = std::any_of(pats.begin(), pats.end(), [&](const Glob& p) {
+      return std::any_of(names.begin(), names.end(), [&](std::string_view n) { return p.matches(n); });
     });
     return e(hit, [&] {
-      return P{std::string(prefix) + key + " = " + listOrOne(joined(pats, quoted), pats.size()),
+      return P{std::string(prefix) + key + " = " +
+                   listOrOne(joined(pats, [&](const Glob& g) { return quoted(g.str()); }), pats.size()),
                names.empty() ? "(none)" : joined(names, [](std::string_view n) { return std::string(n); })};
     });
   };
@@ -289,7 +293,7 @@ bool matchDevice(const DeviceMatch& m, const DeviceCtx& c, Eval<Collect>& e, con
     }
   }
   // Globs last: the cheap comparisons above rule most devices out first.
-  return globs("address", m.addresses, c.address) && globs("driver", m.drivers, c.driver) &&
+  return globs("address", m.addresses, c.address()) && globs("driver", m.drivers, c.driver()) &&
          globs("name", m.names, c.names);
 }
 
@@ -393,6 +397,95 @@ RuleRef refOf(const Rule& r) {
   return RuleRef{r.name, r.where};
 }
 
+// The devices by what rule conditions name, so that a rule is tried only on the devices its most
+// selective condition can select: a PCI id, a kind, or the literal prefix of an address, name or
+// driver glob (names and addresses sorted make each prefix a range).
+class DeviceIndex {
+ public:
+  explicit DeviceIndex(std::vector<DeviceCtx>& devices) : all_(devices.size()) {
+    for (size_t i = 0; i < devices.size(); ++i) {
+      DeviceCtx* c = &devices[i];
+      all_[i] = c;
+      kinds_[static_cast<size_t>(c->kind)].push_back(c);
+      vendors_.emplace_back(c->dev->vendorId, c);
+      addresses_.emplace_back(c->addressName, c);
+      for (auto n : c->names) names_.emplace_back(n, c);
+      for (auto d : c->driver()) drivers_.emplace_back(d, c);
+    }
+    for (auto* keyed : {&addresses_, &names_, &drivers_}) {
+      if (!std::is_sorted(keyed->begin(), keyed->end())) std::sort(keyed->begin(), keyed->end());
+    }
+    std::sort(vendors_.begin(), vendors_.end());
+  }
+
+  // The devices `m` may match, in host order: a superset, as every condition is checked after.
+  [[nodiscard]] std::vector<DeviceCtx*> candidates(const DeviceMatch& m) const {
+    using Run = std::pair<const Keyed*, std::vector<std::pair<size_t, size_t>>>;
+    std::optional<Run> best;
+    size_t bestCount = all_.size();
+    auto consider = [&](const Keyed& keyed, const std::vector<Glob>& globs) {
+      if (globs.empty()) return;
+      Run run{&keyed, {}};
+      size_t count = 0;
+      for (const auto& g : globs) {
+        std::string_view prefix = g.literalPrefix();
+        auto lo = std::lower_bound(keyed.begin(), keyed.end(), prefix,
+                                   [](const auto& e, std::string_view p) { return e.first < p; });
+        auto hi = lo;
+        while (hi != keyed.end() && hi->first.starts_with(prefix)) ++hi;
+        run.second.emplace_back(lo - keyed.begin(), hi - keyed.begin());
+        count += static_cast<size_t>(hi - lo);
+      }
+      if (count < bestCount) {
+        bestCount = count;
+        best = std::move(run);
+      }
+    };
+    consider(addresses_, m.addresses);
+    consider(names_, m.names);
+    consider(drivers_, m.drivers);
+    size_t vendorCount = 0;
+    for (auto v : m.vendor) vendorCount += vendorRange(v).size();
+    size_t kindCount = 0;
+    for (auto k : m.kinds) kindCount += kinds_[static_cast<size_t>(k)].size();
+
+    std::vector<DeviceCtx*> out;
+    if (!m.vendor.empty() && vendorCount <= std::min(bestCount, m.kinds.empty() ? bestCount : kindCount)) {
+      for (auto v : m.vendor) {
+        for (const auto& e : vendorRange(v)) out.push_back(e.second);
+      }
+    } else if (!m.kinds.empty() && kindCount <= bestCount) {
+      for (auto k : m.kinds)
+        out.insert(out.end(), kinds_[static_cast<size_t>(k)].begin(), kinds_[static_cast<size_t>(k)].end());
+      if (m.kinds.size() == 1) return out;  // already in host order
+    } else if (best) {
+      for (auto [lo, hi] : best->second) {
+        for (size_t i = lo; i < hi; ++i) out.push_back((*best->first)[i].second);
+      }
+    } else {
+      return all_;
+    }
+    // Host order, each device once (a device has several names; globs may overlap).
+    std::sort(out.begin(), out.end());
+    out.erase(std::unique(out.begin(), out.end()), out.end());
+    return out;
+  }
+
+ private:
+  using Keyed = std::vector<std::pair<std::string_view, DeviceCtx*>>;
+  [[nodiscard]] std::span<const std::pair<uint16_t, DeviceCtx*>> vendorRange(uint16_t v) const {
+    auto lo =
+        std::lower_bound(vendors_.begin(), vendors_.end(), v, [](const auto& e, uint16_t x) { return e.first < x; });
+    auto hi = std::upper_bound(lo, vendors_.end(), v, [](uint16_t x, const auto& e) { return x < e.first; });
+    return {lo, hi};
+  }
+
+  std::vector<DeviceCtx*> all_;  // host order, which is pointer order
+  std::array<std::vector<DeviceCtx*>, 4> kinds_;
+  std::vector<std::pair<uint16_t, DeviceCtx*>> vendors_;
+  Keyed addresses_, names_, drivers_;
+};
+
 // The planner's state for one run.
 class Planner {
  public:
@@ -407,27 +500,26 @@ class Planner {
       Eval<false> e(nullptr);
       if (matchHostOnly(r, e)) live.push_back(&r);
     }
+    // Rules are tried in their order, each only on the devices its most selective condition can
+    // select; per device, wishes still arrive in rule order, so the last matching rule wins.
     // For one device, only its group matters, and other devices only for module parameters
     // (global to a module, so their rules can conflict with the device's).
-    // Rules indexed by the device kinds they can match: most rules name a kind, and a device then
-    // never touches the rules of the other kinds.
-    constexpr size_t kKinds = 4;
-    std::array<std::vector<const Rule*>, kKinds> byKind;
-    std::array<std::vector<const Rule*>, kKinds> paramsByKind;
-    for (const Rule* r : live) {
-      for (size_t k = 0; k < kKinds; ++k) {
-        if (!r->device.kinds.empty() && !contains(r->device.kinds, static_cast<DeviceKind>(k))) continue;
-        byKind[k].push_back(r);
-        if (!r->params.empty()) paramsByKind[k].push_back(r);
+    const PciDevice* focus = options_.device ? in_.host.device(*options_.device) : nullptr;
+    auto inFocus = [&](const DeviceCtx& c) {
+      return focus == nullptr || c.dev == focus || (focus->group && c.dev->group == focus->group);
+    };
+    std::vector<DeviceCtx*> focusGroup;
+    if (focus != nullptr) {
+      for (auto& c : devices_) {
+        if (inFocus(c)) focusGroup.push_back(&c);
       }
     }
-    const PciDevice* focus = options_.device ? in_.host.device(*options_.device) : nullptr;
-    for (auto& c : devices_) {
-      bool inFocus = focus == nullptr || c.dev == focus || (focus->group && c.dev->group == focus->group);
-      auto kind = static_cast<size_t>(c.kind);
-      for (const Rule* r : inFocus ? byKind[kind] : paramsByKind[kind]) {
+    const DeviceIndex index(devices_);
+    for (const Rule* r : live) {
+      auto candidates = focus != nullptr && r->params.empty() ? focusGroup : index.candidates(r->device);
+      for (DeviceCtx* c : candidates) {
         Eval<false> e(nullptr);
-        if (matchRule(*r, host_, c, e)) collectWishes(c, *r, inFocus);
+        if (matchRule(*r, host_, *c, e)) collectWishes(*c, *r, inFocus(*c));
       }
     }
     planDomains();

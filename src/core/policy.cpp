@@ -91,6 +91,24 @@ bool globMatch(std::string_view pattern, std::string_view name) {
   return p == pattern.size();
 }
 
+Glob::Glob(std::string pattern)
+    : pattern_(std::move(pattern)), literal_(std::min(pattern_.find_first_of("*?[\\"), pattern_.size())) {
+  if (literal_ == pattern_.size()) {
+    shape_ = Shape::Literal;
+  } else if (literal_ == pattern_.size() - 1 && pattern_[literal_] == '*') {
+    shape_ = Shape::Prefix;
+  }
+}
+
+bool Glob::matches(std::string_view name) const {
+  switch (shape_) {
+    case Shape::Literal: return name == pattern_;
+    case Shape::Prefix: return name.starts_with(literalPrefix());
+    case Shape::General: break;
+  }
+  return globMatch(pattern_, name);
+}
+
 std::string IntRange::str() const {
   if (min == max) return std::to_string(min);
   if (max == INT_MAX) return ">=" + std::to_string(min);

@@ -25,6 +25,23 @@ struct SourceLoc {
 /// A glob in the shell's syntax (`*`, `?`, `[a-z]`, `[!0-9]`), matched against a whole name.
 bool globMatch(std::string_view pattern, std::string_view name);
 
+/// A glob examined once: most policy globs are a literal ("ice") or a literal prefix and one
+/// trailing star ("0000:3b:*", "enp*"), and those compare without the general matcher.
+class Glob {
+ public:
+  explicit Glob(std::string pattern);
+  [[nodiscard]] bool matches(std::string_view name) const;
+  [[nodiscard]] const std::string& str() const { return pattern_; }
+  /// What every matching name starts with: the pattern up to its first special character.
+  [[nodiscard]] std::string_view literalPrefix() const { return std::string_view(pattern_).substr(0, literal_); }
+
+ private:
+  enum class Shape { Literal, Prefix, General };
+  std::string pattern_;
+  size_t literal_ = 0;  // length of the literal prefix
+  Shape shape_ = Shape::General;
+};
+
 /// An inclusive range of integers; `group-size = ">=2"` is {2, INT_MAX}.
 struct IntRange {
   int min = 0;
@@ -50,12 +67,12 @@ struct DeviceMatch {
   std::vector<uint16_t> vendor, device, subsystemVendor, subsystemDevice;
   std::vector<ClassPattern> classes;
   std::vector<DeviceKind> kinds;
-  std::vector<std::string> drivers;    // globs
-  std::vector<std::string> names;      // globs over netdev and NVMe controller names
-  std::vector<std::string> addresses;  // globs over PCI addresses
-  std::optional<bool> removable;       // the `removable` attribute says "removable"
-  std::optional<bool> thunderbolt;     // behind a Thunderbolt/USB4 tunnel
-  std::optional<bool> untrusted;       // either of the two: what the kernel treats as untrusted
+  std::vector<Glob> drivers;
+  std::vector<Glob> names;          // over netdev and NVMe controller names
+  std::vector<Glob> addresses;      // over PCI addresses
+  std::optional<bool> removable;    // the `removable` attribute says "removable"
+  std::optional<bool> thunderbolt;  // behind a Thunderbolt/USB4 tunnel
+  std::optional<bool> untrusted;    // either of the two: what the kernel treats as untrusted
   std::optional<bool> inUse;
   std::optional<IntRange> groupSize;        // endpoints in the group (bridges not counted)
   std::optional<bool> sharesGroup;          // another endpoint is in the group

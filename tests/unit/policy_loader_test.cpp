@@ -322,7 +322,7 @@ TEST(PolicyLoader, AcceptsMultiLineStringsThatEndInQuotesAndTextOutsideAscii) {
       "q.toml");
   ASSERT_TRUE(parsed.diagnostics.empty()) << lines(parsed.diagnostics)[0];
   EXPECT_EQ(parsed.rules.at(0).description, "say \"\"yes\"\"");
-  EXPECT_EQ(parsed.rules.at(0).device.names.at(0), "[[[[''");
+  EXPECT_EQ(parsed.rules.at(0).device.names.at(0).str(), "[[[[''");
 }
 
 TEST(PolicyLoader, KeepsEachDiagnosticOnOneLine) {
