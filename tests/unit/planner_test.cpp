@@ -370,6 +370,74 @@ rx = "max"
   EXPECT_EQ(skip->rule.name, "first");
 }
 
+// Each rule is tried only on the devices its most selective condition selects; overlapping globs
+// and a device matched through several of them must still count once, whichever index is chosen.
+TEST(Planner, OverlappingGlobsSelectADeviceOnce) {
+  for (const char* match :
+       {R"(address = ["0000:05:*", "0000:0*", "*:00.0"])", R"(name = ["enp*", "enp5s0", "e*"])",
+        R"(driver = ["atl*", "atlantic"])", "vendor = [0x1d6a, 0x1d6a]", R"(kind = ["nic", "nic"])"}) {
+    SCOPED_TRACE(match);
+    auto s = statusOf(*thunderboltNic());
+    setEthtool(s, kNic, atlanticDefaults());
+    auto plan = planOf(s, rules(std::string(R"(
+[[rule]]
+name = "rx"
+description = "rx max"
+[rule.match]
+)") + match + R"(
+[rule.rings]
+rx = "max"
+)"),
+                       Trigger::Hotplug);
+    ASSERT_EQ(plan.changes.size(), 1U);
+    EXPECT_EQ(plan.changes[0].device, kNic);
+    EXPECT_EQ(skipFor(plan, SkipReason::Overridden), nullptr);  // not "overridden by itself"
+  }
+}
+
+TEST(Planner, AGlobWithoutALiteralPrefixStillSelectsByItsPattern) {
+  auto s = statusOf(*thunderboltNic());
+  setEthtool(s, kNic, atlanticDefaults());
+  auto misses = planOf(s, rules(R"(
+[[rule]]
+name = "rx"
+description = "rx max"
+[rule.match]
+address = "????:0[6-9]:*"
+[rule.rings]
+rx = "max"
+)"),
+                       Trigger::Hotplug);
+  EXPECT_TRUE(misses.changes.empty());
+  auto hits = planOf(s, rules(R"(
+[[rule]]
+name = "rx"
+description = "rx max"
+[rule.match]
+address = "????:0[0-5]:*"
+[rule.rings]
+rx = "max"
+)"),
+                     Trigger::Hotplug);
+  EXPECT_EQ(hits.changes.size(), 1U);
+}
+
+TEST(Glob, MatchesLiteralsPrefixesAndPatternsAlike) {
+  EXPECT_TRUE(core::Glob("ice").matches("ice"));
+  EXPECT_FALSE(core::Glob("ice").matches("ice0"));
+  EXPECT_TRUE(core::Glob("enp*").matches("enp"));
+  EXPECT_TRUE(core::Glob("enp*").matches("enp5s0"));
+  EXPECT_FALSE(core::Glob("enp*").matches("en"));
+  EXPECT_TRUE(core::Glob("*v[0-9]").matches("enp5s0v3"));
+  EXPECT_FALSE(core::Glob("*v[0-9]").matches("enp5s0v"));
+  EXPECT_TRUE(core::Glob("0000:0?:00.*").matches("0000:05:00.1"));
+  EXPECT_TRUE(core::Glob("a\\*").matches("a*"));
+  EXPECT_FALSE(core::Glob("a\\*").matches("ab"));
+  EXPECT_EQ(core::Glob("0000:0[0-5]:*").literalPrefix(), "0000:0");
+  EXPECT_EQ(core::Glob("*").literalPrefix(), "");
+  EXPECT_EQ(core::Glob("ice").literalPrefix(), "ice");
+}
+
 TEST(Planner, RefusesARingBeyondTheMaximum) {
   auto s = statusOf(*thunderboltNic());
   setEthtool(s, kNic, atlanticDefaults());
