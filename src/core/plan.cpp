@@ -8,6 +8,7 @@
 #include <tuple>
 #include <unordered_map>
 
+#include "core/domain_change.hpp"
 #include "core/text.hpp"
 
 namespace iommud::core {
@@ -747,7 +748,7 @@ class Planner {
       return;
     }
     const bool live = *group.type == DomainType::Dma && *target == DomainType::DmaFq;
-    if (auto old = kernelLimit(group, *target, live)) {
+    if (auto old = domainKernelLimit(group, *target, live, host_.version)) {
       refuse(SkipReason::KernelTooOld, *old);
       return;
     }
@@ -831,19 +832,6 @@ class Planner {
   }
 
   // What the running kernel cannot do (kernel.md §2.1), or nullopt.
-  std::optional<std::string> kernelLimit(const Group& g, DomainType target, bool live) const {
-    if (!host_.version) return std::nullopt;  // unknown: let the write tell
-    const auto& v = *host_.version;
-    auto at = " (this kernel is " + v.str() + ")";
-    if (v < KernelVersion{5, 11, 0}) return "the group type is read-only before Linux 5.11" + at;
-    if (target == DomainType::DmaFq && v < KernelVersion{5, 15, 0}) return "DMA-FQ exists only since Linux 5.15" + at;
-    if (!live && g.devices.size() > 1 && v < KernelVersion{6, 4, 0}) {
-      return "group " + std::to_string(g.id) + " holds " + std::to_string(g.devices.size()) +
-             " devices, and only Linux 6.4 and later change the type of a group of several devices" + at;
-    }
-    return std::nullopt;
-  }
-
   void planEthtool() {
     for (const auto& c : devices_) {
       planEthtoolKind(c, c.rings, ChangeKind::Rings, ringKeys(), true);

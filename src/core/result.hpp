@@ -22,6 +22,9 @@ inline Error errnoError(int code, std::string path) {
   return Error{code, std::move(path), std::strerror(code)};
 }
 
+/// The value of a Result that has nothing to return but success.
+struct Done {};
+
 /// Either a value or an Error; used for everything the outside world can make fail.
 template <class T>
 class Result {

@@ -1,0 +1,147 @@
+#include "adapters/state/journal.hpp"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <charconv>
+
+#include "core/text.hpp"
+
+namespace iommud::adapters::state {
+
+namespace {
+
+constexpr std::string_view kMagic = "iommud-transaction 1";
+
+Result<Done> writeAll(int fd, std::string_view data, const std::string& path) {
+  while (!data.empty()) {
+    ssize_t n = ::write(fd, data.data(), data.size());
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return core::errnoError(errno, path);
+    }
+    data.remove_prefix(static_cast<size_t>(n));
+  }
+  return Done{};
+}
+
+// Writes `data` to `path` (truncating or appending) and syncs it before returning.
+Result<Done> writeSynced(const std::string& path, std::string_view data, bool append) {
+  int flags = O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW | (append ? O_APPEND : O_TRUNC);
+  int fd = ::open(path.c_str(), flags, 0600);
+  if (fd < 0) return core::errnoError(errno, path);
+  auto written = writeAll(fd, data, path);
+  if (written && ::fsync(fd) != 0) written = core::errnoError(errno, path);
+  ::close(fd);
+  return written;
+}
+
+std::pair<std::string_view, std::string_view> firstWord(std::string_view line) {
+  auto space = line.find(' ');
+  if (space == std::string_view::npos) return {line, {}};
+  return {line.substr(0, space), line.substr(space + 1)};
+}
+
+core::Error malformed(int line, const std::string& why) {
+  return core::Error{EINVAL, "", "transaction journal line " + std::to_string(line) + ": " + why};
+}
+
+}  // namespace
+
+std::string formatJournalHeader(const core::DomainChange& change) {
+  std::string out(kMagic);
+  out += "\ngroup " + std::to_string(change.group) + "\nfrom " + std::string(core::toString(change.from)) + "\nto " +
+         std::string(core::toString(change.to)) + "\nlive " + (change.live ? "1" : "0") + "\n";
+  for (const auto& m : change.members) {
+    out += "member " + m.address + (m.unbind ? " unbind " : " keep ") + m.driver.value_or("-") + "\n";
+  }
+  return out;
+}
+
+Result<JournalRecord> parseJournal(std::string_view text) {
+  JournalRecord r;
+  int n = 0;
+  bool header = false;
+  for (auto line : core::split(text, '\n')) {
+    ++n;
+    if (n == 1) {
+      if (line != kMagic) return malformed(n, "not an iommud transaction journal");
+      header = true;
+      continue;
+    }
+    auto [word, rest] = firstWord(line);
+    if (word == "group") {
+      auto [end, ec] = std::from_chars(rest.data(), rest.data() + rest.size(), r.change.group);
+      if (ec != std::errc() || end != rest.data() + rest.size()) return malformed(n, "bad group number");
+    } else if (word == "from" || word == "to") {
+      auto type = core::parseDomainType(rest);
+      if (!type) return malformed(n, "unknown domain type");
+      (word == "from" ? r.change.from : r.change.to) = *type;
+    } else if (word == "live") {
+      r.change.live = rest == "1";
+    } else if (word == "member") {
+      auto [address, tail] = firstWord(rest);
+      auto [how, driver] = firstWord(tail);
+      if (address.empty() || (how != "unbind" && how != "keep") || driver.empty()) {
+        return malformed(n, "bad member line");
+      }
+      core::MemberStep m{std::string(address), std::nullopt, how == "unbind"};
+      if (driver != "-") m.driver = std::string(driver);
+      r.change.members.push_back(std::move(m));
+    } else if (word == "step") {
+      r.steps.emplace_back(rest);
+    } else if (word == "end") {
+      r.end = std::string(rest);
+    } else if (!line.empty()) {
+      return malformed(n, "unknown line");
+    }
+  }
+  if (!header) return malformed(1, "empty");
+  return r;
+}
+
+Result<Done> Journal::begin(const core::DomainChange& change) {
+  return writeSynced(path_, formatJournalHeader(change), false);
+}
+
+Result<Done> Journal::step(std::string_view what) {
+  return append("step " + std::string(what) + "\n");
+}
+
+Result<Done> Journal::end(std::string_view outcome) {
+  if (auto a = append("end " + std::string(outcome) + "\n"); !a) return a;
+  return discard();
+}
+
+Result<Done> Journal::append(std::string_view line) {
+  return writeSynced(path_, line, true);
+}
+
+Result<std::optional<JournalRecord>> Journal::read() const {
+  int fd = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0) {
+    if (errno == ENOENT) return std::optional<JournalRecord>{};
+    return core::errnoError(errno, path_);
+  }
+  std::string text;
+  char buf[4096];
+  for (;;) {
+    ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    text.append(buf, static_cast<size_t>(n));
+    if (text.size() > (1U << 20U)) break;  // a journal is a few hundred bytes
+  }
+  ::close(fd);
+  auto parsed = parseJournal(text);
+  if (!parsed) return core::Error{parsed.error().code, path_, parsed.error().message};
+  return std::optional<JournalRecord>{std::move(parsed).value()};
+}
+
+Result<Done> Journal::discard() {
+  if (::unlink(path_.c_str()) != 0 && errno != ENOENT) return core::errnoError(errno, path_);
+  return Done{};
+}
+
+}  // namespace iommud::adapters::state

@@ -1,0 +1,54 @@
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/domain_change.hpp"
+#include "core/result.hpp"
+
+namespace iommud::adapters::state {
+
+using core::Done;
+using core::Result;
+
+/// What a transaction journal says: the change it was for, the steps announced, and how it ended
+/// (nullopt: it did not end; the process died half-way).
+struct JournalRecord {
+  core::DomainChange change;
+  std::vector<std::string> steps;
+  std::optional<std::string> end;
+};
+
+/// The journal's text: a versioned header naming the group, the types and every member with the
+/// driver it had, then one line per step. Pure, for tests and for recovery.
+std::string formatJournalHeader(const core::DomainChange& change);
+Result<JournalRecord> parseJournal(std::string_view text);
+
+/// The journal of the one running domain transaction, a file in /run/iommud: each step is written
+/// and synced *before* it is taken, so that after a crash the next start knows which devices to
+/// rebind. Appends only; the file is removed when the transaction has ended.
+class Journal {
+ public:
+  explicit Journal(std::string path) : path_(std::move(path)) {}
+
+  /// Starts the journal of `change` (replacing an ended one), synced.
+  Result<Done> begin(const core::DomainChange& change);
+  /// Announces a step ("unbind 0000:01:00.0"), synced.
+  Result<Done> step(std::string_view what);
+  /// Records the outcome and removes the journal: nothing is left to recover.
+  Result<Done> end(std::string_view outcome);
+
+  /// The journal left by an earlier process, if any.
+  [[nodiscard]] Result<std::optional<JournalRecord>> read() const;
+  /// Removes it once recovered.
+  Result<Done> discard();
+  [[nodiscard]] const std::string& path() const { return path_; }
+
+ private:
+  Result<Done> append(std::string_view line);
+  std::string path_;
+};
+
+}  // namespace iommud::adapters::state

@@ -1,0 +1,270 @@
+#include "app/domain_transaction.hpp"
+
+#include <algorithm>
+#include <cerrno>
+
+#include "core/text.hpp"
+
+namespace iommud::app {
+
+namespace {
+
+using adapters::sysfs::baseName;
+using adapters::sysfs::Root;
+using adapters::sysfs::SysfsWriter;
+using Clock = std::chrono::steady_clock;
+
+std::string devicePath(std::string_view address) {
+  return "/sys/bus/pci/devices/" + std::string(address);
+}
+
+bool deviceExists(const Root& root, std::string_view address) {
+  return root.readLink(devicePath(address)).ok();
+}
+
+std::optional<std::string> boundDriver(const Root& root, std::string_view address) {
+  auto link = root.readLink(devicePath(address) + "/driver");
+  if (!link) return std::nullopt;
+  return std::string(baseName(*link));
+}
+
+std::optional<core::DomainType> readType(const Root& root, int group) {
+  auto text = root.readFile(groupTypePath(group));
+  if (!text) return std::nullopt;
+  return core::parseDomainType(*text);
+}
+
+class Runner {
+ public:
+  Runner(const core::DomainChange& change, const Root& root, SysfsWriter& writer, adapters::state::Journal& journal,
+         const std::optional<core::KernelVersion>& kernel, const TransactionHooks& hooks)
+      : root_(root), writer_(writer), journal_(journal), kernel_(kernel), hooks_(hooks) {
+    report_.change = change;
+  }
+
+  TransactionReport run() {
+    auto start = Clock::now();
+    const auto& c = report_.change;
+    if (c.noop()) {
+      report_.succeeded = true;
+      report_.finalType = c.to;
+    } else if (auto begun = journal_.begin(c); !begun) {
+      fail("write the journal", begun.error().describe());
+    } else if (forward()) {
+      report_.succeeded = true;
+      report_.finalType = c.to;
+      endJournal("done");
+    } else {
+      rollBack();
+    }
+    report_.totalTime = Clock::now() - start;
+    return std::move(report_);
+  }
+
+ private:
+  // Unbind, write, rebind, read back; false at the first failure (recorded).
+  bool forward() {
+    const auto& c = report_.change;
+    for (const auto& m : c.members) {
+      if (!m.unbind) continue;
+      if (!step("unbind " + m.address, driverPath(*m.driver, "unbind"), m.address,
+                "unbind " + m.address + " from " + *m.driver)) {
+        return false;
+      }
+      if (!isVanished(m.address)) unbound_.push_back(&m);
+    }
+    const std::string type(core::toString(c.to));
+    if (!journaled("write " + type)) return false;
+    if (auto w = write(groupTypePath(c.group), type); !w) {
+      fail("write type " + type + " to group " + std::to_string(c.group),
+           core::explainTypeWriteError(w.error().code, kernel_, c.members.size()) + " (" + w.error().message + ")");
+      return false;
+    }
+    typeWritten_ = true;
+    after("write " + type);
+    for (const auto* m : unbound_) {
+      if (!step("bind " + m->address, driverPath(*m->driver, "bind"), m->address,
+                "bind " + m->address + " to " + *m->driver)) {
+        return false;
+      }
+      if (!isVanished(m->address)) rebound_.push_back(m);
+    }
+    // Read back: the kernel may accept a write and keep another type (a device that requires one).
+    auto now = readType(root_, c.group);
+    if (now != c.to) {
+      fail("read back group " + std::to_string(c.group),
+           "the group reads " + (now ? std::string(core::toString(*now)) : std::string("nothing")) + ", not " + type);
+      return false;
+    }
+    auto wrong = std::find_if(unbound_.begin(), unbound_.end(), [&](const core::MemberStep* m) {
+      return !isVanished(m->address) && boundDriver(root_, m->address) != m->driver;
+    });
+    if (wrong != unbound_.end()) {
+      const auto& m = **wrong;
+      fail("read back " + m.address, "it is bound to " + boundDriver(root_, m.address).value_or("no driver") +
+                                         ", not " + *m.driver + " (the probe failed? see dmesg)");
+      return false;
+    }
+    return true;
+  }
+
+  // Restores the old type and rebinds every device the transaction unbound.
+  void rollBack() {
+    const auto& c = report_.change;
+    report_.rolledBack = true;
+    if (typeWritten_) {
+      // The old type can be written only with the group's drivers unbound again.
+      for (const auto* m : rebound_) {
+        if (!isVanished(m->address)) quietly("unbind " + m->address, driverPath(*m->driver, "unbind"), m->address);
+      }
+      const std::string old(core::toString(c.from));
+      if (journal_.step("write " + old) && !write(groupTypePath(c.group), old)) {
+        report_.error += "; restoring " + old + " failed too";
+      }
+    }
+    for (const auto& m : c.members) {
+      if (!m.unbind || !deviceExists(root_, m.address)) continue;
+      if (!boundDriver(root_, m.address)) quietly("bind " + m.address, driverPath(*m.driver, "bind"), m.address);
+    }
+    for (const auto& m : c.members) {
+      if (m.unbind && deviceExists(root_, m.address) && !boundDriver(root_, m.address)) {
+        report_.leftUnbound.push_back(m.address);
+      }
+    }
+    report_.finalType = readType(root_, c.group);
+    // A device left unbound keeps the journal, so that the next start tries again.
+    if (report_.leftUnbound.empty()) endJournal("rolled back");
+  }
+
+  // Journals `name`, writes `address` to `path`; a device that vanished meanwhile is not a failure.
+  bool step(const std::string& name, const std::string& path, const std::string& address, const std::string& what) {
+    if (!journaled(name)) return false;
+    auto w = write(path, address);
+    if (!w) {
+      if (!deviceExists(root_, address)) {
+        report_.vanished.push_back(address);
+        return true;
+      }
+      fail(what, w.error().message);
+      return false;
+    }
+    after(name);
+    return true;
+  }
+
+  void quietly(const std::string& name, const std::string& path, const std::string& address) {
+    if (!journal_.step(name)) return;
+    (void)write(path, address);
+  }
+
+  bool journaled(const std::string& name) {
+    auto j = journal_.step(name);
+    if (!j) fail("journal '" + name + "'", j.error().describe());
+    return j.ok();
+  }
+
+  core::Result<core::Done> write(const std::string& path, std::string_view value) {
+    auto start = Clock::now();
+    auto r = writer_.write(path, value);
+    report_.kernelTime += Clock::now() - start;
+    return r;
+  }
+
+  void after(const std::string& name) {
+    if (hooks_.afterStep) hooks_.afterStep(name);
+  }
+
+  bool isVanished(const std::string& address) const {
+    return std::find(report_.vanished.begin(), report_.vanished.end(), address) != report_.vanished.end();
+  }
+
+  void fail(std::string step, std::string error) {
+    report_.failedStep = std::move(step);
+    report_.error = std::move(error);
+  }
+
+  void endJournal(std::string_view outcome) {
+    if (auto e = journal_.end(outcome); !e && report_.error.empty()) report_.error = e.error().describe();
+  }
+
+  const Root& root_;
+  SysfsWriter& writer_;
+  adapters::state::Journal& journal_;
+  const std::optional<core::KernelVersion>& kernel_;
+  const TransactionHooks& hooks_;
+  TransactionReport report_;
+  std::vector<const core::MemberStep*> unbound_, rebound_;
+  bool typeWritten_ = false;
+};
+
+}  // namespace
+
+std::string groupTypePath(int group) {
+  return "/sys/kernel/iommu_groups/" + std::to_string(group) + "/type";
+}
+
+std::string driverPath(std::string_view driver, std::string_view action) {
+  return "/sys/bus/pci/drivers/" + std::string(driver) + "/" + std::string(action);
+}
+
+std::string TransactionReport::summary() const {
+  std::string devices;
+  for (const auto& m : change.members) devices += (devices.empty() ? "" : ", ") + m.address;
+  std::string out = "group " + std::to_string(change.group) + " (" + devices +
+                    "): " + std::string(core::toString(change.from)) + " -> " + std::string(core::toString(change.to));
+  if (succeeded) return out + (change.live ? ", done live (irreversible until unbind or reboot)" : ", done");
+  out += ": " + failedStep + " failed: " + error;
+  if (rolledBack) {
+    out += "; rolled back, the group is " +
+           (finalType ? std::string(core::toString(*finalType)) : std::string("of unknown type"));
+  }
+  if (!leftUnbound.empty()) {
+    out += "; left unbound:";
+    for (const auto& a : leftUnbound) out += " " + a;
+    out += " (retried at the next start)";
+  }
+  return out;
+}
+
+TransactionReport runDomainChange(const core::DomainChange& change, const Root& root, SysfsWriter& writer,
+                                  adapters::state::Journal& journal, const std::optional<core::KernelVersion>& kernel,
+                                  const TransactionHooks& hooks) {
+  return Runner(change, root, writer, journal, kernel, hooks).run();
+}
+
+core::Result<std::optional<RecoveryReport>> recoverDomainChange(const Root& root, SysfsWriter& writer,
+                                                                adapters::state::Journal& journal) {
+  auto read = journal.read();
+  if (!read) return read.error();
+  if (!*read) return std::optional<RecoveryReport>{};
+  RecoveryReport r;
+  r.record = std::move(**read);
+  if (r.record.end) {  // ended, only not removed
+    (void)journal.discard();
+    return std::optional<RecoveryReport>{};
+  }
+  for (const auto& m : r.record.change.members) {
+    if (!m.unbind || !m.driver) continue;
+    if (!deviceExists(root, m.address)) {
+      r.vanished.push_back(m.address);
+      continue;
+    }
+    if (boundDriver(root, m.address)) continue;
+    if (writer.write(driverPath(*m.driver, "bind"), m.address) && boundDriver(root, m.address)) {
+      r.rebound.push_back(m.address);
+    } else {
+      r.failed.push_back(m.address);
+    }
+  }
+  r.type = readType(root, r.record.change.group);
+  r.outcome = r.type == r.record.change.to ? "finished"
+              : r.type == r.record.change.from
+                  ? "rolled back"
+                  : "the group is " + (r.type ? std::string(core::toString(*r.type)) : std::string("of unknown type"));
+  if (r.failed.empty()) {
+    if (auto d = journal.discard(); !d) return d.error();
+  }
+  return std::optional<RecoveryReport>{std::move(r)};
+}
+
+}  // namespace iommud::app

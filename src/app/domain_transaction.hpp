@@ -1,0 +1,68 @@
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "adapters/state/journal.hpp"
+#include "adapters/sysfs/root.hpp"
+#include "adapters/sysfs/writer.hpp"
+#include "core/domain_change.hpp"
+
+namespace iommud::app {
+
+/// Test hooks: called after each step ("unbind 0000:01:00.0", "write identity", "bind ..."), so
+/// that a test can pause the transaction there or kill the process.
+struct TransactionHooks {
+  std::function<void(std::string_view step)> afterStep;
+};
+
+/// How a domain transaction went.
+struct TransactionReport {
+  core::DomainChange change;
+  bool succeeded = false;
+  bool rolledBack = false;
+  std::string failedStep;                // "unbind 0000:01:00.0 from nvme", "write type identity", ...
+  std::string error;                     // the kernel's answer, explained for this kernel version
+  std::vector<std::string> vanished;     // devices that went away meanwhile: hotplug, not a failure
+  std::vector<std::string> leftUnbound;  // devices iommud could not rebind: the journal stays for the next start
+  std::optional<core::DomainType> finalType;
+  std::chrono::nanoseconds kernelTime{};  // spent in the kernel's unbind, bind and type writes
+  std::chrono::nanoseconds totalTime{};
+
+  /// One line for people: "group 14 (0000:01:00.0, 0000:01:00.1): DMA -> identity" and how it ended.
+  [[nodiscard]] std::string summary() const;
+};
+
+/// Runs one group default-domain change as a transaction: unbind the drivers that hold DMA
+/// ownership, write the type, rebind each device to the driver it had, read back the type and
+/// every binding. On failure at any step it restores the old type and rebinds. Each step is
+/// journaled before it is taken. A self-contained unit of work: it touches only its arguments,
+/// so it can run in a child process while the daemon's loop goes on.
+TransactionReport runDomainChange(const core::DomainChange& change, const adapters::sysfs::Root& root,
+                                  adapters::sysfs::SysfsWriter& writer, adapters::state::Journal& journal,
+                                  const std::optional<core::KernelVersion>& kernel, const TransactionHooks& hooks = {});
+
+/// What recovery found and did after a transaction was cut short.
+struct RecoveryReport {
+  adapters::state::JournalRecord record;
+  std::vector<std::string> rebound, vanished, failed;
+  std::optional<core::DomainType> type;
+  std::string outcome;  // "finished" (the new type holds), "rolled back" (the old one does), or what it is
+};
+
+/// Finishes or rolls back the transaction a journal left behind: rebinds every device the journal
+/// meant to unbind that exists and has no driver, and reads the type. Nothing to do: nullopt.
+/// The journal is removed once every device is bound again.
+core::Result<std::optional<RecoveryReport>> recoverDomainChange(const adapters::sysfs::Root& root,
+                                                                adapters::sysfs::SysfsWriter& writer,
+                                                                adapters::state::Journal& journal);
+
+/// Paths of the attributes a domain transaction writes.
+std::string groupTypePath(int group);
+std::string driverPath(std::string_view driver, std::string_view action);  // action: "bind", "unbind"
+
+}  // namespace iommud::app

@@ -1,0 +1,124 @@
+#include "core/domain_change.hpp"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+namespace iommud::core {
+
+namespace {
+
+const KernelVersion kWritable{5, 11, 0};
+const KernelVersion kLazy{5, 15, 0};
+const KernelVersion kManagedDma{5, 19, 0};
+const KernelVersion kMultiDevice{6, 4, 0};
+
+std::string thisKernel(const KernelVersion& v) {
+  return " (this kernel is " + v.str() + ")";
+}
+
+Error refused(int group, std::string why) {
+  return Error{0, "group " + std::to_string(group), std::move(why)};
+}
+
+}  // namespace
+
+std::optional<std::string> domainKernelLimit(const Group& group, DomainType to, bool live,
+                                             const std::optional<KernelVersion>& version) {
+  if (!version) return std::nullopt;
+  const auto& v = *version;
+  if (v < kWritable) return "the group type is read-only before Linux 5.11" + thisKernel(v);
+  if (to == DomainType::DmaFq && v < kLazy) return "DMA-FQ exists only since Linux 5.15" + thisKernel(v);
+  if (!live && group.devices.size() > 1 && v < kMultiDevice) {
+    return "group " + std::to_string(group.id) + " holds " + std::to_string(group.devices.size()) +
+           " devices, and only Linux 6.4 and later change the type of a group of several devices" + thisKernel(v);
+  }
+  return std::nullopt;
+}
+
+bool driverBlocksTypeWrite(std::string_view driver, const std::optional<KernelVersion>& version) {
+  bool managesDma = driver == "pcieport" || driver == "pci-stub";
+  // Unknown version: assume a current kernel; a wrong guess fails the write, which rolls back.
+  return !(managesDma && (!version || *version >= kManagedDma));
+}
+
+Result<DomainChange> prepareDomainChange(const HostFacts& host, int id, DomainType to) {
+  const Group* g = host.group(id);
+  if (g == nullptr) return refused(id, "no such IOMMU group");
+  if (!g->type) return refused(id, "its type could not be read (\"" + g->typeText + "\")");
+  if (to != DomainType::Identity && to != DomainType::Dma && to != DomainType::DmaFq) {
+    return refused(id, "only identity, DMA and DMA-FQ can be written");
+  }
+  DomainChange change;
+  change.group = id;
+  change.from = *g->type;
+  change.to = to;
+  change.live = change.from == DomainType::Dma && to == DomainType::DmaFq;
+  if (change.noop()) return change;
+  if (!isTranslated(change.from) && change.from != DomainType::Identity) {
+    return refused(id, "it is " + std::string(toString(change.from)) + ", not a default domain iommud may change");
+  }
+  const auto& version = host.kernel.upstream.version;
+  if (auto limit = domainKernelLimit(*g, to, change.live, version)) return refused(id, *limit);
+  if (to == DomainType::Identity) {
+    bool noPassThrough = std::any_of(host.units.begin(), host.units.end(),
+                                     [](const IommuUnit& u) { return u.intel && !u.intel->passThrough(); });
+    if (noPassThrough) return refused(id, "a VT-d unit has no pass-through support (ecap.PT = 0)");
+  }
+  for (const auto& address : g->devices) {
+    const PciDevice* d = host.device(address);
+    if (d == nullptr) continue;  // not a PCI function; the kernel judges it
+    if (d->untrusted() && (to == DomainType::Identity || to == DomainType::DmaFq)) {
+      return refused(id, d->displayName() + " (" + address + ") is untrusted: " + std::string(toString(to)) +
+                             " is never set for a device behind an external port");
+    }
+    MemberStep m{address, d->driver, false};
+    if (!change.live && d->driver && driverBlocksTypeWrite(*d->driver, version)) {
+      for (const auto& why : d->inUse) {
+        bool never = why.kind == InUseReason::Kind::Vfio || why.kind == InUseReason::Kind::SriovVfs;
+        return refused(id, d->displayName() + " (" + address + ") " +
+                               (never ? "must never be unbound: " : "is in use: ") + why.detail);
+      }
+      if (*d->driver == "vfio-pci") {
+        return refused(id, address +
+                               " is bound to vfio-pci, which iommud never unbinds (it blocks until the VM "
+                               "lets the device go)");
+      }
+      if (d->sriovNumVfs > 0) {
+        return refused(id, address + " has " + std::to_string(d->sriovNumVfs) +
+                               " SR-IOV virtual functions enabled; unbinding it would destroy them");
+      }
+      m.unbind = true;
+    }
+    change.members.push_back(std::move(m));
+  }
+  return change;
+}
+
+std::string explainTypeWriteError(int error, const std::optional<KernelVersion>& version, size_t groupDevices) {
+  bool modern = !version || *version >= kMultiDevice;
+  switch (error) {
+    case EACCES: return "permission denied: the write needs CAP_SYS_ADMIN and CAP_SYS_RAWIO";
+    case EPERM:
+      if (modern) return "a driver is still bound to a device of the group, or VFIO/iommufd owns the group";
+      return "permission denied";
+    case EBUSY:
+      if (!modern) {
+        return "a driver is still bound to the device, or the group is attached to a domain other than its "
+               "default (VFIO)";
+      }
+      return "the device is busy";
+    case EINVAL:
+      if (!modern && groupDevices > 1) {
+        return "the group holds several devices; Linux before 6.4 changes only groups of one device";
+      }
+      return "the kernel refuses this type for a device of the group: it is untrusted, or its driver or the "
+             "platform requires another type (dmesg says which)";
+    case ENOMEM:
+    case ENODEV: return "the kernel could not set up the new domain and kept the old one";
+    case ENOENT: return "the group or its type attribute no longer exists (the device went away?)";
+    default: return std::strerror(error);
+  }
+}
+
+}  // namespace iommud::core

@@ -1,0 +1,321 @@
+// The group domain-type transaction against the in-process fake kernel: every test reads the
+// synthetic root afterwards, as iommuctl would, so what counts is where the driver links and the
+// type file ended up, not which files were written.
+#include "app/domain_transaction.hpp"
+
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <filesystem>
+
+#include "adapters/state/journal.hpp"
+#include "adapters/state/lock.hpp"
+#include "support/fake_kernel.hpp"
+#include "support/scenarios.hpp"
+#include "unit/test_host.hpp"
+
+using namespace iommud;
+using namespace iommud::testing;
+using core::DomainType;
+using core::KernelVersion;
+
+namespace {
+
+const KernelVersion k61{6, 1, 0};
+const KernelVersion k612{6, 12, 30};
+
+// One NVMe drive alone in its group, behind a root port in a group of its own.
+std::unique_ptr<FakeHost> singleNvme(const std::string& release, const std::string& type = "DMA\n") {
+  auto h = std::make_unique<FakeHost>(release);
+  h->procVersion("Linux version " + release + " (debian-kernel@lists.debian.org) #1 SMP PREEMPT_DYNAMIC Debian " +
+                 release.substr(0, release.find('-')) + "-1 (2025-01-01)");
+  h->cmdline("BOOT_IMAGE=/vmlinuz root=/dev/sda2 ro");
+  h->intelUnit("dmar0", kIntelBareCap, kIntelBareEcap);
+  h->bridge("0000:00:1d.0", "", 0x8086, 0x02b0);
+  h->pci({.address = "0000:01:00.0",
+          .parent = "0000:00:1d.0",
+          .vendor = 0x144d,
+          .device = 0xa80a,
+          .classCode = 0x010802,
+          .driver = "nvme",
+          .removable = "fixed"});
+  h->group(7, "DMA\n", {"0000:00:1d.0"});
+  h->group(8, type, {"0000:01:00.0"});
+  h->nvme("0000:01:00.0", "nvme0", "QEMU NVMe Ctrl", "deadbeef", {{"nvme0n1", "259:0", {}, {}}});
+  h->mountinfo("22 1 8:2 / / rw,relatime shared:1 - ext4 /dev/sda2 rw\n");
+  h->swaps("");
+  return h;
+}
+
+struct Fixture {
+  std::unique_ptr<FakeHost> host;
+  FakeKernel kernel;
+  adapters::sysfs::Root root;
+  adapters::state::Journal journal;
+
+  Fixture(std::unique_ptr<FakeHost> h, KernelVersion v)
+      : host(std::move(h)),
+        kernel(host->root(), v),
+        root(host->rootString()),
+        journal((host->root() / "transaction.journal").string()) {}
+
+  core::HostFacts facts() const { return statusOf(*host).host; }
+  core::DomainChange prepare(int group, DomainType to) const {
+    auto c = core::prepareDomainChange(facts(), group, to);
+    if (!c) throw std::runtime_error(c.error().describe());
+    return *c;
+  }
+  app::TransactionReport run(const core::DomainChange& c, const app::TransactionHooks& hooks = {}) {
+    auto v = facts().kernel.upstream.version;
+    return app::runDomainChange(c, root, kernel, journal, v, hooks);
+  }
+  std::optional<std::string> driverOf(const std::string& address) const {
+    auto now = facts();
+    const auto* d = now.device(address);
+    return d != nullptr ? d->driver : std::nullopt;
+  }
+  std::optional<DomainType> typeOf(int group) const { return facts().group(group)->type; }
+  bool journalLeft() const { return std::filesystem::exists(journal.path()); }
+};
+
+TEST(DomainTransaction, SetsASingleNvmeToIdentityAndRebindsIt) {
+  Fixture f(singleNvme("6.1.0-56-amd64"), k61);
+  auto change = f.prepare(8, DomainType::Identity);
+  ASSERT_EQ(change.members.size(), 1U);
+  EXPECT_TRUE(change.members[0].unbind);
+  auto r = f.run(change);
+  EXPECT_TRUE(r.succeeded) << r.summary();
+  EXPECT_EQ(f.typeOf(8), DomainType::Identity);
+  EXPECT_EQ(f.driverOf("0000:01:00.0"), "nvme");
+  EXPECT_FALSE(f.journalLeft());
+  EXPECT_GT(r.totalTime.count(), 0);
+  // And back: a transaction is its own inverse.
+  auto back = f.run(f.prepare(8, DomainType::Dma));
+  EXPECT_TRUE(back.succeeded) << back.summary();
+  EXPECT_EQ(f.typeOf(8), DomainType::Dma);
+  EXPECT_EQ(f.driverOf("0000:01:00.0"), "nvme");
+}
+
+TEST(DomainTransaction, RefusesAGroupOfSeveralDevicesBeforeLinux64) {
+  auto h = twoNvmeOneGroup();
+  h->procVersion("Linux version 6.1.0-56-amd64 (debian-kernel@lists.debian.org) #1 SMP Debian 6.1.140-1 (2025-05-22)");
+  Fixture f(std::move(h), k61);
+  auto c = core::prepareDomainChange(f.facts(), 20, DomainType::Identity);
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.error().message.find("only Linux 6.4 and later"), std::string::npos) << c.error().message;
+}
+
+TEST(DomainTransaction, ChangesANvmeGroupOnLinux612AndLeavesThePortsBound) {
+  Fixture f(twoNvmeOneGroup("6.12.48-1"), k612);
+  auto change = f.prepare(20, DomainType::Identity);
+  int unbinds = 0;
+  for (const auto& m : change.members) unbinds += m.unbind ? 1 : 0;
+  EXPECT_EQ(unbinds, 2);  // the two NVMe drives; pcieport manages DMA itself since 5.19
+  auto r = f.run(change);
+  EXPECT_TRUE(r.succeeded) << r.summary();
+  EXPECT_EQ(f.typeOf(20), DomainType::Identity);
+  EXPECT_EQ(f.driverOf("0000:03:00.0"), "nvme");
+  EXPECT_EQ(f.driverOf("0000:04:00.0"), "nvme");
+  EXPECT_EQ(f.driverOf("0000:02:08.0"), "pcieport");
+  for (const auto& w : f.kernel.log()) EXPECT_EQ(w.find("pcieport"), std::string::npos) << w;
+}
+
+TEST(DomainTransaction, ATypeTheKernelRefusesIsRolledBackAndExplained) {
+  Fixture f(twoNvmeOneGroup("6.12.48-1"), k612);
+  f.kernel.requireType("0000:04:00.0", "DMA");
+  auto r = f.run(f.prepare(20, DomainType::Identity));
+  EXPECT_FALSE(r.succeeded);
+  EXPECT_TRUE(r.rolledBack);
+  EXPECT_NE(r.failedStep.find("write type identity"), std::string::npos) << r.failedStep;
+  EXPECT_NE(r.error.find("refuses this type"), std::string::npos) << r.error;
+  EXPECT_EQ(f.typeOf(20), DomainType::DmaFq);
+  EXPECT_EQ(f.driverOf("0000:03:00.0"), "nvme");
+  EXPECT_EQ(f.driverOf("0000:04:00.0"), "nvme");
+  EXPECT_FALSE(f.journalLeft());
+}
+
+TEST(DomainTransaction, AProbeThatFailsAfterTheWriteRestoresTheOldTypeAndRebinds) {
+  Fixture f(singleNvme("6.12.30-amd64"), k612);
+  bool failedOnce = false;
+  f.kernel.beforeWrite([&](std::string_view path, std::string_view) {
+    // The first bind after the write fails in probe; the rollback's bind succeeds.
+    if (path.ends_with("/nvme/bind") && !failedOnce) {
+      failedOnce = true;
+      f.kernel.failProbe("0000:01:00.0", ENOMEM);
+    } else if (path.ends_with("/nvme/bind")) {
+      f.kernel.failProbe("0000:01:00.0", 0);
+    }
+  });
+  auto r = f.run(f.prepare(8, DomainType::Identity));
+  EXPECT_FALSE(r.succeeded);
+  EXPECT_TRUE(r.rolledBack);
+  EXPECT_NE(r.failedStep.find("bind 0000:01:00.0"), std::string::npos) << r.summary();
+  EXPECT_EQ(f.typeOf(8), DomainType::Dma);
+  EXPECT_EQ(f.driverOf("0000:01:00.0"), "nvme");
+  EXPECT_TRUE(r.leftUnbound.empty());
+}
+
+TEST(DomainTransaction, ADeviceThatCannotBeReboundKeepsTheJournalForRecovery) {
+  Fixture f(singleNvme("6.12.30-amd64"), k612);
+  f.kernel.beforeWrite([&](std::string_view path, std::string_view) {
+    if (path.ends_with("/type")) f.kernel.failProbe("0000:01:00.0", EIO);
+  });
+  auto r = f.run(f.prepare(8, DomainType::Identity));
+  EXPECT_FALSE(r.succeeded);
+  ASSERT_EQ(r.leftUnbound, std::vector<std::string>{"0000:01:00.0"});
+  EXPECT_TRUE(f.journalLeft());
+  // The next start: the probe works again, recovery rebinds and removes the journal.
+  f.kernel.beforeWrite(nullptr);
+  f.kernel.failProbe("0000:01:00.0", 0);
+  auto rec = app::recoverDomainChange(f.root, f.kernel, f.journal);
+  ASSERT_TRUE(rec.ok()) << rec.error().describe();
+  ASSERT_TRUE(rec->has_value());
+  EXPECT_EQ((*rec)->rebound, std::vector<std::string>{"0000:01:00.0"});
+  EXPECT_EQ((*rec)->outcome, "rolled back");
+  EXPECT_EQ(f.driverOf("0000:01:00.0"), "nvme");
+  EXPECT_FALSE(f.journalLeft());
+}
+
+TEST(DomainTransaction, ADeviceRemovedAfterUnbindLeavesTheOthersBound) {
+  Fixture f(twoNvmeOneGroup("6.12.48-1"), k612);
+  app::TransactionHooks hooks;
+  hooks.afterStep = [&](std::string_view step) {
+    if (step == "unbind 0000:04:00.0") f.kernel.removeDevice("0000:03:00.0");  // surprise removal
+  };
+  auto r = f.run(f.prepare(20, DomainType::Identity), hooks);
+  EXPECT_TRUE(r.succeeded) << r.summary();
+  EXPECT_EQ(r.vanished, std::vector<std::string>{"0000:03:00.0"});
+  EXPECT_EQ(f.driverOf("0000:04:00.0"), "nvme");
+  EXPECT_EQ(f.facts().device("0000:03:00.0"), nullptr);
+  EXPECT_FALSE(f.journalLeft());
+}
+
+TEST(DomainTransaction, AProcessKilledAfterUnbindIsRecoveredAtTheNextStart) {
+  Fixture f(twoNvmeOneGroup("6.12.48-1"), k612);
+  auto change = f.prepare(20, DomainType::Identity);
+  pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    app::TransactionHooks hooks;
+    hooks.afterStep = [](std::string_view step) {
+      if (step == "unbind 0000:04:00.0") _exit(9);  // as if killed with both drivers unbound
+    };
+    f.run(change, hooks);
+    _exit(0);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status));
+  ASSERT_EQ(WEXITSTATUS(status), 9);
+  EXPECT_FALSE(f.driverOf("0000:03:00.0").has_value());
+  EXPECT_FALSE(f.driverOf("0000:04:00.0").has_value());
+  ASSERT_TRUE(f.journalLeft());
+
+  auto rec = app::recoverDomainChange(f.root, f.kernel, f.journal);
+  ASSERT_TRUE(rec.ok()) << rec.error().describe();
+  ASSERT_TRUE(rec->has_value());
+  EXPECT_EQ((*rec)->rebound.size(), 2U);
+  EXPECT_EQ((*rec)->outcome, "rolled back");
+  EXPECT_EQ(f.driverOf("0000:03:00.0"), "nvme");
+  EXPECT_EQ(f.driverOf("0000:04:00.0"), "nvme");
+  EXPECT_FALSE(f.journalLeft());
+  // Nothing left: a second recovery has nothing to do.
+  auto again = app::recoverDomainChange(f.root, f.kernel, f.journal);
+  ASSERT_TRUE(again.ok());
+  EXPECT_FALSE(again->has_value());
+}
+
+TEST(DomainTransaction, DmaToLazyIsDoneLiveWithoutUnbinding) {
+  Fixture f(singleNvme("6.12.30-amd64"), k612);
+  auto change = f.prepare(8, DomainType::DmaFq);
+  EXPECT_TRUE(change.live);
+  EXPECT_FALSE(change.members.at(0).unbind);
+  auto r = f.run(change);
+  EXPECT_TRUE(r.succeeded) << r.summary();
+  EXPECT_NE(r.summary().find("irreversible"), std::string::npos);
+  EXPECT_EQ(f.typeOf(8), DomainType::DmaFq);
+  EXPECT_EQ(f.kernel.log().size(), 1U);  // the type write alone
+}
+
+TEST(DomainTransaction, PreflightRefusesWhatMustNeverBeUnboundOrWeakened) {
+  {
+    Fixture f(vfioGroup(), k612);
+    auto c = core::prepareDomainChange(f.facts(), 2, DomainType::Dma);
+    ASSERT_FALSE(c.ok());
+    EXPECT_NE(c.error().message.find("never"), std::string::npos) << c.error().message;
+  }
+  {
+    Fixture f(thunderboltNic(), k612);
+    auto c = core::prepareDomainChange(f.facts(), 17, DomainType::Identity);
+    ASSERT_FALSE(c.ok());
+    EXPECT_NE(c.error().message.find("untrusted"), std::string::npos) << c.error().message;
+  }
+  {
+    Fixture f(intelBareMetal(), k612);  // its NVMe holds mounted filesystems
+    auto facts = f.facts();
+    const core::PciDevice* nvme = nullptr;
+    for (const auto& d : facts.devices) {
+      if (!d.nvme.empty()) nvme = &d;
+    }
+    ASSERT_NE(nvme, nullptr);
+    auto c = core::prepareDomainChange(facts, *nvme->group, DomainType::Identity);
+    ASSERT_FALSE(c.ok());
+    EXPECT_NE(c.error().message.find("in use"), std::string::npos) << c.error().message;
+  }
+}
+
+TEST(DomainTransaction, TheKernelsErrnoIsExplainedForItsVersion) {
+  EXPECT_NE(core::explainTypeWriteError(EPERM, k612, 2).find("still bound"), std::string::npos);
+  EXPECT_NE(core::explainTypeWriteError(EBUSY, k61, 1).find("still bound"), std::string::npos);
+  EXPECT_NE(core::explainTypeWriteError(EINVAL, k61, 2).find("several devices"), std::string::npos);
+  EXPECT_NE(core::explainTypeWriteError(EINVAL, k612, 2).find("refuses this type"), std::string::npos);
+  EXPECT_NE(core::explainTypeWriteError(EACCES, k612, 1).find("CAP_SYS_ADMIN"), std::string::npos);
+}
+
+TEST(DomainTransaction, WithoutCapabilitiesTheWriteFailsAndNothingStaysUnbound) {
+  Fixture f(singleNvme("6.12.30-amd64"), k612);
+  f.kernel.dropCapabilities();
+  auto r = f.run(f.prepare(8, DomainType::Identity));
+  EXPECT_FALSE(r.succeeded);
+  EXPECT_NE(r.error.find("CAP_SYS_ADMIN"), std::string::npos) << r.error;
+  EXPECT_EQ(f.driverOf("0000:01:00.0"), "nvme");
+  EXPECT_EQ(f.typeOf(8), DomainType::Dma);
+}
+
+TEST(TransactionJournal, RoundTripsAndRejectsWhatItDidNotWrite) {
+  core::DomainChange c{
+      14,
+      DomainType::Dma,
+      DomainType::Identity,
+      false,
+      {{"0000:01:00.0", "nvme", true}, {"0000:00:1d.0", "pcieport", false}, {"0000:01:00.1", {}, false}}};
+  auto parsed = adapters::state::parseJournal(adapters::state::formatJournalHeader(c) + "step unbind 0000:01:00.0\n");
+  ASSERT_TRUE(parsed.ok()) << parsed.error().describe();
+  EXPECT_EQ(parsed->change.group, 14);
+  EXPECT_EQ(parsed->change.to, DomainType::Identity);
+  EXPECT_EQ(parsed->change.members, c.members);
+  EXPECT_EQ(parsed->steps, std::vector<std::string>{"unbind 0000:01:00.0"});
+  EXPECT_FALSE(parsed->end.has_value());
+  EXPECT_FALSE(adapters::state::parseJournal("").ok());
+  EXPECT_FALSE(adapters::state::parseJournal("something else\n").ok());
+  EXPECT_FALSE(adapters::state::parseJournal("iommud-transaction 1\nmember x maybe nvme\n").ok());
+}
+
+TEST(WriterLock, SerialisesWriters) {
+  auto dir = std::filesystem::temp_directory_path() / ("iommud-lock-" + std::to_string(getpid()));
+  ASSERT_TRUE(adapters::state::makeDirectories((dir / "run/iommud").string()).ok());
+  const std::string path = (dir / "run/iommud/lock").string();
+  {
+    auto first = adapters::state::WriterLock::acquire(path, false);
+    ASSERT_TRUE(first.ok()) << first.error().describe();
+    auto second = adapters::state::WriterLock::acquire(path, false);
+    ASSERT_FALSE(second.ok());
+    EXPECT_EQ(second.error().code, EWOULDBLOCK);
+  }
+  EXPECT_TRUE(adapters::state::WriterLock::acquire(path, false).ok());  // released with its holder
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
