@@ -214,6 +214,18 @@ std::string formatEthtoolValue(EthtoolKey::Type type, uint32_t value) {
   return std::to_string(value);
 }
 
+std::optional<uint32_t> parseEthtoolValue(EthtoolKey::Type type, std::string_view text) {
+  for (uint32_t v = 0; v <= 2; ++v) {
+    if (type != EthtoolKey::Type::Count && type != EthtoolKey::Type::CountOrMax && text == formatEthtoolValue(type, v)) {
+      return v;
+    }
+  }
+  uint32_t v = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec != std::errc() || end != text.data() + text.size() || text.empty()) return std::nullopt;
+  return v;
+}
+
 const EthtoolKey* findEthtoolKey(const std::vector<EthtoolKey>& keys, std::string_view name) {
   for (const auto& k : keys) {
     if (k.name == name) return &k;

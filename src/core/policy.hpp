@@ -179,6 +179,8 @@ struct EthtoolKey {
 };
 /// The key's value as people read it: "on"/"off" for booleans, the tcp-data-split names, else the number.
 std::string formatEthtoolValue(EthtoolKey::Type type, uint32_t value);
+/// The inverse of formatEthtoolValue: "on" -> 1, "enabled" -> 2, "4096" -> 4096; nullopt otherwise.
+std::optional<uint32_t> parseEthtoolValue(EthtoolKey::Type type, std::string_view text);
 const EthtoolKey* findEthtoolKey(const std::vector<EthtoolKey>& keys, std::string_view name);
 const std::vector<EthtoolKey>& ringKeys();
 const std::vector<EthtoolKey>& channelKeys();

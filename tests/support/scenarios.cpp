@@ -1,6 +1,10 @@
 #include "support/scenarios.hpp"
 
+#include <filesystem>
+
 namespace iommud::testing {
+
+namespace fs = std::filesystem;
 
 namespace {
 
@@ -220,6 +224,17 @@ std::unique_ptr<FakeHost> thunderboltNic() {
   h->routes("");
   h->thunderboltDomain("domain0", "user", true);
   h->swiotlb(32768, 1210, 4400);
+  return h;
+}
+
+std::unique_ptr<FakeHost> thunderboltNicWithModule() {
+  auto h = thunderboltNic();
+  h->write("/sys/module/atlantic/initstate", "live\n");
+  h->write("/sys/module/atlantic/parameters/aq_itr", "65535\n");
+  h->write("/sys/module/atlantic/parameters/aq_itr_rx", "0\n");
+  fs::permissions(h->root() / "sys/module/atlantic/parameters/aq_itr_rx",
+                  fs::perms::owner_read | fs::perms::group_read | fs::perms::others_read);
+  h->symlink("../../../../module/atlantic", "/sys/bus/pci/drivers/atlantic/module");
   return h;
 }
 

@@ -22,6 +22,8 @@ std::unique_ptr<FakeHost> armSmmuV3();
 std::unique_ptr<FakeHost> noIommu();
 /// An AQC100 10 GbE NIC in a Thunderbolt 3 enclosure on an Intel laptop.
 std::unique_ptr<FakeHost> thunderboltNic();
+/// The same, with the atlantic module in /sys/module: aq_itr writable, aq_itr_rx read-only.
+std::unique_ptr<FakeHost> thunderboltNicWithModule();
 /// Two NVMe drives behind one bridge in one group, Intel, kernel 6.12.30 (affected).
 std::unique_ptr<FakeHost> twoNvmeOneGroup(const char* debianVersion = "6.12.30-1");
 /// A GPU bound to vfio-pci under iommu=pt.

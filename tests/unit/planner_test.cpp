@@ -509,18 +509,6 @@ finding = "vtd-iotlb-sync-map"
 
 namespace {
 
-std::unique_ptr<FakeHost> nicWithModule() {
-  auto h = thunderboltNic();
-  h->write("/sys/module/atlantic/initstate", "live\n");
-  h->write("/sys/module/atlantic/parameters/aq_itr", "65535\n");
-  h->write("/sys/module/atlantic/parameters/aq_itr_rx", "0\n");
-  std::filesystem::permissions(
-      h->root() / "sys/module/atlantic/parameters/aq_itr_rx",
-      std::filesystem::perms::owner_read | std::filesystem::perms::group_read | std::filesystem::perms::others_read);
-  h->symlink("../../../../module/atlantic", "/sys/bus/pci/drivers/atlantic/module");
-  return h;
-}
-
 constexpr const char* kParamRules = R"(
 [[rule]]
 name = "itr"
@@ -549,7 +537,7 @@ at = "load"
 }  // namespace
 
 TEST(Planner, PlansModuleParametersByWhatSysfsAllows) {
-  auto h = nicWithModule();
+  auto h = thunderboltNicWithModule();
   auto s = statusOf(*h);
   ASSERT_TRUE(s.host.modules.contains("atlantic"));
   auto plan = planOf(s, rules(kParamRules), Trigger::Hotplug);
@@ -572,7 +560,7 @@ TEST(Planner, PlansModuleParametersByWhatSysfsAllows) {
 }
 
 TEST(Planner, ALoadTimeParameterAlreadyInTheFileIsSatisfied) {
-  auto h = nicWithModule();
+  auto h = thunderboltNicWithModule();
   h->write("/etc/modprobe.d/iommud-atlantic.conf", "options atlantic aq_itr_rx=64\n");
   auto s = statusOf(*h);
   auto plan = planOf(s, rules(kParamRules), Trigger::Hotplug);

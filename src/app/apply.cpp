@@ -1,0 +1,443 @@
+#include "app/apply.hpp"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "adapters/state/journal.hpp"
+#include "adapters/state/lock.hpp"
+#include "core/domain_change.hpp"
+#include "core/text.hpp"
+
+namespace iommud::app {
+
+namespace {
+
+using adapters::sysfs::Root;
+using core::ChangeKind;
+using Json = nlohmann::json;
+using R = Outcome::Result;
+
+constexpr const char* kRecordFile = "/changes.json";
+
+Json toJson(const ChangeRecord& r) {
+  Json j = {{"kind", std::string(core::toString(r.kind))},
+            {"device", r.device},
+            {"object", r.object},
+            {"key", r.key},
+            {"original", r.original},
+            {"written", r.written},
+            {"existed", r.existed},
+            {"rule", r.rule},
+            {"rule_where", r.ruleWhere},
+            {"time", r.time},
+            {"irreversible", r.irreversible},
+            {"ifindex", r.ifindex}};
+  j["group"] = r.group ? Json(*r.group) : Json(nullptr);
+  return j;
+}
+
+std::optional<ChangeKind> kindNamed(std::string_view name) {
+  for (auto k : {ChangeKind::ModuleParam, ChangeKind::Domain, ChangeKind::Rings, ChangeKind::Channels,
+                 ChangeKind::Coalesce, ChangeKind::ModprobeConf}) {
+    if (core::toString(k) == name) return k;
+  }
+  return std::nullopt;
+}
+
+std::optional<ChangeRecord> fromJson(const Json& j) {
+  if (!j.is_object()) return std::nullopt;
+  auto kind = kindNamed(j.value("kind", ""));
+  if (!kind) return std::nullopt;
+  ChangeRecord r;
+  r.kind = *kind;
+  r.device = j.value("device", "");
+  if (j.contains("group") && j["group"].is_number_integer()) r.group = j["group"].get<int>();
+  r.object = j.value("object", "");
+  r.key = j.value("key", "");
+  r.original = j.value("original", "");
+  r.written = j.value("written", "");
+  r.existed = j.value("existed", true);
+  r.rule = j.value("rule", "");
+  r.ruleWhere = j.value("rule_where", "");
+  r.time = j.value("time", "");
+  r.irreversible = j.value("irreversible", false);
+  r.ifindex = j.value("ifindex", 0);
+  return r;
+}
+
+std::vector<ChangeRecord> loadRecords(const Root& root, const std::string& path) {
+  std::vector<ChangeRecord> out;
+  auto text = root.readFile(path);
+  if (!text) return out;
+  Json j = Json::parse(*text, nullptr, false);
+  if (!j.is_array()) return out;  // a damaged file loses its records, not the run
+  for (const auto& e : j) {
+    if (auto r = fromJson(e)) out.push_back(std::move(*r));
+  }
+  return out;
+}
+
+// Writes a file atomically: a temporary beside it, synced, renamed over it.
+core::Result<core::Done> writeAtomically(const std::string& path, std::string_view text, mode_t mode) {
+  auto slash = path.rfind('/');
+  if (auto made = adapters::state::makeDirectories(path.substr(0, slash)); !made) return made;
+  std::string tmp = path + ".iommud-new";
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, mode);
+  if (fd < 0) return core::errnoError(errno, tmp);
+  ssize_t n = ::write(fd, text.data(), text.size());
+  int err = n < 0 ? errno : 0;
+  if (err == 0 && static_cast<size_t>(n) != text.size()) err = EIO;
+  if (err == 0 && ::fsync(fd) != 0) err = errno;
+  ::close(fd);
+  if (err == 0 && ::rename(tmp.c_str(), path.c_str()) != 0) err = errno;
+  if (err != 0) {
+    ::unlink(tmp.c_str());
+    return core::errnoError(err, path);
+  }
+  return core::Done{};
+}
+
+core::Result<core::Done> saveRecords(const Root& root, const std::string& path,
+                                     const std::vector<ChangeRecord>& records) {
+  Json j = Json::array();
+  for (const auto& r : records) j.push_back(toJson(r));
+  return writeAtomically(root.hostPath(path), j.dump(2) + "\n", 0600);
+}
+
+// Module parameters print booleans as Y/N whatever was written.
+std::string canonical(std::string_view v) {
+  std::string s(core::trim(v));
+  if (s == "1" || s == "y" || s == "Y" || s == "true" || s == "on") return "Y";
+  if (s == "0" || s == "n" || s == "N" || s == "false" || s == "off") return "N";
+  return s;
+}
+
+std::string paramPath(const std::string& object) {
+  auto dot = object.find('.');
+  return "/sys/module/" + object.substr(0, dot) + "/parameters/" + object.substr(dot + 1);
+}
+
+std::string moduleOfFile(const std::string& object) {
+  auto base = object.substr(object.rfind('/') + 1);  // iommud-<module>.conf
+  return base.substr(7, base.size() - 7 - 5);
+}
+
+const core::EthtoolKey* keyOf(ChangeKind kind, const std::string& key) {
+  const auto& keys = kind == ChangeKind::Rings      ? core::ringKeys()
+                     : kind == ChangeKind::Channels ? core::channelKeys()
+                                                    : core::coalesceKeys();
+  return core::findEthtoolKey(keys, key);
+}
+
+class Session {
+ public:
+  Session(const core::HostFacts& host, ApplyContext& ctx)
+      : host_(host),
+        ctx_(ctx),
+        runtime_(loadRecords(ctx.root, ctx.paths.runDir + kRecordFile)),
+        persistent_(loadRecords(ctx.root, ctx.paths.stateDir + kRecordFile)) {}
+
+  std::vector<Outcome> apply(const core::Plan& plan) {
+    std::set<int> rebound;  // groups whose drivers were rebound: their other settings wait for the next round
+    std::map<std::string, std::vector<const core::Change*>> files;
+    for (const auto& c : plan.changes) {
+      if (c.mode == core::RuleMode::Advise) {
+        out(R::Advised, c, c.object + " " + c.key + " " + c.from + " -> " + c.to + ": " + c.tradeOff);
+        continue;
+      }
+      if (c.kind != ChangeKind::Domain && c.group && rebound.contains(*c.group)) {
+        out(R::Kept, c, "its driver was just rebound; the next round of apply sets it on the fresh device");
+        continue;
+      }
+      switch (c.kind) {
+        case ChangeKind::Domain:
+          if (domain(c) && !c.irreversible && c.group) rebound.insert(*c.group);
+          break;
+        case ChangeKind::ModuleParam: param(c); break;
+        case ChangeKind::ModprobeConf: files[c.object].push_back(&c); break;
+        case ChangeKind::Rings:
+        case ChangeKind::Channels:
+        case ChangeKind::Coalesce: ethtool(c); break;
+      }
+    }
+    for (const auto& [object, changes] : files) modprobe(object, changes);
+    save();
+    return std::move(outcomes_);
+  }
+
+  std::vector<Outcome> revert(const std::optional<std::string>& device) {
+    std::optional<int> group;
+    if (device) {
+      if (const auto* d = host_.device(*device)) group = d->group;
+    }
+    auto concerns = [&](const ChangeRecord& r) {
+      return !device || r.device == *device || (group && r.group == group);
+    };
+    for (auto* list : {&persistent_, &runtime_}) {
+      std::vector<ChangeRecord> kept;
+      for (size_t i = list->size(); i-- > 0;) {  // newest first
+        const ChangeRecord& r = (*list)[i];
+        if (!concerns(r) || !revertOne(r)) kept.insert(kept.begin(), r);
+      }
+      *list = std::move(kept);
+    }
+    save();
+    return std::move(outcomes_);
+  }
+
+ private:
+  bool domain(const core::Change& c) {
+    auto to = core::parseDomainType(c.to);
+    if (!c.group || !to) return out(R::Failed, c, "the plan names no group or type");
+    auto prepared = core::prepareDomainChange(host_, *c.group, *to);
+    if (!prepared) return out(R::Refused, c, prepared.error().message);
+    auto journal = journalOf();
+    if (!journal) return out(R::Failed, c, journal.error().describe());
+    auto report =
+        runDomainChange(*prepared, ctx_.root, ctx_.writer, *journal, host_.kernel.upstream.version, ctx_.hooks);
+    if (!report.succeeded) return out(R::Failed, c, report.summary());
+    ChangeRecord r = recordOf(c);
+    r.irreversible = prepared->live;
+    runtime_.push_back(std::move(r));
+    return out(R::Done, c, report.summary() + "; " + c.tradeOff);
+  }
+
+  bool param(const core::Change& c) {
+    const std::string path = paramPath(c.object);
+    if (auto w = ctx_.writer.write(path, c.to); !w) return out(R::Failed, c, w.error().describe());
+    auto now = ctx_.root.readFile(path);
+    if (!now || canonical(*now) != canonical(c.to)) {
+      return out(R::Failed, c, "wrote " + c.to + " but it reads " + (now ? std::string(core::trim(*now)) : "nothing"));
+    }
+    runtime_.push_back(recordOf(c));
+    return out(R::Done, c, c.object + " " + c.from + " -> " + c.to + (c.note.empty() ? "" : " (" + c.note + ")"));
+  }
+
+  void modprobe(const std::string& object, const std::vector<const core::Change*>& changes) {
+    const std::string module = moduleOfFile(object);
+    std::map<std::string, std::string> options;
+    if (auto m = host_.modules.find(module); m != host_.modules.end()) options = m->second.iommudOptions;
+    std::vector<std::string> rules;
+    for (const auto* c : changes) {
+      options[c->key] = c->to;
+      std::string rule = c->rule.name + " (" + c->rule.where.str() + ")";
+      if (std::find(rules.begin(), rules.end(), rule) == rules.end()) rules.push_back(rule);
+    }
+    const std::string path = ctx_.paths.modprobeDir + "/iommud-" + module + ".conf";
+    auto before = ctx_.root.readFile(path);
+    const std::string text = modprobeFileText(module, options, rules);
+    if (auto w = writeAtomically(ctx_.root.hostPath(path), text, 0644); !w) {
+      for (const auto* c : changes) out(R::Failed, *c, w.error().describe());
+      return;
+    }
+    // One record per file: the text before the first change iommud made to it.
+    auto it =
+        std::find_if(persistent_.begin(), persistent_.end(), [&](const ChangeRecord& r) { return r.object == path; });
+    if (it == persistent_.end()) {
+      ChangeRecord r = recordOf(*changes.front());
+      r.object = path;
+      r.key = "(file)";
+      r.existed = before.ok();
+      r.original = before.valueOr(std::string());
+      r.written = text;
+      persistent_.push_back(std::move(r));
+    } else {
+      it->written = text;
+    }
+    for (const auto* c : changes) {
+      out(R::Done, *c, path + ": " + c->key + "=" + c->to + " (" + c->note + ")");
+    }
+  }
+
+  bool ethtool(const core::Change& c) {
+    if (ctx_.ethtool == nullptr) return out(R::Kept, c, "planned, not made: no ethtool access (under --root)");
+    const core::NetDev* n = netdev(c);
+    const core::EthtoolKey* k = keyOf(c.kind, c.key);
+    auto value = k != nullptr ? core::parseEthtoolValue(k->type, c.to) : std::nullopt;
+    if (n == nullptr || !value) return out(R::Failed, c, "no interface " + c.object + " or no value " + c.to);
+    auto was = ctx_.ethtool->get(n->ifindex, c.kind, c.key);
+    if (!was) return out(R::Failed, c, was.error().describe());
+    if (auto s = ctx_.ethtool->set(n->ifindex, c.kind, c.key, *value); !s)
+      return out(R::Failed, c, s.error().describe());
+    auto now = ctx_.ethtool->get(n->ifindex, c.kind, c.key);
+    if (!now || *now != *value) return out(R::Failed, c, "set " + c.to + " but it reads otherwise");
+    ChangeRecord r = recordOf(c);
+    r.original = core::formatEthtoolValue(k->type, *was);
+    r.ifindex = n->ifindex;
+    std::string message = c.object + " " + std::string(core::toString(c.kind)) + " " + c.key + " " + r.original +
+                          " -> " + c.to + (c.note.empty() ? "" : " (" + c.note + ")");
+    runtime_.push_back(std::move(r));
+    return out(R::Done, c, std::move(message));
+  }
+
+  // Restores one record; false keeps it (drift, refusal, failure).
+  bool revertOne(const ChangeRecord& r) {
+    switch (r.kind) {
+      case ChangeKind::Domain: return revertDomain(r);
+      case ChangeKind::ModuleParam: {
+        const std::string path = paramPath(r.object);
+        auto now = ctx_.root.readFile(path);
+        if (!now) return done(r, R::Drift, "it cannot be read any more (module unloaded?); left alone", true);
+        if (canonical(*now) != canonical(r.written)) return drift(r, std::string(core::trim(*now)));
+        if (auto w = ctx_.writer.write(path, r.original); !w) return done(r, R::Failed, w.error().describe(), false);
+        return done(r, R::Done, r.object + " " + r.written + " -> " + r.original, true);
+      }
+      case ChangeKind::ModprobeConf: {
+        auto now = ctx_.root.readFile(r.object);
+        if (now.valueOr(std::string()) != r.written) return drift(r, "edited since iommud wrote it");
+        auto restored = r.existed ? writeAtomically(ctx_.root.hostPath(r.object), r.original, 0644)
+                        : ::unlink(ctx_.root.hostPath(r.object).c_str()) == 0
+                            ? core::Result<core::Done>(core::Done{})
+                            : core::Result<core::Done>(core::errnoError(errno, r.object));
+        if (!restored) return done(r, R::Failed, restored.error().describe(), false);
+        return done(r, R::Done, r.object + (r.existed ? " restored" : " removed"), true);
+      }
+      case ChangeKind::Rings:
+      case ChangeKind::Channels:
+      case ChangeKind::Coalesce: {
+        if (ctx_.ethtool == nullptr) return done(r, R::Kept, "no ethtool access (under --root)", false);
+        const core::EthtoolKey* k = keyOf(r.kind, r.key);
+        auto written = k != nullptr ? core::parseEthtoolValue(k->type, r.written) : std::nullopt;
+        auto original = k != nullptr ? core::parseEthtoolValue(k->type, r.original) : std::nullopt;
+        auto now = ctx_.ethtool->get(r.ifindex, r.kind, r.key);
+        if (!now) return done(r, R::Drift, now.error().describe() + "; left alone", true);
+        if (!written || !original || *now != *written) return drift(r, std::to_string(*now));
+        if (auto s = ctx_.ethtool->set(r.ifindex, r.kind, r.key, *original); !s) {
+          return done(r, R::Failed, s.error().describe(), false);
+        }
+        return done(r, R::Done, r.object + " " + r.key + " " + r.written + " -> " + r.original, true);
+      }
+    }
+    return false;
+  }
+
+  bool revertDomain(const ChangeRecord& r) {
+    if (!r.group) return false;
+    const core::Group* g = host_.group(*r.group);
+    if (g == nullptr || !g->type) return done(r, R::Drift, "the group is gone (device removed?); forgotten", true);
+    if (std::string(core::toString(*g->type)) != r.written) return drift(r, std::string(core::toString(*g->type)));
+    if (r.irreversible) {
+      return done(r, R::Kept,
+                  "DMA-FQ set with drivers bound stays until the devices are unbound or the machine reboots", false);
+    }
+    auto original = core::parseDomainType(r.original);
+    if (!original) return false;
+    auto prepared = core::prepareDomainChange(host_, *r.group, *original);
+    if (!prepared) return done(r, R::Refused, prepared.error().message, false);
+    auto journal = journalOf();
+    if (!journal) return done(r, R::Failed, journal.error().describe(), false);
+    auto report =
+        runDomainChange(*prepared, ctx_.root, ctx_.writer, *journal, host_.kernel.upstream.version, ctx_.hooks);
+    return done(r, report.succeeded ? R::Done : R::Failed, report.summary(), report.succeeded);
+  }
+
+  // The transaction journal, in a run directory that exists.
+  core::Result<adapters::state::Journal> journalOf() const {
+    const std::string dir = ctx_.root.hostPath(ctx_.paths.runDir);
+    if (auto made = adapters::state::makeDirectories(dir); !made) return made.error();
+    return adapters::state::Journal(dir + "/transaction.journal");
+  }
+
+  bool drift(const ChangeRecord& r, const std::string& now) {
+    return done(r, R::Drift,
+                r.object + " " + r.key + " is now " + now + ", not the " + r.written +
+                    " iommud wrote: something else changed it; left alone",
+                false);
+  }
+
+  bool done(const ChangeRecord& r, R result, const std::string& message, bool forget) {
+    outcomes_.push_back(Outcome{result, r.kind, r.device, r.object, r.key, message});
+    return forget;
+  }
+
+  const core::NetDev* netdev(const core::Change& c) const {
+    const auto* d = host_.device(c.device);
+    if (d == nullptr) return nullptr;
+    auto it =
+        std::find_if(d->netdevs.begin(), d->netdevs.end(), [&](const core::NetDev& n) { return n.name == c.object; });
+    return it == d->netdevs.end() ? nullptr : &*it;
+  }
+
+  ChangeRecord recordOf(const core::Change& c) const {
+    ChangeRecord r;
+    r.kind = c.kind;
+    r.device = c.device;
+    r.group = c.group;
+    r.object = c.object;
+    r.key = c.key;
+    r.original = c.from;
+    r.written = c.to;
+    r.rule = c.rule.name;
+    r.ruleWhere = c.rule.where.str();
+    r.time = ctx_.now ? ctx_.now() : "";
+    return r;
+  }
+
+  bool out(R result, const core::Change& c, std::string message) {
+    outcomes_.push_back(Outcome{result, c.kind, c.device, c.object, c.key, std::move(message)});
+    return result == R::Done;
+  }
+
+  void save() {
+    for (auto [list, path] : {std::pair{&runtime_, ctx_.paths.runDir + kRecordFile},
+                              std::pair{&persistent_, ctx_.paths.stateDir + kRecordFile}}) {
+      if (list->empty() && !ctx_.root.readFile(path).ok()) continue;
+      if (auto s = saveRecords(ctx_.root, path, *list); !s) {
+        outcomes_.push_back(
+            Outcome{R::Failed, ChangeKind::Domain, "", path, "", "cannot record: " + s.error().describe()});
+      }
+    }
+  }
+
+  const core::HostFacts& host_;
+  ApplyContext& ctx_;
+  std::vector<ChangeRecord> runtime_, persistent_;
+  std::vector<Outcome> outcomes_;
+};
+
+}  // namespace
+
+std::string_view toString(Outcome::Result r) {
+  switch (r) {
+    case R::Done: return "done";
+    case R::Advised: return "advised";
+    case R::Refused: return "refused";
+    case R::Failed: return "failed";
+    case R::Drift: return "drift";
+    case R::Kept: return "kept";
+  }
+  return "?";
+}
+
+std::vector<Outcome> applyPlan(const core::Plan& plan, const core::HostFacts& host, ApplyContext& ctx) {
+  return Session(host, ctx).apply(plan);
+}
+
+std::vector<Outcome> revertChanges(const std::optional<std::string>& device, const core::HostFacts& host,
+                                   ApplyContext& ctx) {
+  return Session(host, ctx).revert(device);
+}
+
+std::vector<ChangeRecord> readRecords(const Root& root, const StatePaths& paths) {
+  auto out = loadRecords(root, paths.stateDir + kRecordFile);
+  auto runtime = loadRecords(root, paths.runDir + kRecordFile);
+  out.insert(out.end(), runtime.begin(), runtime.end());
+  return out;
+}
+
+std::string modprobeFileText(const std::string& module, const std::map<std::string, std::string>& options,
+                             const std::vector<std::string>& rules) {
+  std::string out = "# Written by iommud: do not edit; `iommuctl revert` restores what was here before.\n";
+  for (const auto& r : rules) out += "# rule " + r + "\n";
+  out += "options " + module;
+  for (const auto& [k, v] : options) out += " " + k + "=" + v;
+  return out + "\n";
+}
+
+}  // namespace iommud::app

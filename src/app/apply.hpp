@@ -1,0 +1,92 @@
+#pragma once
+
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "adapters/sysfs/root.hpp"
+#include "adapters/sysfs/writer.hpp"
+#include "app/domain_transaction.hpp"
+#include "core/plan.hpp"
+
+namespace iommud::app {
+
+/// Where iommud keeps what it changed: the run directory (lock, transaction journal, runtime
+/// records; gone at reboot like the values they describe) and the state directory (records of
+/// files that outlive a reboot). Host paths: under --root they are inside the root.
+struct StatePaths {
+  std::string runDir = "/run/iommud";
+  std::string stateDir = "/var/lib/iommud";
+  std::string modprobeDir = "/etc/modprobe.d";
+};
+
+/// One change iommud made and the value it found, so that revert can restore it and status can
+/// say what iommud changed, when and why.
+struct ChangeRecord {
+  core::ChangeKind kind = core::ChangeKind::Domain;
+  std::string device;
+  std::optional<int> group;
+  std::string object;
+  std::string key;
+  std::string original;  // for a file: its whole text, or "" with `existed` false
+  std::string written;
+  bool existed = true;  // the file was there before iommud wrote it
+  std::string rule;
+  std::string ruleWhere;
+  std::string time;  // UTC, ISO 8601
+  bool irreversible = false;
+  int ifindex = 0;  // ethtool changes: the interface it was made on
+};
+
+/// The ethtool operations apply and revert need; the real one speaks netlink, tests fake it.
+class EthtoolPort {
+ public:
+  EthtoolPort() = default;
+  EthtoolPort(const EthtoolPort&) = delete;
+  EthtoolPort& operator=(const EthtoolPort&) = delete;
+  virtual ~EthtoolPort() = default;
+  virtual core::Result<uint32_t> get(int ifindex, core::ChangeKind kind, const std::string& key) = 0;
+  virtual core::Result<core::Done> set(int ifindex, core::ChangeKind kind, const std::string& key, uint32_t value) = 0;
+};
+
+/// What became of one change of a plan, or of one record at revert.
+struct Outcome {
+  enum class Result { Done, Advised, Refused, Failed, Drift, Kept };
+  Result result = Result::Done;
+  core::ChangeKind kind = core::ChangeKind::Domain;
+  std::string device;
+  std::string object;
+  std::string key;
+  std::string message;  // "enp5s0 rx 2048 -> 8184", or why not
+};
+std::string_view toString(Outcome::Result r);
+
+/// What apply and revert work with: the host's root, the writer in front of the kernel, ethtool
+/// (nullptr: NIC settings are planned, not made, as under --root), the state paths, the clock.
+struct ApplyContext {
+  const adapters::sysfs::Root& root;
+  adapters::sysfs::SysfsWriter& writer;
+  EthtoolPort* ethtool = nullptr;
+  StatePaths paths;
+  std::function<std::string()> now;  // UTC time as ISO 8601
+  TransactionHooks hooks;
+};
+
+/// Applies the plan's changes in apply mode (advice is reported, not made), recording the value
+/// each one replaced before making it. The caller holds the writer lock.
+std::vector<Outcome> applyPlan(const core::Plan& plan, const core::HostFacts& host, ApplyContext& ctx);
+
+/// Restores what iommud changed (all, or what concerns `device`), newest first, but only where the
+/// value is still the one iommud wrote; elsewhere it reports drift and leaves the value alone.
+std::vector<Outcome> revertChanges(const std::optional<std::string>& device, const core::HostFacts& host,
+                                   ApplyContext& ctx);
+
+/// The records of what iommud changed, runtime and persistent, oldest first.
+std::vector<ChangeRecord> readRecords(const adapters::sysfs::Root& root, const StatePaths& paths);
+
+/// "options nvme poll_queues=0 ..." with a header saying iommud wrote it and from which rules.
+std::string modprobeFileText(const std::string& module, const std::map<std::string, std::string>& options,
+                             const std::vector<std::string>& rules);
+
+}  // namespace iommud::app

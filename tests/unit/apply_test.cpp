@@ -1,0 +1,211 @@
+// Apply and revert over a synthetic root with the fake kernel behind the sysfs writer and a fake
+// ethtool: what counts is what the root reads afterwards and what the records say.
+#include "app/apply.hpp"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <map>
+
+#include "config/policy_loader.hpp"
+#include "support/fake_kernel.hpp"
+#include "support/scenarios.hpp"
+#include "unit/test_host.hpp"
+
+using namespace iommud;
+using namespace iommud::testing;
+using core::ChangeKind;
+using R = app::Outcome::Result;
+
+namespace {
+
+// A NIC's ethtool values, as a driver keeps them.
+class FakeEthtool final : public app::EthtoolPort {
+ public:
+  std::map<std::pair<ChangeKind, std::string>, uint32_t> values;
+  core::Result<uint32_t> get(int, ChangeKind kind, const std::string& key) override {
+    auto it = values.find({kind, key});
+    if (it == values.end()) return core::Error{EOPNOTSUPP, "", "not supported"};
+    return it->second;
+  }
+  core::Result<core::Done> set(int, ChangeKind kind, const std::string& key, uint32_t value) override {
+    values[{kind, key}] = value;
+    return core::Done{};
+  }
+};
+
+core::PolicySet rules(const std::string& toml) {
+  std::vector<config::ParsedFile> files;
+  files.push_back(config::parsePolicyText(toml, "test.toml"));
+  for (const auto& d : files.front().diagnostics) ADD_FAILURE() << d.str();
+  return config::combine({}, std::move(files)).policies;
+}
+
+struct Bench {
+  std::unique_ptr<FakeHost> host;
+  FakeKernel kernel;
+  adapters::sysfs::Root root;
+  FakeEthtool ethtool;
+  app::ApplyContext ctx;
+
+  Bench(std::unique_ptr<FakeHost> h, core::KernelVersion v)
+      : host(std::move(h)), kernel(host->root(), v), root(host->rootString()), ctx{root, kernel, &ethtool, {}, {}, {}} {
+    ctx.now = [] { return std::string("2026-11-21T12:00:00Z"); };
+  }
+  app::Status status() const { return statusOf(*host); }
+  std::vector<app::Outcome> apply(const core::PolicySet& p, core::Trigger t = core::Trigger::Hotplug) {
+    auto s = status();
+    core::PlanOptions o;
+    o.trigger = t;
+    if (!ethtool.values.empty()) {
+      for (auto& d : s.host.devices) {
+        for (auto& n : d.netdevs) {
+          n.ethtool.read = true;
+          for (const auto& [k, v] : ethtool.values) {
+            if (k.first == ChangeKind::Rings) n.ethtool.rings[k.second] = v;
+          }
+          n.ethtool.ringsMax = {{"rx", 8184}, {"tx", 8184}};
+        }
+      }
+    }
+    return app::applyPlan(core::plan({s.host, s.mode, s.findings}, p, o), s.host, ctx);
+  }
+  std::vector<app::Outcome> revert(std::optional<std::string> device = std::nullopt) {
+    return app::revertChanges(device, status().host, ctx);
+  }
+  std::string read(const std::string& path) const { return root.readFile(path).valueOr(std::string("(absent)")); }
+};
+
+std::string describe(const std::vector<app::Outcome>& outcomes) {
+  std::string s;
+  for (const auto& o : outcomes) s += std::string(app::toString(o.result)) + ": " + o.message + "\n";
+  return s;
+}
+
+int count(const std::vector<app::Outcome>& outcomes, R result) {
+  return static_cast<int>(
+      std::count_if(outcomes.begin(), outcomes.end(), [&](const auto& o) { return o.result == result; }));
+}
+
+constexpr const char* kNvmeIdentity = R"(
+[[rule]]
+name = "nvme-identity"
+description = "identity for NVMe"
+domain = "identity"
+accept = ["no-isolation"]
+[rule.match]
+kind = "nvme"
+)";
+
+TEST(Apply, SetsAGroupTypeRecordsItAndRevertRestoresIt) {
+  Bench b(twoNvmeOneGroup("6.12.48-1"), {6, 12, 30});
+  auto applied = b.apply(rules(kNvmeIdentity));
+  ASSERT_EQ(count(applied, R::Done), 1) << describe(applied);
+  EXPECT_EQ(b.read("/sys/kernel/iommu_groups/20/type"), "identity\n");
+  auto records = app::readRecords(b.root, b.ctx.paths);
+  ASSERT_EQ(records.size(), 1U);
+  EXPECT_EQ(records[0].original, "DMA-FQ");
+  EXPECT_EQ(records[0].written, "identity");
+  EXPECT_EQ(records[0].rule, "nvme-identity");
+  EXPECT_EQ(records[0].time, "2026-11-21T12:00:00Z");
+  // Applying again changes nothing: the plan is a diff.
+  EXPECT_TRUE(b.apply(rules(kNvmeIdentity)).empty());
+
+  auto reverted = b.revert();
+  ASSERT_EQ(count(reverted, R::Done), 1) << describe(reverted);
+  EXPECT_EQ(b.read("/sys/kernel/iommu_groups/20/type"), "DMA-FQ\n");
+  EXPECT_EQ(b.status().host.device("0000:03:00.0")->driver, "nvme");
+  EXPECT_TRUE(app::readRecords(b.root, b.ctx.paths).empty());
+}
+
+TEST(Apply, RevertLeavesAValueSomethingElseChangedAndSaysSo) {
+  Bench b(twoNvmeOneGroup("6.12.48-1"), {6, 12, 30});
+  ASSERT_EQ(count(b.apply(rules(kNvmeIdentity)), R::Done), 1);
+  b.host->write("/sys/kernel/iommu_groups/20/type", "DMA\n");  // another tool was here
+  auto reverted = b.revert();
+  ASSERT_EQ(count(reverted, R::Drift), 1) << describe(reverted);
+  EXPECT_NE(reverted[0].message.find("not the identity iommud wrote"), std::string::npos) << reverted[0].message;
+  EXPECT_EQ(b.read("/sys/kernel/iommu_groups/20/type"), "DMA\n");
+  EXPECT_EQ(app::readRecords(b.root, b.ctx.paths).size(), 1U);  // still known, still drifted
+}
+
+TEST(Apply, ARefusalOfTheKernelIsReportedAndNothingIsRecorded) {
+  Bench b(twoNvmeOneGroup("6.12.48-1"), {6, 12, 30});
+  b.kernel.requireType("0000:03:00.0", "DMA");
+  auto applied = b.apply(rules(kNvmeIdentity));
+  ASSERT_EQ(count(applied, R::Failed), 1) << describe(applied);
+  EXPECT_NE(applied[0].message.find("rolled back"), std::string::npos) << applied[0].message;
+  EXPECT_EQ(b.read("/sys/kernel/iommu_groups/20/type"), "DMA-FQ\n");
+  EXPECT_TRUE(app::readRecords(b.root, b.ctx.paths).empty());
+}
+
+TEST(Apply, WritesRuntimeParametersAndModprobeFilesAndRevertsBoth) {
+  Bench b(thunderboltNicWithModule(), {6, 12, 30});
+  auto p = rules(R"(
+[[rule]]
+name = "itr"
+description = "interrupt moderation"
+[rule.match]
+driver = "atlantic"
+[[rule.param]]
+name = "aq_itr"
+value = 0
+[[rule.param]]
+name = "aq_itr_rx"
+value = 64
+at = "load"
+)");
+  auto applied = b.apply(p);
+  ASSERT_EQ(count(applied, R::Done), 2) << describe(applied);
+  EXPECT_EQ(b.read("/sys/module/atlantic/parameters/aq_itr"), "0\n");
+  const std::string conf = b.read("/etc/modprobe.d/iommud-atlantic.conf");
+  EXPECT_NE(conf.find("# Written by iommud"), std::string::npos) << conf;
+  EXPECT_NE(conf.find("# rule itr (test.toml:"), std::string::npos) << conf;
+  EXPECT_NE(conf.find("options atlantic aq_itr_rx=64\n"), std::string::npos) << conf;
+
+  auto reverted = b.revert();
+  ASSERT_EQ(count(reverted, R::Done), 2) << describe(reverted);
+  EXPECT_EQ(b.read("/sys/module/atlantic/parameters/aq_itr"), "65535\n");
+  EXPECT_EQ(b.read("/etc/modprobe.d/iommud-atlantic.conf"), "(absent)");
+}
+
+TEST(Apply, SetsRingsThroughEthtoolAndRevertRestoresThem) {
+  Bench b(thunderboltNic(), {6, 12, 30});
+  b.ethtool.values = {{{ChangeKind::Rings, "rx"}, 2048}, {{ChangeKind::Rings, "tx"}, 4096}};
+  auto p = rules(R"(
+[[rule]]
+name = "rings"
+description = "big rings"
+[rule.match]
+driver = "atlantic"
+[rule.rings]
+rx = "max"
+)");
+  auto applied = b.apply(p);
+  ASSERT_EQ(count(applied, R::Done), 1) << describe(applied);
+  EXPECT_EQ((b.ethtool.values[{ChangeKind::Rings, "rx"}]), 8184U);
+  b.ethtool.values[{ChangeKind::Rings, "tx"}] = 512;  // not ours: revert leaves it
+  auto reverted = b.revert();
+  ASSERT_EQ(count(reverted, R::Done), 1) << describe(reverted);
+  EXPECT_EQ((b.ethtool.values[{ChangeKind::Rings, "rx"}]), 2048U);
+  EXPECT_EQ((b.ethtool.values[{ChangeKind::Rings, "tx"}]), 512U);
+}
+
+TEST(Apply, AdviceIsReportedAndChangesNothing) {
+  Bench b(twoNvmeOneGroup("6.12.48-1"), {6, 12, 30});
+  auto applied = b.apply(rules(R"(
+[[rule]]
+name = "nvme-identity"
+description = "identity for NVMe, advice only"
+mode = "advise"
+domain = "identity"
+accept = ["no-isolation"]
+[rule.match]
+kind = "nvme"
+)"));
+  ASSERT_EQ(count(applied, R::Advised), 1) << describe(applied);
+  EXPECT_EQ(b.read("/sys/kernel/iommu_groups/20/type"), "DMA-FQ\n");
+  EXPECT_TRUE(b.kernel.log().empty());
+}
+
+}  // namespace
