@@ -62,6 +62,7 @@ struct NetDev {
   int ifindex = 0;
   bool up = false;  // IFF_UP in `flags`
   std::string operstate;
+  std::string mac;                // `address`, as the kernel prints it; internal, not in status JSON
   std::string master;             // bond or bridge it is enslaved to, if any
   bool hasGlobalAddress = false;  // an IPv6 address other than link-local
   bool hasRoute = false;          // an IPv4 or IPv6 route through it

@@ -260,6 +260,7 @@ class Reader {
       nd.ifindex = std::atoi(optional(base + "/ifindex").value_or("0").c_str());
       nd.up = (parseHex64(optional(base + "/flags").value_or("0")).value_or(0) & 0x1U) != 0;  // IFF_UP
       nd.operstate = std::string(trim(optional(base + "/operstate").value_or("")));
+      nd.mac = std::string(trim(optional(base + "/address").value_or("")));
       if (auto m = root_.readLink(base + "/master")) nd.master = std::string(baseName(*m));
       nd.hasRoute = routed->contains(name);
       nd.hasGlobalAddress = addressed->contains(name);
