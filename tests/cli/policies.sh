@@ -45,3 +45,9 @@ mkdir "$work/broken" && cp "$src/tests/data/policies/bad/syntax.toml" "$work/bro
 if "$iommuctl" plan --policies "$work/broken" 2>"$work/err.txt" >/dev/null; then fail "plan with a broken policy exited 0"; fi
 grep -q "syntax.toml:5:9" "$work/err.txt" || fail "plan did not say what is broken: $(cat "$work/err.txt")"
 echo "ok"
+
+# apply and revert change the running system: under --root they refuse, and say why.
+for verb in apply revert; do
+  if "$iommuctl" --root "$work" "$verb" 2>"$work/$verb.err"; then fail "$verb under --root exited 0"; fi
+  grep -q "changes the running system; --root only reads" "$work/$verb.err" || fail "$verb: $(cat "$work/$verb.err")"
+done

@@ -16,6 +16,8 @@ int main(int argc, char** argv) {
     iommud::ctl::addPlan(app, globals, code);
     iommud::ctl::addExplain(app, globals, code);
     iommud::ctl::addCheck(app, globals, code);
+    iommud::ctl::addApply(app, globals, code);
+    iommud::ctl::addRevert(app, globals, code);
     iommud::ctl::addSnapshot(app, globals, code);
     CLI11_PARSE(app, argc, argv);
     return code;

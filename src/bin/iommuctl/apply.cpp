@@ -1,0 +1,163 @@
+#include "app/apply.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <ctime>
+#include <memory>
+
+#include "adapters/state/lock.hpp"
+#include "adapters/sysfs/host_reader.hpp"
+#include "bin/iommuctl/commands.hpp"
+
+namespace iommud::ctl {
+
+namespace {
+
+std::string utcNow() {
+  std::time_t t = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+// What every writer does first: refuse --root and non-root callers, take the one writer lock,
+// and finish or roll back a transaction an earlier process left half-done.
+std::optional<adapters::state::WriterLock> startWriting(const Globals& globals, const app::ApplyContext& ctx,
+                                                        const char* what) {
+  if (globals.root != "/") {
+    std::fprintf(stderr, "iommuctl: %s changes the running system; --root only reads (try `iommuctl plan`)\n", what);
+    return std::nullopt;
+  }
+  if (geteuid() != 0) {
+    std::fprintf(stderr, "iommuctl: %s needs root\n", what);
+    return std::nullopt;
+  }
+  if (auto made = adapters::state::makeDirectories(ctx.paths.runDir); !made) {
+    std::fprintf(stderr, "iommuctl: %s\n", made.error().describe().c_str());
+    return std::nullopt;
+  }
+  auto lock = adapters::state::WriterLock::acquire(ctx.paths.runDir + "/lock", false);
+  if (!lock) {
+    std::fprintf(stderr, "iommuctl: %s\n", lock.error().describe().c_str());
+    return std::nullopt;
+  }
+  adapters::state::Journal journal(ctx.paths.runDir + "/transaction.journal");
+  auto recovered = app::recoverDomainChange(ctx.root, ctx.writer, journal);
+  if (!recovered) {
+    std::fprintf(stderr, "iommuctl: cannot recover the last transaction: %s\n", recovered.error().describe().c_str());
+    return std::nullopt;
+  }
+  if (*recovered) {
+    const auto& r = **recovered;
+    std::printf("recovered: group %d, left half-done by an earlier process: %s; rebound %zu device(s)%s\n",
+                r.record.change.group, r.outcome.c_str(), r.rebound.size(),
+                r.failed.empty() ? "" : ", SOME COULD NOT BE REBOUND (see dmesg)");
+    if (!r.failed.empty()) return std::nullopt;
+  }
+  return std::move(lock).value();
+}
+
+int report(const std::vector<app::Outcome>& outcomes) {
+  int code = 0;
+  for (const auto& o : outcomes) {
+    std::printf("%-8s %s\n", (std::string(app::toString(o.result)) + ":").c_str(), o.message.c_str());
+    if (o.result == app::Outcome::Result::Failed || o.result == app::Outcome::Result::Refused) code = 1;
+  }
+  if (outcomes.empty()) std::printf("nothing to do\n");
+  return code;
+}
+
+}  // namespace
+
+void addApply(CLI::App& app, const Globals& globals, int& code) {
+  auto* cmd = app.add_subcommand("apply", "Make the changes the policies plan (advice is printed, not made)");
+  struct Options : ReportOptions {
+    std::string device;
+  };
+  auto opts = std::make_shared<Options>();
+  cmd->add_option("--device", opts->device, "Apply only what concerns this device (PCI address, netdev or NVMe name)")
+      ->option_text("DEVICE");
+  cmd->add_flag("--hotplug", opts->hotplug, "Decide as if the devices had just appeared (disruptive changes allowed)");
+  addPoliciesOption(cmd, opts->policies);
+  cmd->callback([&globals, &code, opts] {
+    adapters::sysfs::Root root(globals.root);
+    adapters::sysfs::RootWriter writer(root);
+    app::ApplyContext ctx{root, writer, nullptr, {}, utcNow, {}};
+    auto lock = startWriting(globals, ctx, "apply");
+    if (!lock) {
+      code = 1;
+      return;
+    }
+    std::vector<app::Outcome> all;
+    // A domain change rebinds drivers: what else the plan has for that group is planned again on
+    // the fresh devices, in a second round.
+    for (int round = 0; round < 2; ++round) {
+      auto p = preparePlanning(globals, opts->policies);
+      if (!p) {
+        code = 1;
+        return;
+      }
+      core::PlanOptions po;
+      po.trigger = opts->hotplug ? core::Trigger::Hotplug : core::Trigger::Coldplug;
+      if (!opts->device.empty()) {
+        const auto* d = deviceNamed(p->status.host, opts->device);
+        if (d == nullptr) {
+          code = 1;
+          return;
+        }
+        po.device = d->address;
+      }
+      auto plan = core::plan({p->status.host, p->status.mode, p->status.findings}, p->policies.policies, po);
+      auto outcomes = app::applyPlan(plan, p->status.host, ctx);
+      bool again = std::any_of(outcomes.begin(), outcomes.end(), [](const app::Outcome& o) {
+        return o.result == app::Outcome::Result::Kept && o.message.find("rebound") != std::string::npos;
+      });
+      for (auto& o : outcomes) {
+        if (!(again && o.result == app::Outcome::Result::Kept)) all.push_back(std::move(o));
+      }
+      if (!again) break;
+    }
+    code = report(all);
+  });
+}
+
+void addRevert(CLI::App& app, const Globals& globals, int& code) {
+  auto* cmd = app.add_subcommand(
+      "revert", "Restore what iommud changed, where the value is still the one it wrote (drift is reported)");
+  auto device = std::make_shared<std::string>();
+  cmd->add_option("--device", *device, "Revert only what concerns this device (PCI address, netdev or NVMe name)")
+      ->option_text("DEVICE");
+  cmd->callback([&globals, &code, device] {
+    adapters::sysfs::Root root(globals.root);
+    adapters::sysfs::RootWriter writer(root);
+    app::ApplyContext ctx{root, writer, nullptr, {}, utcNow, {}};
+    auto lock = startWriting(globals, ctx, "revert");
+    if (!lock) {
+      code = 1;
+      return;
+    }
+    auto host = adapters::sysfs::readHost(root);
+    if (!host) {
+      std::fprintf(stderr, "iommuctl: cannot read the host: %s\n", host.error().describe().c_str());
+      code = 1;
+      return;
+    }
+    std::optional<std::string> only;
+    if (!device->empty()) {
+      const auto* d = deviceNamed(*host, *device);
+      if (d == nullptr) {
+        code = 1;
+        return;
+      }
+      only = d->address;
+    }
+    code = report(app::revertChanges(only, *host, ctx));
+  });
+}
+
+}  // namespace iommud::ctl
