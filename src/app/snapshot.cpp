@@ -160,6 +160,10 @@ std::string Redactor::redactFile(std::string_view path, const std::string& conte
   if (path.find("/nvme/") != std::string_view::npos && path.ends_with("/serial")) {
     return token(std::string(core::trim(content))) + "\n";
   }
+  // A NIC's MAC address identifies the machine as well as a serial does.
+  if (path.find("/net/") != std::string_view::npos && path.ends_with("/address")) {
+    return token(std::string(core::trim(content))) + "\n";
+  }
   return content;
 }
 

@@ -83,6 +83,7 @@ TEST(Snapshot, RedactsSerialsPathsAddressesAndNonIommuArgumentsConsistently) {
   h->cmdline(
       "BOOT_IMAGE=/vmlinuz root=UUID=5d2c0f1e ro nfsroot=10.0.0.1:/srv/alice intel_iommu=on iommu.strict=1 "
       "quiet -- --secret=alice");
+  h->write("/sys/class/net/eno1/address", "3c:ec:ef:12:34:56\n");
   app::Redactor r;
   auto entries = capture(*h, &r);
   auto cmdline = entry(entries, "proc/cmdline")->data;
@@ -98,6 +99,14 @@ TEST(Snapshot, RedactsSerialsPathsAddressesAndNonIommuArgumentsConsistently) {
   ASSERT_NE(serial, nullptr);
   EXPECT_EQ(serial->data.find("S4EWNX0N123456A"), std::string::npos);
   EXPECT_TRUE(serial->data.starts_with("REDACTED-"));
+  bool sawMac = false;
+  for (const auto& e : entries) {
+    if (e.path.ends_with("/net/eno1/address")) {
+      sawMac = true;
+      EXPECT_TRUE(e.data.starts_with("REDACTED-")) << e.data;
+    }
+  }
+  EXPECT_TRUE(sawMac);
   auto mounts = entry(entries, "proc/self/mountinfo")->data;
   EXPECT_EQ(mounts.find("alice"), std::string::npos);
   EXPECT_NE(mounts.find(" / / "), std::string::npos);  // the root mount point stays
