@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -110,6 +111,11 @@ core::Result<core::Done> saveRecords(const Root& root, const std::string& path,
   return writeAtomically(root.hostPath(path), j.dump(2) + "\n", 0600);
 }
 
+std::string millis(std::chrono::nanoseconds t) {
+  auto tenths = std::chrono::duration_cast<std::chrono::microseconds>(t).count() / 100;
+  return std::to_string(tenths / 10) + "." + std::to_string(tenths % 10) + " ms";
+}
+
 // Module parameters print booleans as Y/N whatever was written.
 std::string canonical(std::string_view v) {
   std::string s(core::trim(v));
@@ -205,7 +211,9 @@ class Session {
     ChangeRecord r = recordOf(c);
     r.irreversible = prepared->live;
     runtime_.push_back(std::move(r));
-    return out(R::Done, c, report.summary() + "; " + c.tradeOff);
+    return out(R::Done, c,
+               report.summary() + " in " + millis(report.totalTime) + " (" + millis(report.kernelTime) +
+                   " of it in the kernel's unbind, bind and type writes); " + c.tradeOff);
   }
 
   bool param(const core::Change& c) {
@@ -411,6 +419,7 @@ std::string_view toString(Outcome::Result r) {
     case R::Failed: return "failed";
     case R::Drift: return "drift";
     case R::Kept: return "kept";
+    case R::Skipped: return "skipped";
   }
   return "?";
 }

@@ -52,7 +52,7 @@ class EthtoolPort {
 
 /// What became of one change of a plan, or of one record at revert.
 struct Outcome {
-  enum class Result { Done, Advised, Refused, Failed, Drift, Kept };
+  enum class Result { Done, Advised, Refused, Failed, Drift, Kept, Skipped };
   Result result = Result::Done;
   core::ChangeKind kind = core::ChangeKind::Domain;
   std::string device;

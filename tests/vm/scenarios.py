@@ -291,3 +291,91 @@ def run_systemd(series: str, iommuctl: Path, out_dir: Path | None = None,
     except (vmlib.GuestFailed, FileNotFoundError, IndexError) as e:
         problems.append(str(e))
     return Outcome(f"systemd on {series}", r.seconds, r.accel, problems, notes, r.out_dir)
+
+
+# --------------------------------------------------------------------------
+# Apply and revert on the real kernel: a policy that puts every NVMe group at
+# identity, `iommuctl apply`, then `iommuctl revert`; the kernel's own sysfs is
+# the judge (group types, driver links), read by the guest script, not by iommuctl.
+
+APPLY_POLICY = """[[rule]]
+name = "vm-nvme-identity"
+description = "identity for every NVMe drive (tests/vm)"
+domain = "identity"
+accept = ["no-isolation"]
+[rule.match]
+kind = "nvme"
+"""
+
+APPLY_GUEST = r"""#!/bin/bash
+set -u
+iommuctl=@IOMMUCTL@
+mkdir -m 0755 -p /tmp/pol
+cp /vm/in/50-vm.toml /tmp/pol/ && chmod 0644 /tmp/pol/50-vm.toml
+facts() {  # facts NAME: every NVMe's group, the group's type and the bound driver
+    for d in 0000:01:00.0 0000:03:01.0 0000:03:02.0; do
+        g=$(basename "$(readlink -f /sys/bus/pci/devices/$d/iommu_group)")
+        drv=$(basename "$(readlink /sys/bus/pci/devices/$d/driver 2>/dev/null)" 2>/dev/null)
+        echo "$d $g $(cat /sys/kernel/iommu_groups/$g/type) ${drv:-none}"
+    done > "$1.txt"
+    cat "$1.txt"
+}
+facts before
+$iommuctl apply --hotplug --policies /tmp/pol > apply.txt 2>&1; echo $? > apply.rc
+cat apply.txt
+facts applied
+$iommuctl revert > revert.txt 2>&1; echo $? > revert.rc
+cat revert.txt
+facts reverted
+ls /run/iommud > run-iommud.txt 2>&1
+"""
+
+
+def _facts(path: Path) -> dict[str, tuple[str, str, str]]:
+    out = {}
+    for line in path.read_text().splitlines():
+        dev, group, typ, drv = line.split()
+        out[dev] = (group, typ, drv)
+    return out
+
+
+def run_apply(series: str, iommuctl: Path, out_dir: Path | None = None,
+              echo: bool = False) -> Outcome:
+    kernel = vmlib.find_kernel(series)
+    files, guest_path = _prepare_iommuctl(iommuctl)
+    staging = Path(tempfile.mkdtemp(prefix="iommud-vm-policy-"))
+    (staging / "50-vm.toml").write_text(APPLY_POLICY)
+    files["50-vm.toml"] = staging / "50-vm.toml"
+    r = vmlib.boot(kernel, _intel(False), APPLY_GUEST.replace("@IOMMUCTL@", guest_path), files_in=files,
+                   timeout=300, out_dir=out_dir, echo=echo)
+    shutil.rmtree(staging, ignore_errors=True)
+    problems: list[str] = []
+    notes: list[str] = []
+    try:
+        r.check()
+        before, applied, reverted = (_facts(r.out_dir / f"{n}.txt") for n in ("before", "applied", "reverted"))
+        apply_txt = (r.out_dir / "apply.txt").read_text()
+        if (r.out_dir / "apply.rc").read_text().strip() != "0":
+            problems.append(f"iommuctl apply failed: {apply_txt}")
+        if (r.out_dir / "revert.rc").read_text().strip() != "0":
+            problems.append(f"iommuctl revert failed: {(r.out_dir / 'revert.txt').read_text()}")
+        solo, pair = "0000:01:00.0", ("0000:03:01.0", "0000:03:02.0")
+        # Linux 6.4 and later change a group of several devices; 6.1 must leave it alone.
+        multi = series != "6.1"
+        for dev in (solo, *pair):
+            want = "identity" if dev == solo or multi else before[dev][1]
+            if applied[dev][1] != want:
+                problems.append(f"after apply, {dev}'s group {applied[dev][0]} is {applied[dev][1]}, not {want}")
+            for name, facts in (("applied", applied), ("reverted", reverted)):
+                if facts[dev][2] != "nvme":
+                    problems.append(f"{name}: {dev} is bound to {facts[dev][2]}, not nvme")
+            if reverted[dev][1] != before[dev][1]:
+                problems.append(f"after revert, {dev}'s group is {reverted[dev][1]}, not {before[dev][1]} as before")
+        if not multi and "only Linux 6.4 and later change the type of a group of several devices" not in apply_txt:
+            problems.append(f"apply on {series} does not say why the NVMe pair's group stays: {apply_txt}")
+        timing = re.findall(r"in ([0-9.]+ ms) \(([0-9.]+ ms) of it in the kernel", apply_txt)
+        notes.append(f"before: {before[solo][1]}; apply: " +
+                     ", ".join(f"{t} ({k} kernel)" for t, k in timing) + f"; 6.4+ group change: {multi}")
+    except (vmlib.GuestFailed, FileNotFoundError, ValueError, KeyError) as e:
+        problems.append(str(e))
+    return Outcome(f"apply on {series}", r.seconds, r.accel, problems, notes, r.out_dir)

@@ -114,6 +114,13 @@ void addApply(CLI::App& app, const Globals& globals, int& code) {
       }
       auto plan = core::plan({p->status.host, p->status.mode, p->status.findings}, p->policies.policies, po);
       auto outcomes = app::applyPlan(plan, p->status.host, ctx);
+      if (round == 0) {  // what the policies want but will not happen, and why (as `plan` says)
+        for (const auto& sk : plan.skips) {
+          all.push_back(
+              app::Outcome{app::Outcome::Result::Skipped, sk.kind, sk.device, sk.object, sk.key,
+                           sk.object + " " + sk.key + " " + sk.wanted + " (rule " + sk.rule.name + "): " + sk.message});
+        }
+      }
       bool again = std::any_of(outcomes.begin(), outcomes.end(), [](const app::Outcome& o) {
         return o.result == app::Outcome::Result::Kept && o.message.find("rebound") != std::string::npos;
       });
