@@ -200,6 +200,23 @@ std::string statusJson(const Status& s) {
   w.key("unreadable").beginArray();
   for (const auto& u : h.unreadable) w.beginObject().field("path", u.path).field("reason", u.reason).endObject();
   w.endArray();
+  w.key("changes").beginArray();
+  for (const auto& c : s.changes) {
+    w.beginObject()
+        .field("kind", std::string(toString(c.kind)))
+        .field("device", c.device)
+        .field("group", c.group)
+        .field("object", c.object)
+        .field("key", c.key)
+        .field("from", c.original)
+        .field("to", c.written)
+        .field("rule", c.rule)
+        .field("rule_where", c.ruleWhere)
+        .field("time", c.time)
+        .field("irreversible", c.irreversible)
+        .endObject();
+  }
+  w.endArray();
   w.endObject();
   return w.take() + "\n";
 }
@@ -338,6 +355,18 @@ std::string statusText(const Status& s, bool color) {
         line("      - " + wrapText(r.action, 8));
         line("        " + st.dim("cost: ") + wrapText(r.securityCost, 14));
       }
+    }
+  }
+  if (!s.changes.empty()) {
+    line("");
+    line(st.bold("Changed by iommud") + " (`iommuctl revert` restores what is still as iommud left it)");
+    for (const auto& c : s.changes) {
+      std::string what = c.kind == ChangeKind::ModprobeConf
+                             ? c.object + (c.existed ? " rewritten" : " written")
+                             : c.object + " " + c.key + ": " + c.original + " -> " + c.written;
+      line(fmt::format("  {} {}{}", c.time, what,
+                       c.irreversible ? st.yellow(" (irreversible until unbind or reboot)") : ""));
+      line("      " + st.dim("by rule " + c.rule + " (" + c.ruleWhere + ")"));
     }
   }
   if (!h.unreadable.empty()) {

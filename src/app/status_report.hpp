@@ -3,6 +3,7 @@
 #include <string>
 #include <vector>
 
+#include "app/change_record.hpp"
 #include "core/findings.hpp"
 #include "core/host.hpp"
 #include "core/mode.hpp"
@@ -14,6 +15,7 @@ struct Status {
   core::HostFacts host;
   core::HostMode mode;
   std::vector<core::Finding> findings;
+  std::vector<ChangeRecord> changes;  // what iommud changed on this host (its records), oldest first
 };
 
 Status buildStatus(core::HostFacts host);

@@ -108,6 +108,13 @@ TEST(Apply, SetsAGroupTypeRecordsItAndRevertRestoresIt) {
   EXPECT_EQ(records[0].written, "identity");
   EXPECT_EQ(records[0].rule, "nvme-identity");
   EXPECT_EQ(records[0].time, "2026-11-21T12:00:00Z");
+  // Status says what iommud changed, when and by which rule.
+  auto st = b.status();
+  st.changes = app::readRecords(b.root, b.ctx.paths);
+  const std::string text = app::statusText(st, false);
+  EXPECT_NE(text.find("2026-11-21T12:00:00Z group 20 type: DMA-FQ -> identity"), std::string::npos) << text;
+  EXPECT_NE(text.find("by rule nvme-identity (test.toml:"), std::string::npos) << text;
+  EXPECT_NE(app::statusJson(st).find(R"("rule": "nvme-identity")"), std::string::npos);
   // Applying again changes nothing: the plan is a diff.
   EXPECT_TRUE(b.apply(rules(kNvmeIdentity)).empty());
 

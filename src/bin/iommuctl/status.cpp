@@ -2,6 +2,7 @@
 #include <string>
 
 #include "adapters/sysfs/host_reader.hpp"
+#include "app/apply.hpp"
 #include "app/status_report.hpp"
 #include "bin/iommuctl/commands.hpp"
 
@@ -26,6 +27,7 @@ void addStatus(CLI::App& app, const Globals& globals, int& code) {
       return;
     }
     auto status = app::buildStatus(std::move(host).value());
+    status.changes = app::readRecords(root, app::StatePaths{});
     if (opts->json) {
       std::fputs(app::statusJson(status).c_str(), stdout);
       return;
