@@ -6,7 +6,6 @@
 #include <set>
 #include <span>
 #include <tuple>
-#include <unordered_map>
 
 #include "core/domain_change.hpp"
 #include "core/text.hpp"
@@ -432,8 +431,8 @@ class DeviceIndex {
         std::string_view prefix = g.literalPrefix();
         auto lo = std::lower_bound(keyed.begin(), keyed.end(), prefix,
                                    [](const auto& e, std::string_view p) { return e.first < p; });
-        auto hi = lo;
-        while (hi != keyed.end() && hi->first.starts_with(prefix)) ++hi;
+        // Names with the prefix follow their lower bound contiguously.
+        auto hi = std::partition_point(lo, keyed.end(), [&](const auto& e) { return e.first.starts_with(prefix); });
         run.second.emplace_back(lo - keyed.begin(), hi - keyed.begin());
         count += static_cast<size_t>(hi - lo);
       }
@@ -495,6 +494,9 @@ class Planner {
 
   Plan run() {
     buildContexts();
+    // Most devices end in a change, a skip or a satisfied setting: grow once, not log n times.
+    plan_.changes.reserve(devices_.size());
+    plan_.skips.reserve(devices_.size());
     std::vector<const Rule*> live;
     for (const auto& r : policies_.rules) {
       if (!r.enabled) continue;
@@ -548,22 +550,21 @@ class Planner {
   }
 
   void buildContexts() {
-    std::unordered_map<std::string_view, const PciDevice*> byAddress;
-    for (const auto& d : in_.host.devices) byAddress.emplace(d.address, &d);
+    // HostFacts keeps devices in address order: lookups by address are binary searches.
+    auto lookup = [&](const std::string& a) { return in_.host.device(a); };
     groups_.reserve(in_.host.groups.size());
-    auto lookup = [&](const std::string& a) -> const PciDevice* {
-      auto it = byAddress.find(a);
-      return it == byAddress.end() ? nullptr : it->second;
-    };
+    groupIndex_.reserve(in_.host.groups.size());
     for (const auto& g : in_.host.groups) {
-      groupIndex_[g.id] = groups_.size();
+      groupIndex_.emplace_back(g.id, groups_.size());
       groups_.push_back(groupContext(g, lookup));
     }
+    std::sort(groupIndex_.begin(), groupIndex_.end());
     devices_.reserve(in_.host.devices.size());
     for (const auto& d : in_.host.devices) {
       const GroupCtx* g = nullptr;
       if (d.group) {
-        if (auto it = groupIndex_.find(*d.group); it != groupIndex_.end()) g = &groups_[it->second];
+        auto it = std::lower_bound(groupIndex_.begin(), groupIndex_.end(), std::pair{*d.group, size_t{0}});
+        if (it != groupIndex_.end() && it->first == *d.group) g = &groups_[it->second];
       }
       devices_.push_back(deviceContext(d, g));
     }
@@ -1071,8 +1072,11 @@ class Planner {
   }
 
   void finish() {
-    std::unordered_map<std::string_view, size_t> rank;
-    for (size_t i = 0; i < in_.host.devices.size(); ++i) rank.emplace(in_.host.devices[i].address, i);
+    // A device's rank is its place in the host's (address-ordered) list.
+    auto rank = [&](const std::string& address) {
+      const PciDevice* d = in_.host.device(address);
+      return d == nullptr ? SIZE_MAX : static_cast<size_t>(d - in_.host.devices.data());
+    };
     sortByDevice(plan_.changes, rank);
     sortByDevice(plan_.skips, rank);
     sortByDevice(plan_.satisfied, rank);
@@ -1082,13 +1086,12 @@ class Planner {
 
   // Orders by device (in address order), then kind, object and key; ranks are looked up once per
   // element, not once per comparison.
-  template <class T>
-  static void sortByDevice(std::vector<T>& items, const std::unordered_map<std::string_view, size_t>& rank) {
+  template <class T, class Rank>
+  static void sortByDevice(std::vector<T>& items, Rank&& rank) {
     std::vector<std::pair<size_t, size_t>> order;  // (rank, index)
     order.reserve(items.size());
     for (size_t i = 0; i < items.size(); ++i) {
-      auto it = rank.find(items[i].device);
-      order.emplace_back(it == rank.end() ? SIZE_MAX : it->second, i);
+      order.emplace_back(rank(items[i].device), i);
     }
     auto key = [&](const std::pair<size_t, size_t>& o) {
       const T& x = items[o.second];
@@ -1127,7 +1130,7 @@ class Planner {
   const PlanOptions& options_;
   HostCtx host_;
   std::vector<GroupCtx> groups_;
-  std::unordered_map<int, size_t> groupIndex_;
+  std::vector<std::pair<int, size_t>> groupIndex_;  // group id -> groups_ index, by id
   std::vector<DeviceCtx> devices_;
   // Keys view strings of the host and the rules, which outlive the planner.
   std::map<std::tuple<std::string_view, std::string, std::string_view, ParamSetting::At>, ParamWish> paramWish_;
