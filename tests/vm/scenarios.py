@@ -328,6 +328,14 @@ $iommuctl revert > revert.txt 2>&1; echo $? > revert.rc
 cat revert.txt
 facts reverted
 ls /run/iommud > run-iommud.txt 2>&1
+# A drive something holds (here a device-mapper target) is never unbound: apply must refuse.
+modprobe dm-mod
+ns=$(basename "$(ls -d /sys/bus/pci/devices/0000:01:00.0/nvme/nvme*/nvme*n1 | head -1)")
+dmsetup create --noudevsync iommud-hold --table "0 2048 linear /dev/$ns 0" > dmsetup.txt 2>&1 || cat dmsetup.txt
+$iommuctl apply --hotplug --policies /tmp/pol > held-apply.txt 2>&1; echo $? > held.rc
+cat held-apply.txt
+facts held
+dmsetup remove --noudevsync iommud-hold
 """
 
 
@@ -373,6 +381,11 @@ def run_apply(series: str, iommuctl: Path, out_dir: Path | None = None,
                 problems.append(f"after revert, {dev}'s group is {reverted[dev][1]}, not {before[dev][1]} as before")
         if not multi and "only Linux 6.4 and later change the type of a group of several devices" not in apply_txt:
             problems.append(f"apply on {series} does not say why the NVMe pair's group stays: {apply_txt}")
+        held, held_txt = _facts(r.out_dir / "held.txt"), (r.out_dir / "held-apply.txt").read_text()
+        if held[solo][1] != before[solo][1] or held[solo][2] != "nvme":
+            problems.append(f"a held NVMe was changed: {held[solo]}; apply said: {held_txt}")
+        if "held by dm-0" not in held_txt or "unbinding it would take it away" not in held_txt:
+            problems.append(f"apply does not say the held NVMe is in use: {held_txt}")
         timing = re.findall(r"in ([0-9.]+ ms) \(([0-9.]+ ms) of it in the kernel", apply_txt)
         notes.append(f"before: {before[solo][1]}; apply: " +
                      ", ".join(f"{t} ({k} kernel)" for t, k in timing) + f"; 6.4+ group change: {multi}")
