@@ -265,21 +265,25 @@ class Session {
 
   bool ethtool(const core::Change& c) {
     if (ctx_.ethtool == nullptr) return out(R::Kept, c, "planned, not made: no ethtool access (under --root)");
+    const auto start = std::chrono::steady_clock::now();
     const core::NetDev* n = netdev(c);
     const core::EthtoolKey* k = keyOf(c.kind, c.key);
     auto value = k != nullptr ? core::parseEthtoolValue(k->type, c.to) : std::nullopt;
     if (n == nullptr || !value) return out(R::Failed, c, "no interface " + c.object + " or no value " + c.to);
     auto was = ctx_.ethtool->get(n->ifindex, c.kind, c.key);
     if (!was) return out(R::Failed, c, was.error().describe());
-    if (auto s = ctx_.ethtool->set(n->ifindex, c.kind, c.key, *value); !s)
-      return out(R::Failed, c, s.error().describe());
+    const auto setStart = std::chrono::steady_clock::now();
+    auto set = ctx_.ethtool->set(n->ifindex, c.kind, c.key, *value);
+    const auto kernel = std::chrono::steady_clock::now() - setStart;
+    if (!set) return out(R::Failed, c, set.error().describe());
     auto now = ctx_.ethtool->get(n->ifindex, c.kind, c.key);
     if (!now || *now != *value) return out(R::Failed, c, "set " + c.to + " but it reads otherwise");
     ChangeRecord r = recordOf(c);
     r.original = core::formatEthtoolValue(k->type, *was);
     r.ifindex = n->ifindex;
     std::string message = c.object + " " + std::string(core::toString(c.kind)) + " " + c.key + " " + r.original +
-                          " -> " + c.to + (c.note.empty() ? "" : " (" + c.note + ")");
+                          " -> " + c.to + " in " + millis(std::chrono::steady_clock::now() - start) + " (" +
+                          millis(kernel) + " of it in the kernel's set)" + (c.note.empty() ? "" : "; " + c.note);
     runtime_.push_back(std::move(r));
     return out(R::Done, c, std::move(message));
   }

@@ -305,6 +305,15 @@ domain = "identity"
 accept = ["no-isolation"]
 [rule.match]
 kind = "nvme"
+
+[[rule]]
+name = "vm-e1000e-rings"
+description = "the largest rings on the e1000e (tests/vm)"
+[rule.match]
+driver = "e1000e"
+[rule.rings]
+rx = "max"
+tx = "max"
 """
 
 APPLY_GUEST = r"""#!/bin/bash
@@ -312,13 +321,15 @@ set -u
 iommuctl=@IOMMUCTL@
 mkdir -m 0755 -p /tmp/pol
 cp /vm/in/50-vm.toml /tmp/pol/ && chmod 0644 /tmp/pol/50-vm.toml
-facts() {  # facts NAME: every NVMe's group, the group's type and the bound driver
+nic=$(basename /sys/bus/pci/devices/0000:04:00.0/net/*)
+facts() {  # facts NAME: every NVMe's group, the group's type and the bound driver; the NIC's rings
     for d in 0000:01:00.0 0000:03:01.0 0000:03:02.0; do
         g=$(basename "$(readlink -f /sys/bus/pci/devices/$d/iommu_group)")
         drv=$(basename "$(readlink /sys/bus/pci/devices/$d/driver 2>/dev/null)" 2>/dev/null)
         echo "$d $g $(cat /sys/kernel/iommu_groups/$g/type) ${drv:-none}"
     done > "$1.txt"
     cat "$1.txt"
+    ethtool -g "$nic" > "$1-rings.txt" 2>&1
 }
 facts before
 $iommuctl apply --hotplug --policies /tmp/pol > apply.txt 2>&1; echo $? > apply.rc
@@ -344,6 +355,24 @@ def _facts(path: Path) -> dict[str, tuple[str, str, str]]:
     for line in path.read_text().splitlines():
         dev, group, typ, drv = line.split()
         out[dev] = (group, typ, drv)
+    return out
+
+
+def _rings(path: Path) -> dict[str, tuple[str, str]]:
+    """`ethtool -g` output: (RX, TX) of the pre-set maximums and of the current settings."""
+    out, section = {}, None
+    for line in path.read_text().splitlines():
+        if line.startswith("Pre-set maximums"):
+            section = "maximum"
+        elif line.startswith("Current hardware settings"):
+            section = "current"
+        elif section and ":" in line:
+            key, value = (x.strip() for x in line.split(":", 1))
+            if key in ("RX", "TX"):
+                rx, tx = out.get(section, ("", ""))
+                out[section] = (value, tx) if key == "RX" else (rx, value)
+    if "maximum" not in out or "current" not in out:
+        raise ValueError(f"unexpected ethtool -g output in {path.name}: {path.read_text()[:300]}")
     return out
 
 
@@ -381,14 +410,23 @@ def run_apply(series: str, iommuctl: Path, out_dir: Path | None = None,
                 problems.append(f"after revert, {dev}'s group is {reverted[dev][1]}, not {before[dev][1]} as before")
         if not multi and "only Linux 6.4 and later change the type of a group of several devices" not in apply_txt:
             problems.append(f"apply on {series} does not say why the NVMe pair's group stays: {apply_txt}")
+        rings = {n: _rings(r.out_dir / f"{n}-rings.txt") for n in ("before", "applied", "reverted")}
+        if rings["applied"]["current"] != rings["before"]["maximum"]:
+            problems.append(f"e1000e rings after apply: {rings['applied']['current']}, not the maximum "
+                            f"{rings['before']['maximum']}")
+        if rings["reverted"]["current"] != rings["before"]["current"]:
+            problems.append(f"e1000e rings after revert: {rings['reverted']['current']}, not "
+                            f"{rings['before']['current']} as before")
         held, held_txt = _facts(r.out_dir / "held.txt"), (r.out_dir / "held-apply.txt").read_text()
         if held[solo][1] != before[solo][1] or held[solo][2] != "nvme":
             problems.append(f"a held NVMe was changed: {held[solo]}; apply said: {held_txt}")
         if "held by dm-0" not in held_txt or "unbinding it would take it away" not in held_txt:
             problems.append(f"apply does not say the held NVMe is in use: {held_txt}")
-        timing = re.findall(r"in ([0-9.]+ ms) \(([0-9.]+ ms) of it in the kernel", apply_txt)
-        notes.append(f"before: {before[solo][1]}; apply: " +
-                     ", ".join(f"{t} ({k} kernel)" for t, k in timing) + f"; 6.4+ group change: {multi}")
+        timing = re.findall(r"done in ([0-9.]+ ms) \(([0-9.]+ ms) of it in the kernel", apply_txt)
+        rings_timing = re.findall(r"rings \S+ \d+ -> \d+ in ([0-9.]+ ms) \(([0-9.]+ ms) of it in the kernel", apply_txt)
+        notes.append(f"before: {before[solo][1]}; domain transactions: " +
+                     ", ".join(f"{t} ({k} kernel)" for t, k in timing) + "; e1000e ring changes: " +
+                     ", ".join(f"{t} ({k} kernel)" for t, k in rings_timing) + f"; 6.4+ group change: {multi}")
     except (vmlib.GuestFailed, FileNotFoundError, ValueError, KeyError) as e:
         problems.append(str(e))
     return Outcome(f"apply on {series}", r.seconds, r.accel, problems, notes, r.out_dir)

@@ -113,7 +113,9 @@ void addApply(CLI::App& app, const Globals& globals, int& code) {
         po.device = d->address;
       }
       auto plan = core::plan({p->status.host, p->status.mode, p->status.findings}, p->policies.policies, po);
+      ctx.ethtool = p->ethtool.get();
       auto outcomes = app::applyPlan(plan, p->status.host, ctx);
+      ctx.ethtool = nullptr;
       if (round == 0) {  // what the policies want but will not happen, and why (as `plan` says)
         for (const auto& sk : plan.skips) {
           all.push_back(
@@ -163,6 +165,8 @@ void addRevert(CLI::App& app, const Globals& globals, int& code) {
       }
       only = d->address;
     }
+    auto ethtool = app::NetlinkEthtool::open(host->kernel.upstream.version);
+    if (ethtool) ctx.ethtool = ethtool->get();
     code = report(app::revertChanges(only, *host, ctx));
   });
 }

@@ -1,10 +1,12 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "app/netlink_ethtool.hpp"
 #include "app/plan_report.hpp"
 
 namespace iommud::ctl {
@@ -27,6 +29,7 @@ void addRevert(CLI::App& app, const Globals& globals, int& code);
 struct Planning {
   app::Status status;
   config::Loaded policies;
+  std::unique_ptr<app::NetlinkEthtool> ethtool;  // on the live host; nullptr under --root
 };
 std::optional<Planning> preparePlanning(const Globals& globals, const std::vector<std::string>& policyDirs);
 

@@ -26,7 +26,18 @@ std::optional<Planning> preparePlanning(const Globals& globals, const std::vecto
     return std::nullopt;
   }
   app::readPolicyModules(root, loaded.policies, *host);
-  return Planning{app::buildStatus(std::move(host).value()), std::move(loaded)};
+  // NIC settings are read from the running kernel; under --root they stay unknown (planned, not made).
+  std::unique_ptr<app::NetlinkEthtool> ethtool;
+  if (root.isLive()) {
+    auto opened = app::NetlinkEthtool::open(host->kernel.upstream.version);
+    if (opened) {
+      ethtool = std::move(opened).value();
+      ethtool->readAll(*host);
+    } else {
+      std::fprintf(stderr, "iommuctl: NIC settings not read: %s\n", opened.error().describe().c_str());
+    }
+  }
+  return Planning{app::buildStatus(std::move(host).value()), std::move(loaded), std::move(ethtool)};
 }
 
 const core::PciDevice* deviceNamed(const core::HostFacts& host, const std::string& name) {
