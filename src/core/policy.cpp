@@ -216,7 +216,8 @@ std::string formatEthtoolValue(EthtoolKey::Type type, uint32_t value) {
 
 std::optional<uint32_t> parseEthtoolValue(EthtoolKey::Type type, std::string_view text) {
   for (uint32_t v = 0; v <= 2; ++v) {
-    if (type != EthtoolKey::Type::Count && type != EthtoolKey::Type::CountOrMax && text == formatEthtoolValue(type, v)) {
+    if (type != EthtoolKey::Type::Count && type != EthtoolKey::Type::CountOrMax &&
+        text == formatEthtoolValue(type, v)) {
       return v;
     }
   }
