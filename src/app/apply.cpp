@@ -12,7 +12,9 @@
 
 #include "adapters/state/journal.hpp"
 #include "adapters/state/lock.hpp"
+#include "adapters/sysfs/net_owners_reader.hpp"
 #include "core/domain_change.hpp"
+#include "core/net_owners.hpp"
 #include "core/text.hpp"
 
 namespace iommud::app {
@@ -283,7 +285,8 @@ class Session {
     r.ifindex = n->ifindex;
     std::string message = c.object + " " + std::string(core::toString(c.kind)) + " " + c.key + " " + r.original +
                           " -> " + c.to + " in " + millis(std::chrono::steady_clock::now() - start) + " (" +
-                          millis(kernel) + " of it in the kernel's set)" + (c.note.empty() ? "" : "; " + c.note);
+                          millis(kernel) + " of it in the kernel's set)" + (c.note.empty() ? "" : "; " + c.note) +
+                          competitors(c.device, c.object, c.kind, c.key);
     runtime_.push_back(std::move(r));
     return out(R::Done, c, std::move(message));
   }
@@ -319,11 +322,20 @@ class Session {
         auto original = k != nullptr ? core::parseEthtoolValue(k->type, r.original) : std::nullopt;
         auto now = ctx_.ethtool->get(r.ifindex, r.kind, r.key);
         if (!now) return done(r, R::Drift, now.error().describe() + "; left alone", true);
-        if (!written || !original || *now != *written) return drift(r, std::to_string(*now));
+        if (!written || !original || *now != *written) {
+          return done(r, R::Drift,
+                      r.object + " " + r.key + " is now " + std::to_string(*now) + ", not the " + r.written +
+                          " iommud wrote: something else changed it; left alone" +
+                          competitors(r.device, r.object, r.kind, r.key),
+                      false);
+        }
         if (auto s = ctx_.ethtool->set(r.ifindex, r.kind, r.key, *original); !s) {
           return done(r, R::Failed, s.error().describe(), false);
         }
-        return done(r, R::Done, r.object + " " + r.key + " " + r.written + " -> " + r.original, true);
+        return done(r, R::Done,
+                    r.object + " " + r.key + " " + r.written + " -> " + r.original +
+                        competitors(r.device, r.object, r.kind, r.key),
+                    true);
       }
     }
     return false;
@@ -347,6 +359,28 @@ class Session {
     auto report =
         runDomainChange(*prepared, ctx_.root, ctx_.writer, *journal, host_.kernel.upstream.version, ctx_.hooks);
     return done(r, report.succeeded ? R::Done : R::Failed, report.summary(), report.succeeded);
+  }
+
+  // Who else sets this NIC value (NetworkManager, a .link file): it will fight the change.
+  std::string competitors(const std::string& device, const std::string& ifname, ChangeKind kind,
+                          const std::string& key) {
+    const auto* d = host_.device(device);
+    if (d == nullptr) return "";
+    auto n =
+        std::find_if(d->netdevs.begin(), d->netdevs.end(), [&](const core::NetDev& x) { return x.name == ifname; });
+    if (n == d->netdevs.end()) return "";
+    if (!owners_) owners_ = adapters::sysfs::readNetOwnerSources(ctx_.root);
+    auto setting = kind == ChangeKind::Rings      ? core::NetSettingKind::Rings
+                   : kind == ChangeKind::Channels ? core::NetSettingKind::Channels
+                                                  : core::NetSettingKind::Coalesce;
+    auto report = core::competingOwners(*owners_, adapters::sysfs::readNicIdentity(ctx_.root, *d, *n));
+    std::string out;
+    for (const auto& o : report.of(setting, key)) {
+      out += "; " + std::string(core::toString(o.owner)) + (o.certainty == core::Certainty::Applies ? "" : " may") +
+             " also set" + (o.certainty == core::Certainty::Applies ? "s" : "") + " it (" + o.setting.key + "=" +
+             o.setting.value + " in " + o.setting.file + ":" + std::to_string(o.setting.line) + ")";
+    }
+    return out;
   }
 
   // The transaction journal, in a run directory that exists.
@@ -409,6 +443,7 @@ class Session {
 
   const core::HostFacts& host_;
   ApplyContext& ctx_;
+  std::optional<core::NetOwnerSources> owners_;  // read once, when a NIC value is first touched
   std::vector<ChangeRecord> runtime_, persistent_;
   std::vector<Outcome> outcomes_;
 };

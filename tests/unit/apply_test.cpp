@@ -198,6 +198,31 @@ rx = "max"
   EXPECT_EQ((b.ethtool.values[{ChangeKind::Rings, "tx"}]), 512U);
 }
 
+TEST(Apply, NamesAnotherProgramThatSetsTheSameNicValue) {
+  Bench b(thunderboltNic(), {6, 12, 30});
+  b.host->write("/etc/NetworkManager/system-connections/tb.nmconnection",
+                "[connection]\nid=tb\ntype=ethernet\ninterface-name=enp5s0\n[ethtool]\nring-rx=1024\n");
+  std::filesystem::permissions(b.host->root() / "etc/NetworkManager/system-connections/tb.nmconnection",
+                               std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
+  b.ethtool.values = {{{ChangeKind::Rings, "rx"}, 2048}};
+  auto applied = b.apply(rules(R"(
+[[rule]]
+name = "rings"
+description = "big rings"
+[rule.match]
+driver = "atlantic"
+[rule.rings]
+rx = "max"
+)"));
+  ASSERT_EQ(count(applied, R::Done), 1) << describe(applied);
+  EXPECT_NE(applied[0].message.find("NetworkManager also sets it (rx=1024 in "), std::string::npos)
+      << applied[0].message;
+  b.ethtool.values[{ChangeKind::Rings, "rx"}] = 1024;  // NetworkManager reactivated the profile
+  auto reverted = b.revert();
+  ASSERT_EQ(count(reverted, R::Drift), 1) << describe(reverted);
+  EXPECT_NE(reverted[0].message.find("NetworkManager also sets it"), std::string::npos) << reverted[0].message;
+}
+
 TEST(Apply, AdviceIsReportedAndChangesNothing) {
   Bench b(twoNvmeOneGroup("6.12.48-1"), {6, 12, 30});
   auto applied = b.apply(rules(R"(
