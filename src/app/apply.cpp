@@ -323,11 +323,7 @@ class Session {
         auto now = ctx_.ethtool->get(r.ifindex, r.kind, r.key);
         if (!now) return done(r, R::Drift, now.error().describe() + "; left alone", true);
         if (!written || !original || *now != *written) {
-          return done(r, R::Drift,
-                      r.object + " " + r.key + " is now " + std::to_string(*now) + ", not the " + r.written +
-                          " iommud wrote: something else changed it; left alone" +
-                          competitors(r.device, r.object, r.kind, r.key),
-                      false);
+          return drift(r, std::to_string(*now), competitors(r.device, r.object, r.kind, r.key));
         }
         if (auto s = ctx_.ethtool->set(r.ifindex, r.kind, r.key, *original); !s) {
           return done(r, R::Failed, s.error().describe(), false);
@@ -390,10 +386,11 @@ class Session {
     return adapters::state::Journal(dir + "/transaction.journal");
   }
 
-  bool drift(const ChangeRecord& r, const std::string& now) {
+  // `also`: who else sets the value, for NIC settings.
+  bool drift(const ChangeRecord& r, const std::string& now, const std::string& also = "") {
     return done(r, R::Drift,
                 r.object + " " + r.key + " is now " + now + ", not the " + r.written +
-                    " iommud wrote: something else changed it; left alone",
+                    " iommud wrote: something else changed it; left alone" + also,
                 false);
   }
 

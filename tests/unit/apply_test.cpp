@@ -97,6 +97,16 @@ accept = ["no-isolation"]
 kind = "nvme"
 )";
 
+constexpr const char* kAtlanticMaxRx = R"(
+[[rule]]
+name = "rings"
+description = "big rings"
+[rule.match]
+driver = "atlantic"
+[rule.rings]
+rx = "max"
+)";
+
 TEST(Apply, SetsAGroupTypeRecordsItAndRevertRestoresIt) {
   Bench b(twoNvmeOneGroup("6.12.48-1"), {6, 12, 30});
   auto applied = b.apply(rules(kNvmeIdentity));
@@ -179,16 +189,7 @@ at = "load"
 TEST(Apply, SetsRingsThroughEthtoolAndRevertRestoresThem) {
   Bench b(thunderboltNic(), {6, 12, 30});
   b.ethtool.values = {{{ChangeKind::Rings, "rx"}, 2048}, {{ChangeKind::Rings, "tx"}, 4096}};
-  auto p = rules(R"(
-[[rule]]
-name = "rings"
-description = "big rings"
-[rule.match]
-driver = "atlantic"
-[rule.rings]
-rx = "max"
-)");
-  auto applied = b.apply(p);
+  auto applied = b.apply(rules(kAtlanticMaxRx));
   ASSERT_EQ(count(applied, R::Done), 1) << describe(applied);
   EXPECT_EQ((b.ethtool.values[{ChangeKind::Rings, "rx"}]), 8184U);
   b.ethtool.values[{ChangeKind::Rings, "tx"}] = 512;  // not ours: revert leaves it
@@ -205,15 +206,7 @@ TEST(Apply, NamesAnotherProgramThatSetsTheSameNicValue) {
   std::filesystem::permissions(b.host->root() / "etc/NetworkManager/system-connections/tb.nmconnection",
                                std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
   b.ethtool.values = {{{ChangeKind::Rings, "rx"}, 2048}};
-  auto applied = b.apply(rules(R"(
-[[rule]]
-name = "rings"
-description = "big rings"
-[rule.match]
-driver = "atlantic"
-[rule.rings]
-rx = "max"
-)"));
+  auto applied = b.apply(rules(kAtlanticMaxRx));
   ASSERT_EQ(count(applied, R::Done), 1) << describe(applied);
   EXPECT_NE(applied[0].message.find("NetworkManager also sets it (rx=1024 in "), std::string::npos)
       << applied[0].message;

@@ -102,17 +102,12 @@ void addApply(CLI::App& app, const Globals& globals, int& code) {
         code = 1;
         return;
       }
-      core::PlanOptions po;
-      po.trigger = opts->hotplug ? core::Trigger::Hotplug : core::Trigger::Coldplug;
-      if (!opts->device.empty()) {
-        const auto* d = deviceNamed(p->status.host, opts->device);
-        if (d == nullptr) {
-          code = 1;
-          return;
-        }
-        po.device = d->address;
+      auto po = planOptions(p->status.host, opts->hotplug, opts->device);
+      if (!po) {
+        code = 1;
+        return;
       }
-      auto plan = core::plan({p->status.host, p->status.mode, p->status.findings}, p->policies.policies, po);
+      auto plan = core::plan({p->status.host, p->status.mode, p->status.findings}, p->policies.policies, *po);
       ctx.ethtool = p->ethtool.get();
       auto outcomes = app::applyPlan(plan, p->status.host, ctx);
       ctx.ethtool = nullptr;

@@ -43,6 +43,10 @@ struct ReportOptions {
 /// Adds --json, --hotplug, --color and --policies to a subcommand.
 void addReportOptions(CLI::App* cmd, ReportOptions& opts);
 
+/// Plan options for --hotplug and --device (a name or address; empty: the whole host); nullopt
+/// after saying the device is not on this host.
+std::optional<core::PlanOptions> planOptions(const core::HostFacts& host, bool hotplug, const std::string& device);
+
 /// The device named on the command line, or nullptr after saying it is not on this host.
 const core::PciDevice* deviceNamed(const core::HostFacts& host, const std::string& name);
 

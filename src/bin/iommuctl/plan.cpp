@@ -20,17 +20,12 @@ void addPlan(CLI::App& app, const Globals& globals, int& code) {
       code = 1;
       return;
     }
-    core::PlanOptions po;
-    po.trigger = opts->hotplug ? core::Trigger::Hotplug : core::Trigger::Coldplug;
-    if (!opts->device.empty()) {
-      const auto* d = deviceNamed(p->status.host, opts->device);
-      if (d == nullptr) {
-        code = 1;
-        return;
-      }
-      po.device = d->address;
+    auto po = planOptions(p->status.host, opts->hotplug, opts->device);
+    if (!po) {
+      code = 1;
+      return;
     }
-    auto plan = core::plan({p->status.host, p->status.mode, p->status.findings}, p->policies.policies, po);
+    auto plan = core::plan({p->status.host, p->status.mode, p->status.findings}, p->policies.policies, *po);
     std::fputs(opts->json ? app::planJson(plan, p->policies.policies).c_str()
                           : app::planText(plan, p->status, p->policies.policies, useColor(opts->color)).c_str(),
                stdout);

@@ -40,6 +40,17 @@ std::optional<Planning> preparePlanning(const Globals& globals, const std::vecto
   return Planning{app::buildStatus(std::move(host).value()), std::move(loaded), std::move(ethtool)};
 }
 
+std::optional<core::PlanOptions> planOptions(const core::HostFacts& host, bool hotplug, const std::string& device) {
+  core::PlanOptions po;
+  po.trigger = hotplug ? core::Trigger::Hotplug : core::Trigger::Coldplug;
+  if (!device.empty()) {
+    const auto* d = deviceNamed(host, device);
+    if (d == nullptr) return std::nullopt;
+    po.device = d->address;
+  }
+  return po;
+}
+
 const core::PciDevice* deviceNamed(const core::HostFacts& host, const std::string& name) {
   const auto* d = app::findDevice(host, name);
   if (d == nullptr) std::fprintf(stderr, "iommuctl: no device %s on this host (try `iommuctl status`)\n", name.c_str());
