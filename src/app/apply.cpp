@@ -209,6 +209,7 @@ class Session {
     if (!journal) return out(R::Failed, c, journal.error().describe());
     auto report =
         runDomainChange(*prepared, ctx_.root, ctx_.writer, *journal, host_.kernel.upstream.version, ctx_.hooks);
+    if (report.gone) return out(R::Skipped, c, report.summary());
     if (!report.succeeded) return out(R::Failed, c, report.summary());
     ChangeRecord r = recordOf(c);
     r.irreversible = prepared->live;
@@ -272,21 +273,30 @@ class Session {
     const core::EthtoolKey* k = keyOf(c.kind, c.key);
     auto value = k != nullptr ? core::parseEthtoolValue(k->type, c.to) : std::nullopt;
     if (n == nullptr || !value) return out(R::Failed, c, "no interface " + c.object + " or no value " + c.to);
-    auto was = ctx_.ethtool->get(n->ifindex, c.kind, c.key);
+    // Kernel time: every netlink round trip (read, set, read-back). A ring change resets the NIC,
+    // and the read-back waits for the reset to let go of the RTNL lock.
+    std::chrono::nanoseconds kernel{};
+    auto timed = [&kernel](auto&& call) {
+      const auto t = std::chrono::steady_clock::now();
+      auto r = call();
+      kernel += std::chrono::steady_clock::now() - t;
+      return r;
+    };
+    auto was = timed([&] { return ctx_.ethtool->get(n->ifindex, c.kind, c.key); });
     if (!was) return out(R::Failed, c, was.error().describe());
-    const auto setStart = std::chrono::steady_clock::now();
-    auto set = ctx_.ethtool->set(n->ifindex, c.kind, c.key, *value);
-    const auto kernel = std::chrono::steady_clock::now() - setStart;
+    auto set = timed([&] { return ctx_.ethtool->set(n->ifindex, c.kind, c.key, *value); });
     if (!set) return out(R::Failed, c, set.error().describe());
-    auto now = ctx_.ethtool->get(n->ifindex, c.kind, c.key);
+    auto now = timed([&] { return ctx_.ethtool->get(n->ifindex, c.kind, c.key); });
     if (!now || *now != *value) return out(R::Failed, c, "set " + c.to + " but it reads otherwise");
     ChangeRecord r = recordOf(c);
     r.original = core::formatEthtoolValue(k->type, *was);
     r.ifindex = n->ifindex;
+    // The clock stops before the message is built: competitors() reads NetworkManager and .link files.
+    const auto total = std::chrono::steady_clock::now() - start;
     std::string message = c.object + " " + std::string(core::toString(c.kind)) + " " + c.key + " " + r.original +
-                          " -> " + c.to + " in " + millis(std::chrono::steady_clock::now() - start) + " (" +
-                          millis(kernel) + " of it in the kernel's set)" + (c.note.empty() ? "" : "; " + c.note) +
-                          competitors(c.device, c.object, c.kind, c.key);
+                          " -> " + c.to + " in " + millis(total) + " (" + millis(kernel) +
+                          " of it in the kernel's read, set and read-back)" + (c.note.empty() ? "" : "; " + c.note);
+    message += competitors(c.device, c.object, c.kind, c.key);
     runtime_.push_back(std::move(r));
     return out(R::Done, c, std::move(message));
   }

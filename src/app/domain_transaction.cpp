@@ -54,6 +54,10 @@ class Runner {
       report_.succeeded = true;
       report_.finalType = c.to;
       endJournal("done");
+    } else if (std::none_of(c.members.begin(), c.members.end(),
+                            [&](const core::MemberStep& m) { return deviceExists(root_, m.address); })) {
+      report_.gone = true;  // hot-unplugged mid-way: nothing is left to roll back
+      endJournal("gone");
     } else {
       rollBack();
     }
@@ -213,6 +217,7 @@ std::string TransactionReport::summary() const {
   std::string out = "group " + std::to_string(change.group) + " (" + devices +
                     "): " + std::string(core::toString(change.from)) + " -> " + std::string(core::toString(change.to));
   if (succeeded) return out + (change.live ? ", done live (irreversible until unbind or reboot)" : ", done");
+  if (gone) return out + ": every device of the group went away during the change (hot-unplug); nothing to undo";
   out += ": " + failedStep + " failed: " + error;
   if (rolledBack) {
     out += "; rolled back, the group is " +

@@ -184,9 +184,14 @@ void FakeKernel::removeDevice(const std::string& address) {
   fs::path real = fs::canonical(link, ec);
   if (!ec) fs::remove_all(real);
   fs::remove(link, ec);
+  // The kernel frees a group with its last device: the group's directory goes too.
+  std::vector<fs::path> empty;
   for (const auto& g : fs::directory_iterator(root_ / "sys/kernel/iommu_groups", ec)) {
-    fs::remove(g.path() / "devices" / address, ec);
+    if (fs::remove(g.path() / "devices" / address, ec) && fs::is_empty(g.path() / "devices", ec)) {
+      empty.push_back(g.path());
+    }
   }
+  for (const auto& g : empty) fs::remove_all(g, ec);
 }
 
 }  // namespace iommud::testing

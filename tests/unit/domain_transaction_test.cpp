@@ -78,6 +78,14 @@ struct Fixture {
   }
   std::optional<DomainType> typeOf(int group) const { return facts().group(group)->type; }
   bool journalLeft() const { return std::filesystem::exists(journal.path()); }
+  // Hooks that take `address` away (a surprise removal) right after `step`.
+  app::TransactionHooks removeAfter(std::string step, std::string address) {
+    app::TransactionHooks hooks;
+    hooks.afterStep = [this, step = std::move(step), address = std::move(address)](std::string_view now) {
+      if (now == step) kernel.removeDevice(address);
+    };
+    return hooks;
+  }
 };
 
 TEST(DomainTransaction, SetsASingleNvmeToIdentityAndRebindsIt) {
@@ -180,15 +188,23 @@ TEST(DomainTransaction, ADeviceThatCannotBeReboundKeepsTheJournalForRecovery) {
 
 TEST(DomainTransaction, ADeviceRemovedAfterUnbindLeavesTheOthersBound) {
   Fixture f(twoNvmeOneGroup("6.12.48-1"), k612);
-  app::TransactionHooks hooks;
-  hooks.afterStep = [&](std::string_view step) {
-    if (step == "unbind 0000:04:00.0") f.kernel.removeDevice("0000:03:00.0");  // surprise removal
-  };
-  auto r = f.run(f.prepare(20, DomainType::Identity), hooks);
+  auto r = f.run(f.prepare(20, DomainType::Identity), f.removeAfter("unbind 0000:04:00.0", "0000:03:00.0"));
   EXPECT_TRUE(r.succeeded) << r.summary();
   EXPECT_EQ(r.vanished, std::vector<std::string>{"0000:03:00.0"});
   EXPECT_EQ(f.driverOf("0000:04:00.0"), "nvme");
   EXPECT_EQ(f.facts().device("0000:03:00.0"), nullptr);
+  EXPECT_FALSE(f.journalLeft());
+}
+
+TEST(DomainTransaction, AGroupWhoseOnlyDeviceIsRemovedAfterUnbindIsGoneNotFailed) {
+  Fixture f(singleNvme("6.12.48-1"), k612);
+  auto r = f.run(f.prepare(8, DomainType::Identity), f.removeAfter("unbind 0000:01:00.0", "0000:01:00.0"));
+  EXPECT_TRUE(r.gone) << r.summary();
+  EXPECT_FALSE(r.succeeded);
+  EXPECT_FALSE(r.rolledBack);
+  EXPECT_NE(r.summary().find("went away during the change"), std::string::npos) << r.summary();
+  EXPECT_FALSE(std::filesystem::exists(f.host->root() / "sys/kernel/iommu_groups/8"));
+  EXPECT_EQ(f.driverOf("0000:00:1d.0"), "pcieport");  // the root port, untouched
   EXPECT_FALSE(f.journalLeft());
 }
 
