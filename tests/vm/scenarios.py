@@ -343,10 +343,62 @@ ls /run/iommud > run-iommud.txt 2>&1
 modprobe dm-mod
 ns=$(basename "$(ls -d /sys/bus/pci/devices/0000:01:00.0/nvme/nvme*/nvme*n1 | head -1)")
 dmsetup create --noudevsync iommud-hold --table "0 2048 linear /dev/$ns 0" > dmsetup.txt 2>&1 || cat dmsetup.txt
-$iommuctl apply --hotplug --policies /tmp/pol > held-apply.txt 2>&1; echo $? > held.rc
+$iommuctl apply --hotplug --policies /tmp/pol --device 0000:01:00.0 > held-apply.txt 2>&1; echo $? > held.rc
 cat held-apply.txt
 facts held
 dmsetup remove --noudevsync iommud-hold
+
+# The file-backed NVMe on the hot-plug port ("disk"): a mounted filesystem on it is refused too.
+disk=$(for c in /sys/class/nvme/nvme*; do  # the serial is padded with blanks; read trims them
+    read -r serial < "$c/serial"; [[ $serial == disk ]] && basename "$(readlink -f "$c/device")"; done)
+[[ -n $disk ]] || { echo "no NVMe with serial 'disk'"; exit 1; }
+echo "$disk" > disk-addr.txt
+disk_facts() {  # disk_facts NAME: the disk's group type and driver
+    g=$(basename "$(readlink -f "/sys/bus/pci/devices/$disk/iommu_group")")
+    drv=$(basename "$(readlink "/sys/bus/pci/devices/$disk/driver" 2>/dev/null)" 2>/dev/null)
+    echo "$disk $g $(cat "/sys/kernel/iommu_groups/$g/type") ${drv:-none}" | tee "$1.txt"
+}
+wait_for() {  # wait_for TEST-ARGS...: up to 120 s
+    for _ in $(seq 1200); do test "$@" && return 0; sleep 0.1; done
+    echo "timed out waiting for: test $*"; return 1
+}
+dns=$(basename "$(ls -d /sys/bus/pci/devices/$disk/nvme/nvme*/nvme*n1 | head -1)")
+modprobe ext4
+mkdir -p /mnt/disk
+{ mkfs.ext4 -q -F "/dev/$dns" && mount "/dev/$dns" /mnt/disk; } > mount.txt 2>&1 || cat mount.txt
+$iommuctl apply --hotplug --policies /tmp/pol --device "$disk" > mounted-apply.txt 2>&1
+cat mounted-apply.txt
+disk_facts mounted
+umount /mnt/disk
+
+# Killed right after the unbind: the next writer (here `iommuctl revert`) finds the journal and rebinds.
+mkdir /tmp/pause-kill
+$iommuctl apply --hotplug --policies /tmp/pol --device "$disk" --test-pause-after-unbind /tmp/pause-kill \
+    > killed-apply.txt 2>&1 &
+pid=$!
+wait_for -f /tmp/pause-kill/paused
+disk_facts killed-paused
+kill -9 $pid; wait $pid
+ls /run/iommud > killed-run.txt
+$iommuctl revert > recover.txt 2>&1; echo $? > recover.rc
+cat recover.txt
+disk_facts recovered
+ls /run/iommud > recovered-run.txt
+
+# Removed (QMP device_del from the host) while paused right after the unbind: the transaction ends
+# without error and every remaining device is bound.
+mkdir /tmp/pause-del
+$iommuctl apply --hotplug --policies /tmp/pol --device "$disk" --test-pause-after-unbind /tmp/pause-del \
+    > removed-apply.txt 2>&1 &
+pid=$!
+wait_for -f /tmp/pause-del/paused
+echo "@@paused-after-unbind"
+wait_for ! -e "/sys/bus/pci/devices/$disk"
+touch /tmp/pause-del/resume
+wait $pid; echo $? > removed.rc
+cat removed-apply.txt
+facts removed
+ls /run/iommud > removed-run.txt
 """
 
 
@@ -376,6 +428,47 @@ def _rings(path: Path) -> dict[str, tuple[str, str]]:
     return out
 
 
+def _disk_problems(out: Path, removal: dict[str, float]) -> list[str]:
+    """The mounted, killed and removed cases on the file-backed NVMe (APPLY_GUEST's second half)."""
+    problems = []
+    text = {n: (out / f"{n}.txt").read_text() for n in
+            ("mounted-apply", "recover", "removed-apply", "killed-run", "recovered-run", "removed-run")}
+    rc = {n: (out / f"{n}.rc").read_text().strip() for n in ("recover", "removed")}
+    disk = (out / "disk-addr.txt").read_text().strip()
+    (mounted,), (paused,), (recovered,) = (_facts(out / f"{n}.txt").values()
+                                           for n in ("mounted", "killed-paused", "recovered"))
+    # The plan already leaves a device in use alone ("skipped", with the reason); apply's preflight
+    # would refuse it too if it got mounted after planning.
+    if not re.search(r"^skipped: group \d+ type identity .*nvme\S+ is mounted at /mnt/disk; unbinding it would "
+                     r"take it away", text["mounted-apply"], re.M):
+        problems.append(f"apply on the NVMe with a mounted filesystem did not refuse and say why: "
+                        f"{text['mounted-apply']}")
+    if mounted[2] != "nvme" or mounted[1] == "identity":
+        problems.append(f"the mounted NVMe {disk} was changed: {mounted}")
+    if paused[2] != "none":
+        problems.append(f"at the pause point {disk} is still bound to {paused[2]}: the pause is not after the unbind")
+    if "transaction.journal" not in text["killed-run"]:
+        problems.append(f"no journal left by the killed apply: /run/iommud has {text['killed-run'].split()}")
+    if rc["recover"] != "0" or not re.search(r"^recovered: group \d+, .*rolled back; rebound 1 device",
+                                             text["recover"], re.M):
+        problems.append(f"the next writer did not recover the killed transaction (rc {rc['recover']}): "
+                        f"{text['recover']}")
+    if recovered[2] != "nvme" or recovered[1] != mounted[1]:
+        problems.append(f"after recovery {disk} is {recovered}, not bound to nvme at {mounted[1]}")
+    if "transaction.journal" in text["recovered-run"]:
+        problems.append("the journal is still there after recovery")
+    if "seconds" not in removal:
+        problems.append("the host never removed the paused NVMe (no @@paused-after-unbind, or no DEVICE_DELETED)")
+    if rc["removed"] != "0" or "went away during the change" not in text["removed-apply"]:
+        problems.append(f"apply of a removed device (rc {rc['removed']}) did not end cleanly: {text['removed-apply']}")
+    if "transaction.journal" in text["removed-run"]:
+        problems.append("the journal is still there after the removed device's transaction")
+    for dev, (_, _, drv) in _facts(out / "removed.txt").items():
+        if drv != "nvme":
+            problems.append(f"after {disk} was removed mid-transaction, {dev} is bound to {drv}, not nvme")
+    return problems
+
+
 def run_apply(series: str, iommuctl: Path, out_dir: Path | None = None,
               echo: bool = False) -> Outcome:
     kernel = vmlib.find_kernel(series)
@@ -383,8 +476,27 @@ def run_apply(series: str, iommuctl: Path, out_dir: Path | None = None,
     staging = Path(tempfile.mkdtemp(prefix="iommud-vm-policy-"))
     (staging / "50-vm.toml").write_text(APPLY_POLICY)
     files["50-vm.toml"] = staging / "50-vm.toml"
-    r = vmlib.boot(kernel, _intel(False), APPLY_GUEST.replace("@IOMMUCTL@", guest_path), files_in=files,
-                   timeout=300, out_dir=out_dir, echo=echo)
+    # A file-backed NVMe on the hot-plug port: the guest can mount a filesystem on it, and the
+    # host can take it away while a transaction is paused.
+    image = staging / "disk.img"
+    with image.open("wb") as f:
+        f.truncate(64 << 20)
+    machine = _intel(False)
+    machine.extra_qemu = [
+        "-blockdev", f"driver=file,node-name=disk_file,filename={image}",
+        "-blockdev", "driver=raw,node-name=disk,file=disk_file",
+        "-device", "nvme,id=nvme_disk,serial=disk,drive=disk,bus=hp0",
+    ]
+    removal: dict[str, float] = {}
+
+    def driver(vm: vmlib.Vm) -> None:
+        vm.wait_console(r"^@@paused-after-unbind", timeout=240)
+        t = time.monotonic()
+        vm.unplug("nvme_disk", timeout=90)  # waits for QMP's DEVICE_DELETED
+        removal["seconds"] = time.monotonic() - t
+
+    r = vmlib.boot(kernel, machine, APPLY_GUEST.replace("@IOMMUCTL@", guest_path), files_in=files,
+                   driver=driver, timeout=420, out_dir=out_dir, echo=echo)
     shutil.rmtree(staging, ignore_errors=True)
     problems: list[str] = []
     notes: list[str] = []
@@ -422,11 +534,13 @@ def run_apply(series: str, iommuctl: Path, out_dir: Path | None = None,
             problems.append(f"a held NVMe was changed: {held[solo]}; apply said: {held_txt}")
         if "held by dm-0" not in held_txt or "unbinding it would take it away" not in held_txt:
             problems.append(f"apply does not say the held NVMe is in use: {held_txt}")
+        problems += _disk_problems(r.out_dir, removal)
         timing = re.findall(r"done in ([0-9.]+ ms) \(([0-9.]+ ms) of it in the kernel", apply_txt)
         rings_timing = re.findall(r"rings \S+ \d+ -> \d+ in ([0-9.]+ ms) \(([0-9.]+ ms) of it in the kernel", apply_txt)
         notes.append(f"before: {before[solo][1]}; domain transactions: " +
                      ", ".join(f"{t} ({k} kernel)" for t, k in timing) + "; e1000e ring changes: " +
-                     ", ".join(f"{t} ({k} kernel)" for t, k in rings_timing) + f"; 6.4+ group change: {multi}")
+                     ", ".join(f"{t} ({k} kernel)" for t, k in rings_timing) + f"; 6.4+ group change: {multi}"
+                     + f"; device_del of the paused NVMe -> DEVICE_DELETED {removal.get('seconds', 0):.1f}s")
     except (vmlib.GuestFailed, FileNotFoundError, ValueError, KeyError) as e:
         problems.append(str(e))
     return Outcome(f"apply on {series}", r.seconds, r.accel, problems, notes, r.out_dir)
