@@ -25,7 +25,7 @@ struct TransactionReport {
   core::DomainChange change;
   bool succeeded = false;
   bool rolledBack = false;
-  bool gone = false;  // every device of the group was removed mid-way: neither done nor failed
+  bool gone = false;                     // every device of the group was removed mid-way: neither done nor failed
   std::string failedStep;                // "unbind 0000:01:00.0 from nvme", "write type identity", ...
   std::string error;                     // the kernel's answer, explained for this kernel version
   std::vector<std::string> vanished;     // devices that went away meanwhile: hotplug, not a failure
