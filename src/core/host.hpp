@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -155,6 +156,27 @@ struct Swiotlb {
   std::optional<uint64_t> usedHiwater;
 };
 
+/// The running kernel's initramfs and the modules in it. A module loaded from the image reads the
+/// image's own copy of modprobe.d, so a modprobe.d change reaches boot only once the image is
+/// rebuilt. Listing an image decompresses tens of MB: it is read only for a plan that writes
+/// modprobe.d, never for `status`.
+struct Initramfs {
+  enum class State {
+    NotRead,     // nobody looked (the default)
+    Absent,      // no image for this release (under --root as on a host that boots without one)
+    Listed,      // `modules` is what it holds
+    Unreadable,  // it exists and could not be listed: `reason`
+  };
+  /// Who builds it, told by its name: Debian's update-initramfs (initramfs-tools, and Debian's
+  /// dracut behind the same command) writes initrd.img-<release>, Fedora's dracut initramfs-<release>.img.
+  enum class Generator { UpdateInitramfs, Dracut };
+  State state = State::NotRead;
+  Generator generator = Generator::UpdateInitramfs;
+  std::string image;              // "/boot/initrd.img-6.1.0-18-amd64", as the host sees it
+  std::set<std::string> modules;  // as the kernel names them: '_', never '-'
+  std::string reason;
+};
+
 struct KernelInfo {
   std::string release;      // /proc/sys/kernel/osrelease
   std::string procVersion;  // /proc/version
@@ -163,6 +185,7 @@ struct KernelInfo {
   IommuCmdline iommuCmdline;
   std::map<std::string, std::string> config;  // IOMMU-related CONFIG_ symbols; "n" for "is not set"
   std::string configSource;                   // path it came from, empty if none was readable
+  Initramfs initramfs;
 };
 
 /// What firmware tables say about DMA remapping hardware.
