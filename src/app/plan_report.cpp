@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <set>
 
+#include "adapters/initramfs/initramfs_reader.hpp"
 #include "adapters/sysfs/host_reader.hpp"
 #include "app/json_writer.hpp"
 #include "app/text_style.hpp"
@@ -34,6 +35,24 @@ void readPolicyModules(const adapters::sysfs::Root& root, const PolicySet& polic
         host.modules.emplace(p.module, adapters::sysfs::readModule(root, p.module));
       }
     }
+  }
+}
+
+void readInitramfsIfPlanned(const adapters::sysfs::Root& root, const PolicySet& policies, Status& status) {
+  auto loadTime = [](const Rule& r) {
+    return std::any_of(r.params.begin(), r.params.end(),
+                       [](const ParamSetting& p) { return p.at == ParamSetting::At::Load; });
+  };
+  KernelInfo& k = status.host.kernel;
+  if (k.initramfs.state != Initramfs::State::NotRead ||
+      std::none_of(policies.rules.begin(), policies.rules.end(), loadTime)) {
+    return;
+  }
+  // Whole host: a superset of what any one-device plan or trigger writes to modprobe.d.
+  auto trial = core::plan({status.host, status.mode, status.findings}, policies);
+  if (std::any_of(trial.changes.begin(), trial.changes.end(),
+                  [](const Change& c) { return c.kind == ChangeKind::ModprobeConf; })) {
+    k.initramfs = adapters::initramfs::readInitramfs(root, k.release);
   }
 }
 
@@ -117,6 +136,15 @@ void writeChange(JsonWriter& w, const Change& c) {
       .field("irreversible", c.irreversible);
   w.key("note");
   c.note.empty() ? w.null() : w.value(c.note);
+  w.key("initramfs");
+  if (c.initramfs) {
+    w.beginObject().field("image", c.initramfs->image).field("rebuild", c.initramfs->command);
+    w.key("holds_module");
+    c.initramfs->checked ? w.value(true) : w.null();
+    w.endObject();
+  } else {
+    w.null();
+  }
   writeRule(w, c.rule);
   w.endObject();
 }

@@ -26,6 +26,11 @@ config::Loaded loadPolicies(const PolicySources& sources);
 /// of bound drivers only).
 void readPolicyModules(const adapters::sysfs::Root& root, const core::PolicySet& policies, core::HostFacts& host);
 
+/// Lists the running kernel's initramfs into `status.host.kernel.initramfs` when the policies
+/// would write a modprobe.d line (a whole-host plan has one): the plan then says whether boots need
+/// the image rebuilt. Listing decompresses tens of MB, which status and other plans never pay.
+void readInitramfsIfPlanned(const adapters::sysfs::Root& root, const core::PolicySet& policies, Status& status);
+
 /// Version of the `plan --json` and `explain --json` schema (docs/plan-json.md).
 inline constexpr int kPlanSchemaVersion = 1;
 

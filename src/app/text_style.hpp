@@ -28,6 +28,10 @@ inline std::string wrapText(std::string_view text, size_t indent, size_t width =
   size_t i = 0;
   while (i < text.size()) {
     size_t j = text.find(' ', i);
+    // A `command` stays on one line, whole, to be copied.
+    if (text[i] == '`') {
+      if (size_t close = text.find('`', i + 1); close != std::string_view::npos) j = text.find(' ', close);
+    }
     if (j == std::string_view::npos) j = text.size();
     auto word = text.substr(i, j - i);
     if (col > indent && col + 1 + word.size() > width) {

@@ -8,6 +8,7 @@
 #include <tuple>
 
 #include "core/domain_change.hpp"
+#include "core/initramfs.hpp"
 #include "core/text.hpp"
 
 namespace iommud::core {
@@ -395,6 +396,33 @@ std::string deviceList(const GroupCtx& g) {
 
 RuleRef refOf(const Rule& r) {
   return RuleRef{r.name, r.where};
+}
+
+// The image boots would load `module` from, when it holds it or could not be listed: its copy of
+// modprobe.d is what the boot-time load reads.
+std::optional<InitramfsRebuild> initramfsFor(const KernelInfo& k, const std::string& module) {
+  const Initramfs& i = k.initramfs;
+  const bool holds = i.state == Initramfs::State::Listed && i.modules.contains(canonicalModuleName(module));
+  if (!holds && i.state != Initramfs::State::Unreadable) return std::nullopt;
+  return InitramfsRebuild{i.image, initramfsRebuildCommand(i.generator, k.release), holds};
+}
+
+// When a modprobe.d line (`setting`, "poll_queues=4") for `module` takes effect, now and at boot.
+std::string loadTimeNote(const std::string& module, const std::string& setting, bool running,
+                         const std::optional<InitramfsRebuild>& rebuild, const std::string& unreadable) {
+  if (!rebuild) {
+    return running ? "already in effect now; the file keeps it across reboots"
+                   : "takes effect when " + module + " is next loaded (reload the module or reboot)";
+  }
+  std::string now =
+      running ? "already in effect now" : "takes effect when " + module + " is next loaded (reload the module)";
+  const std::string rebuilds = "`" + rebuild->command + "` rebuilds it";
+  if (rebuild->checked) {
+    return now + "; " + module + " is in the initramfs " + rebuild->image + ": until " + rebuilds + ", boots load " +
+           module + " without " + setting;
+  }
+  return now + "; the initramfs " + rebuild->image + " could not be checked for " + module + " (" + unreadable +
+         "): if it holds " + module + ", boots load it without " + setting + " until " + rebuilds;
 }
 
 // The devices by what rule conditions name, so that a rule is tried only on the devices its most
@@ -1038,8 +1066,8 @@ class Planner {
         return;
       }
       ch.from = inFile.value_or("(not set)");
-      ch.note = running ? "already in effect now; the file keeps it across reboots"
-                        : "takes effect when " + module + " is next loaded (reload the module or reboot)";
+      ch.initramfs = initramfsFor(in_.host.kernel, module);
+      ch.note = loadTimeNote(module, name + "=" + p.value, running, ch.initramfs, in_.host.kernel.initramfs.reason);
       plan_.changes.push_back(std::move(ch));
       return;
     }

@@ -29,6 +29,14 @@ struct RuleRef {
   SourceLoc where;
 };
 
+/// An initramfs to rebuild before boots see a modprobe.d change: it holds the module, which then
+/// loads at boot with the image's own copy of modprobe.d.
+struct InitramfsRebuild {
+  std::string image;    // "/boot/initrd.img-6.1.0-18-amd64"
+  std::string command;  // "update-initramfs -u -k 6.1.0-18-amd64"
+  bool checked = true;  // false: the image could not be listed, it may not hold the module (the note says why)
+};
+
 /// One change the plan makes (or, in advise mode, recommends).
 struct Change {
   ChangeKind kind = ChangeKind::Domain;
@@ -46,6 +54,8 @@ struct Change {
   bool disruptive = false;    // rebinds a driver or resets a link
   bool irreversible = false;  // DMA -> DMA-FQ with drivers bound: only unbind or reboot undo it
   std::string note;           // what else the admin should know ("takes effect at the next probe")
+  // modprobe.d only: the initramfs boots would load the module from, with its own modprobe.d copy.
+  std::optional<InitramfsRebuild> initramfs;
 };
 
 /// Why a rule's wish will not happen.

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <map>
 
+#include "app/plan_report.hpp"
 #include "config/policy_loader.hpp"
 #include "support/fake_kernel.hpp"
 #include "support/scenarios.hpp"
@@ -68,6 +69,7 @@ struct Bench {
         }
       }
     }
+    app::readInitramfsIfPlanned(root, p, s);  // as iommuctl's planning does
     return app::applyPlan(core::plan({s.host, s.mode, s.findings}, p, o), s.host, ctx);
   }
   std::vector<app::Outcome> revert(std::optional<std::string> device = std::nullopt) {
@@ -156,9 +158,7 @@ TEST(Apply, ARefusalOfTheKernelIsReportedAndNothingIsRecorded) {
   EXPECT_TRUE(app::readRecords(b.root, b.ctx.paths).empty());
 }
 
-TEST(Apply, WritesRuntimeParametersAndModprobeFilesAndRevertsBoth) {
-  Bench b(thunderboltNicWithModule(), {6, 12, 30});
-  auto p = rules(R"(
+constexpr const char* kAtlanticItr = R"(
 [[rule]]
 name = "itr"
 description = "interrupt moderation"
@@ -171,8 +171,11 @@ value = 0
 name = "aq_itr_rx"
 value = 64
 at = "load"
-)");
-  auto applied = b.apply(p);
+)";
+
+TEST(Apply, WritesRuntimeParametersAndModprobeFilesAndRevertsBoth) {
+  Bench b(thunderboltNicWithModule(), {6, 12, 30});
+  auto applied = b.apply(rules(kAtlanticItr));
   ASSERT_EQ(count(applied, R::Done), 2) << describe(applied);
   EXPECT_EQ(b.read("/sys/module/atlantic/parameters/aq_itr"), "0\n");
   const std::string conf = b.read("/etc/modprobe.d/iommud-atlantic.conf");
@@ -184,6 +187,22 @@ at = "load"
   ASSERT_EQ(count(reverted, R::Done), 2) << describe(reverted);
   EXPECT_EQ(b.read("/sys/module/atlantic/parameters/aq_itr"), "65535\n");
   EXPECT_EQ(b.read("/etc/modprobe.d/iommud-atlantic.conf"), "(absent)");
+}
+
+TEST(Apply, SaysWhenTheInitramfsOfAModprobeLinesModuleCouldNotBeChecked) {
+  auto h = thunderboltNicWithModule();
+  h->write("/boot/initrd.img-6.12.38+deb12-amd64", "not a cpio archive\n");
+  Bench b(std::move(h), {6, 12, 30});
+  auto applied = b.apply(rules(kAtlanticItr));
+  ASSERT_EQ(count(applied, R::Done), 2) << describe(applied);
+  const std::string& modprobe = applied[1].message;
+  EXPECT_NE(modprobe.find("/etc/modprobe.d/iommud-atlantic.conf: aq_itr_rx=64 (takes effect when atlantic "
+                          "is next loaded (reload the module); the initramfs "
+                          "/boot/initrd.img-6.12.38+deb12-amd64 could not be checked for atlantic ("),
+            std::string::npos)
+      << modprobe;
+  EXPECT_NE(modprobe.find("until `update-initramfs -u -k 6.12.38+deb12-amd64` rebuilds it)"), std::string::npos)
+      << modprobe;
 }
 
 TEST(Apply, SetsRingsThroughEthtoolAndRevertRestoresThem) {

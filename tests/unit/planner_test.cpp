@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <set>
 
 #include "app/plan_report.hpp"
 #include "config/policy_loader.hpp"
@@ -566,6 +567,130 @@ TEST(Planner, ALoadTimeParameterAlreadyInTheFileIsSatisfied) {
   auto plan = planOf(s, rules(kParamRules), Trigger::Hotplug);
   EXPECT_TRUE(std::any_of(plan.satisfied.begin(), plan.satisfied.end(),
                           [](const core::Satisfied& x) { return x.kind == ChangeKind::ModprobeConf; }));
+}
+
+// --- Load-time parameters and the initramfs ---
+
+namespace {
+
+const core::Change* modprobeChange(const core::Plan& plan) {
+  auto it = std::find_if(plan.changes.begin(), plan.changes.end(),
+                         [](const core::Change& c) { return c.kind == ChangeKind::ModprobeConf; });
+  return it == plan.changes.end() ? nullptr : &*it;
+}
+// A pointer into a temporary Plan would dangle: keep the Plan in a variable.
+const core::Change* modprobeChange(core::Plan&& plan) = delete;
+
+core::Initramfs debianImage(core::Initramfs::State state, std::set<std::string> modules = {}) {
+  core::Initramfs i;
+  i.state = state;
+  i.image = "/boot/initrd.img-6.12.38+deb12-amd64";
+  i.modules = std::move(modules);
+  if (state == core::Initramfs::State::Unreadable) i.reason = "Permission denied";
+  return i;
+}
+
+// The plan of kParamRules at hotplug on a host whose initramfs is `image`.
+core::Plan planWithInitramfs(app::Status& s, core::Initramfs image) {
+  s.host.kernel.initramfs = std::move(image);
+  return planOf(s, rules(kParamRules), Trigger::Hotplug);
+}
+
+}  // namespace
+
+TEST(Planner, SaysTheInitramfsMustBeRebuiltWhenItHoldsTheModuleOfAModprobeLine) {
+  auto h = thunderboltNicWithModule();
+  auto s = statusOf(*h);
+  auto plan = planWithInitramfs(s, debianImage(core::Initramfs::State::Listed, {"atlantic", "nvme"}));
+  const auto* c = modprobeChange(plan);
+  ASSERT_NE(c, nullptr);
+  EXPECT_EQ(c->note,
+            "takes effect when atlantic is next loaded (reload the module); atlantic is in the initramfs "
+            "/boot/initrd.img-6.12.38+deb12-amd64: until `update-initramfs -u -k 6.12.38+deb12-amd64` rebuilds it, "
+            "boots load atlantic without aq_itr_rx=64");
+  ASSERT_TRUE(c->initramfs);
+  EXPECT_EQ(c->initramfs->image, "/boot/initrd.img-6.12.38+deb12-amd64");
+  EXPECT_EQ(c->initramfs->command, "update-initramfs -u -k 6.12.38+deb12-amd64");
+  EXPECT_TRUE(c->initramfs->checked);
+  std::string json = app::planJson(plan, rules(kParamRules));
+  EXPECT_NE(json.find(R"("rebuild": "update-initramfs -u -k 6.12.38+deb12-amd64",)"), std::string::npos) << json;
+  EXPECT_NE(json.find(R"("holds_module": true)"), std::string::npos) << json;
+  std::string text = app::planText(plan, s, rules(kParamRules), false);
+  // The command stays whole on one line, to be copied.
+  EXPECT_NE(text.find("`update-initramfs -u -k 6.12.38+deb12-amd64`"), std::string::npos) << text;
+}
+
+TEST(Planner, SaysAValueInEffectNowStillNeedsTheInitramfsRebuiltForBoot) {
+  auto h = thunderboltNicWithModule();
+  h->write("/sys/module/atlantic/parameters/aq_itr_rx", "64\n");
+  auto s = statusOf(*h);
+  auto fedora = debianImage(core::Initramfs::State::Listed, {"atlantic"});
+  fedora.generator = core::Initramfs::Generator::Dracut;
+  fedora.image = "/boot/initramfs-6.12.38+deb12-amd64.img";
+  auto plan = planWithInitramfs(s, fedora);
+  const auto* c = modprobeChange(plan);
+  ASSERT_NE(c, nullptr);
+  EXPECT_EQ(c->note,
+            "already in effect now; atlantic is in the initramfs /boot/initramfs-6.12.38+deb12-amd64.img: until "
+            "`dracut -f --kver 6.12.38+deb12-amd64` rebuilds it, boots load atlantic without aq_itr_rx=64");
+}
+
+TEST(Planner, SaysAnInitramfsThatCouldNotBeListedWasNotChecked) {
+  auto s = statusOf(*thunderboltNicWithModule());
+  auto plan = planWithInitramfs(s, debianImage(core::Initramfs::State::Unreadable));
+  const auto* c = modprobeChange(plan);
+  ASSERT_NE(c, nullptr);
+  EXPECT_EQ(c->note,
+            "takes effect when atlantic is next loaded (reload the module); the initramfs "
+            "/boot/initrd.img-6.12.38+deb12-amd64 could not be checked for atlantic (Permission denied): if it holds "
+            "atlantic, boots load it without aq_itr_rx=64 until `update-initramfs -u -k 6.12.38+deb12-amd64` rebuilds "
+            "it");
+  ASSERT_TRUE(c->initramfs);
+  EXPECT_FALSE(c->initramfs->checked);
+  std::string json = app::planJson(plan, rules(kParamRules));
+  EXPECT_NE(json.find(R"("holds_module": null)"), std::string::npos) << json;
+}
+
+TEST(Planner, SaysNothingOfAnInitramfsWithoutTheModuleOrWithoutAnImage) {
+  auto s = statusOf(*thunderboltNicWithModule());
+  for (const auto& image : {debianImage(core::Initramfs::State::Listed, {"nvme"}),
+                            debianImage(core::Initramfs::State::Absent), core::Initramfs{}}) {
+    auto plan = planWithInitramfs(s, image);
+    const auto* c = modprobeChange(plan);
+    ASSERT_NE(c, nullptr);
+    EXPECT_EQ(c->note, "takes effect when atlantic is next loaded (reload the module or reboot)");
+    EXPECT_FALSE(c->initramfs);
+  }
+}
+
+TEST(Planner, ListsTheInitramfsOnlyWhenThePlanWritesModprobeD) {
+  auto h = thunderboltNicWithModule();
+  // Not an image: listing it fails, which shows that it was tried.
+  h->write("/boot/initrd.img-6.12.38+deb12-amd64", "not a cpio archive\n");
+  auto s = statusOf(*h);
+  app::readInitramfsIfPlanned(adapters::sysfs::Root(h->rootString()), rules(kAcceptedNvmeIdentity), s);
+  EXPECT_EQ(s.host.kernel.initramfs.state, core::Initramfs::State::NotRead);
+
+  app::readInitramfsIfPlanned(adapters::sysfs::Root(h->rootString()), rules(kParamRules), s);
+  EXPECT_EQ(s.host.kernel.initramfs.state, core::Initramfs::State::Unreadable);
+  EXPECT_EQ(s.host.kernel.initramfs.image, "/boot/initrd.img-6.12.38+deb12-amd64");
+  auto plan = planOf(s, rules(kParamRules), Trigger::Hotplug);
+  const auto* c = modprobeChange(plan);
+  ASSERT_NE(c, nullptr);
+  EXPECT_NE(c->note.find("could not be checked for atlantic"), std::string::npos) << c->note;
+
+  // The line is in the file already: nothing to write, nothing to list.
+  h->write("/etc/modprobe.d/iommud-atlantic.conf", "options atlantic aq_itr_rx=64\n");
+  auto tuned = statusOf(*h);
+  app::readInitramfsIfPlanned(adapters::sysfs::Root(h->rootString()), rules(kParamRules), tuned);
+  EXPECT_EQ(tuned.host.kernel.initramfs.state, core::Initramfs::State::NotRead);
+}
+
+TEST(Planner, FindsNoInitramfsUnderARootWithoutOne) {
+  auto h = thunderboltNicWithModule();
+  auto s = statusOf(*h);
+  app::readInitramfsIfPlanned(adapters::sysfs::Root(h->rootString()), rules(kParamRules), s);
+  EXPECT_EQ(s.host.kernel.initramfs.state, core::Initramfs::State::Absent);
 }
 
 // --- explain ---

@@ -37,7 +37,9 @@ std::optional<Planning> preparePlanning(const Globals& globals, const std::vecto
       std::fprintf(stderr, "iommuctl: NIC settings not read: %s\n", opened.error().describe().c_str());
     }
   }
-  return Planning{app::buildStatus(std::move(host).value()), std::move(loaded), std::move(ethtool)};
+  auto status = app::buildStatus(std::move(host).value());
+  app::readInitramfsIfPlanned(root, loaded.policies, status);
+  return Planning{std::move(status), std::move(loaded), std::move(ethtool)};
 }
 
 std::optional<core::PlanOptions> planOptions(const core::HostFacts& host, bool hotplug, const std::string& device) {
