@@ -11,29 +11,12 @@ import tempfile
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import testbed  # noqa: E402  (re-executes under the preload)
+import testbed  # noqa: E402
 from testbed import NIC, NVME_A, NVME_B, SOLO_NVME, TB_DOWN, TB_UP  # noqa: E402
 
 IOMMUCTL = os.environ.get("IOMMUCTL", "iommuctl")
 
-PAIR_IDENTITY = """\
-[[rule]]
-name = "nvme-pair-identity"
-description = "NVMe drives sharing a group: identity"
-domain = "identity"
-accept = ["no-isolation"]
-[rule.match]
-kind = "nvme"
-shares-group-with = "nvme"
-
-[[rule]]
-name = "nic-identity"
-description = "Every NIC: identity, which the planner refuses for untrusted ones"
-domain = "identity"
-accept = ["no-isolation"]
-[rule.match]
-kind = "nic"
-"""
+PAIR_IDENTITY = testbed.pair_identity_rule() + "\n" + testbed.NIC_IDENTITY_RULE
 
 
 class IommuctlUnderUmockdev(unittest.TestCase):

@@ -9,14 +9,18 @@ part in driver binding: `/sys/bus/pci/drivers/<drv>/{bind,unbind}` are FIFOs rea
 that moves the `driver` links, creates and removes the driver's class devices and sends the
 `bind`/`unbind` uevents.
 
-Where this departs from umockdev's own helpers, and why:
+The testbed (`UMockdev.Testbed`) gives the directory and its removal; the programs under test
+run with the preload (`Host.env()`), this Python does not need it. Where this departs from
+umockdev's own helpers, and why:
 - uevents are sent by `Host.uevent` in umockdev's wire format (libudev header, properties
   from the device's `uevent` file), not by `UMockdev.Testbed.uevent()`: 0.17.16 sends on a
   non-blocking socket and abort()s the whole test on EAGAIN, which a listener's queue of
   net.unix.max_dgram_qlen (10 by default) gives after ten unread events; and it needs the
   device directory to exist, so a `remove` cannot be sent after the device is gone, which is
-  what a listener behind udevd sees. Here a full queue blocks the sender (up to
-  `send_timeout`) until the listener reads.
+  what a listener behind udevd sees. Here a thread delivers them in order and a full queue
+  makes it wait (up to `send_timeout`) until the listener reads.
+- devices are made with plain file operations, not `Testbed.add_device()`, which in 0.17.16
+  always sends an `add` uevent itself, through that same sender.
 - bind/unbind are FIFOs, not plain files: the kernel takes each write synchronously, while a
   plain file keeps only the last of two quick writes (the writer neither truncates nor
   appends). inotify on the FIFOs and the groups' `type` files keeps the order of the writes.
@@ -38,32 +42,16 @@ import select
 import shutil
 import socket
 import struct
-import sys
 import threading
 import time
 from typing import Callable
 
-PRELOAD = "libumockdev-preload.so.0"
-
-
-def ensure_preloaded() -> None:
-    """Re-executes this Python under umockdev's preload unless it already runs under it: the
-    Testbed checks parent devices through it."""
-    if PRELOAD in os.environ.get("LD_PRELOAD", ""):
-        return
-    env = dict(os.environ)
-    env["LD_PRELOAD"] = PRELOAD + (":" + env["LD_PRELOAD"] if env.get("LD_PRELOAD") else "")
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os.execve(sys.executable, [sys.executable] + sys.orig_argv[1:], env)
-
-
-ensure_preloaded()
-
-import gi  # noqa: E402  (after the re-exec: only then is the preload in place)
+import gi
 
 gi.require_version("UMockdev", "1.0")
-from gi.repository import UMockdev  # noqa: E402
+from gi.repository import UMockdev  # noqa: E402  (after require_version)
+
+PRELOAD = "libumockdev-preload.so.0"
 
 
 def wait_until(what: str, predicate: Callable[[], object], timeout: float = 10.0, interval: float = 0.01):
@@ -198,6 +186,21 @@ MODULE_PARAMS = {
     "thunderbolt": {"start_icm": ("N", 0o444), "clx": ("Y", 0o444)},
 }
 
+# Policies the tests use: identity for the NVMe drives that share a group (when = "always",
+# "hotplug", or absent: a domain change waits for hotplug by default), and identity for every
+# NIC, which the planner must refuse for the untrusted Thunderbolt one.
+def pair_identity_rule(when: str | None = None) -> str:
+    return (
+        '[[rule]]\nname = "nvme-pair-identity"\ndescription = "NVMe drives sharing a group: identity"\n'
+        'domain = "identity"\naccept = ["no-isolation"]\n' + (f'when = "{when}"\n' if when else "")
+        + '[rule.match]\nkind = "nvme"\nshares-group-with = "nvme"\n')
+
+
+NIC_IDENTITY_RULE = (
+    '[[rule]]\nname = "nic-identity"\n'
+    'description = "Every NIC: identity, which the planner refuses for untrusted ones"\n'
+    'domain = "identity"\naccept = ["no-isolation"]\n[rule.match]\nkind = "nic"\n')
+
 PCI_ADDRESS = re.compile(rb"\s*([0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7])\s*")
 DOMAIN_TYPES = ("identity", "DMA-FQ", "DMA", "auto", "blocked")
 
@@ -268,6 +271,7 @@ class Host:
         self._build_static()
         for spec in FIXED:
             self._add_pci(spec, announce=False)
+        self._build_thunderbolt_domain()
         # Probe order at boot: the pair gets nvme0 and nvme1, the solo drive nvme2.
         if with_pair:
             self._add_unit(PAIR_UNIT, announce=False)
@@ -330,6 +334,16 @@ class Host:
     def present(self, address: str) -> bool:
         with self._lock:
             return address in self._present
+
+    def set_group_type(self, group: int, value: str) -> None:
+        """Sets a group's type as someone else would (an admin, another tool), after the writes
+        made so far; it stays out of `writes`."""
+        self.sync()
+        with self._lock:
+            drivers = [self._driver[a] for a, s in self._present.items() if s.group == group]
+            assert all(d in (None, "pcieport") for d in drivers), f"group {group} has drivers bound: {drivers}"
+            self._core.show_type(group, value + "\n")
+            self._group_types[group] = value
 
     def sync(self, timeout: float = 10.0) -> None:
         """Waits until the driver emulation has handled every write made so far."""
@@ -509,9 +523,9 @@ class Host:
                 self._link(mod, base + "/module")
                 self._link(base, f"{mod}/drivers/pci:{driver}")
 
+    def _build_thunderbolt_domain(self) -> None:
         # The Thunderbolt domain and the host's own router live below the NHI.
         nhi = self._pci_syspath(USB4_NHI)
-        os.makedirs(self.path(nhi), exist_ok=True)
         self._mkdev(nhi + "/domain0", "thunderbolt", {
             "security": "user", "iommu_dma_protection": "1", "deauthorization": "1", "boot_acl": ",,,,,,,,,,,,,,,",
         }, {"DEVTYPE": "thunderbolt_domain"}, bus=True)
@@ -525,29 +539,24 @@ class Host:
 
     def _mkdev(self, syspath: str, subsystem: str, attrs: dict[str, str], props: dict[str, str],
                bus: bool = False, dev: str | None = None) -> None:
-        """A device directory made by umockdev (uevent, attributes, subsystem link, class link),
-        with the links umockdev leaves out: the bus's devices/ entry and /sys/dev/."""
-        parent, name = os.path.dirname(syspath), os.path.basename(syspath)
-        os.makedirs(self.path(parent), exist_ok=True)
-        attributes = []
+        """A device directory: uevent, attributes, the subsystem link and the bus's devices/ or
+        the class's entry, /sys/dev/. Not UMockdev.Testbed.add_device(): 0.17.16 sends an `add`
+        uevent of its own from it (before the device is complete, out of order with ours, and
+        through the sender that aborts on a full queue), and has no variant that does not."""
+        name = os.path.basename(syspath)
+        os.makedirs(self.path(syspath))
+        self._write(syspath + "/uevent", "".join(f"{k}={v}\n" for k, v in props.items()))
         for k, v in attrs.items():
-            attributes += [k, v if v.endswith("\n") or v == "" else v + "\n"]
-        if dev is not None:
-            attributes += ["dev", dev + "\n"]
-        properties = []
-        for k, v in props.items():
-            properties += [k, v]
-        made = self.testbed.add_device(subsystem, name, parent, attributes, properties)
-        assert made == syspath, f"umockdev made {made}, not {syspath}"
+            self._write(f"{syspath}/{k}", v if v.endswith("\n") or v == "" else v + "\n")
         if bus:
-            # umockdev links only usb and pci into /sys/bus: the rest get their class link moved.
-            self._unlink(f"/sys/class/{subsystem}/{name}")
             self._link(f"/sys/bus/{subsystem}", syspath + "/subsystem")
             self._link(syspath, f"/sys/bus/{subsystem}/devices/{name}")
+        else:
+            self._link(f"/sys/class/{subsystem}", syspath + "/subsystem")
+            self._link(syspath, f"/sys/class/{subsystem}/{name}")
         if dev is not None:
-            kind = "block" if subsystem == "block" else "char"
-            self._unlink(f"/sys/dev/{'char' if kind == 'block' else 'block'}/{dev}")
-            self._link(syspath, f"/sys/dev/{kind}/{dev}")
+            self._write(syspath + "/dev", dev + "\n")
+            self._link(syspath, f"/sys/dev/{'block' if subsystem == 'block' else 'char'}/{dev}")
 
     def _rmdev(self, syspath: str, subsystem: str, bus: bool = False, dev: str | None = None) -> None:
         name = os.path.basename(syspath)
@@ -627,7 +636,7 @@ class Host:
             bus = int(spec.address[5:7], 16)
             attrs["secondary_bus_number"] = str(bus + 1)
             attrs["subordinate_bus_number"] = str(bus + 1)
-        self._mkdev(path, "pci", attrs, {}, bus=False)
+        self._mkdev(path, "pci", attrs, {}, bus=True)
         self._write(path + "/uevent", self._pci_uevent(spec, None))
         self._present[spec.address] = spec
         self._driver[spec.address] = None
@@ -638,7 +647,7 @@ class Host:
             self._write(group + "/reserved_regions", "0x00000000fee00000 0x00000000feefffff msi\n", 0o444)
             self._write(group + "/type", default + "\n", 0o644)
             self._group_types[spec.group] = default
-            self._core.add_type_watch(self.path(group + "/type"), spec.group)
+            self._core.add_type_file(self.path(group + "/type"), spec.group)
         self._link(path, f"{group}/devices/{spec.address}")
         self._link(group, path + "/iommu_group")
         self._link("/sys/devices/virtual/iommu/dmar0", path + "/iommu")
@@ -657,12 +666,11 @@ class Host:
         self._unlink(f"{group}/devices/{spec.address}")
         self._unlink(f"/sys/devices/virtual/iommu/dmar0/devices/{spec.address}")
         self._unlink(f"/sys/bus/pci/devices/{spec.address}")
-        self._unlink(f"/sys/class/pci/{spec.address}")
         shutil.rmtree(self.path(path), ignore_errors=True)
         del self._present[spec.address]
         del self._driver[spec.address]
         if not os.listdir(self.path(group + "/devices")):
-            self._core.remove_type_watch(spec.group)
+            self._core.remove_type_file(spec.group)
             shutil.rmtree(self.path(group), ignore_errors=True)
             del self._group_types[spec.group]
         self.uevent(path, "remove", props)
@@ -804,12 +812,14 @@ class Host:
         if refused:
             self.anomalies.append(f"{driver}/{action} <- {address}: the kernel would fail it with {refused}")
 
-    def _type_write(self, group: int, content: str) -> str | None:
-        """iommu_group_store_type() on 6.12. Returns the content the file must be given."""
+    def _type_written(self, group: int) -> None:
+        """iommu_group_store_type() on 6.12, for a write just closed: the file shows what the
+        kernel would show afterwards."""
         with self._lock:
             old = self._group_types.get(group)
             if old is None:
-                return None
+                return
+            content = self._core.read_type(group)
             value = _written_value(content, old)
             self.writes.append((f"/sys/kernel/iommu_groups/{group}/type", value or content))
             members = [a for a, s in self._present.items() if s.group == group]
@@ -828,16 +838,18 @@ class Host:
                     refused = f"EINVAL: {value} for an untrusted device"
             if refused:
                 self.anomalies.append(f"group {group} type <- {value or content!r}: the kernel would fail it with {refused}")
-                return old + "\n"
-            if value == "auto":
+                value = old
+            elif value == "auto":
                 value = "DMA-FQ"
             self._group_types[group] = value
-            return value + "\n"
+            if content != value + "\n":
+                self._core.show_type(group, value + "\n")
 
 
 def _written_value(content: str, old: str) -> str | None:
-    """What a write at offset 0 without O_TRUNC put over `old`+"\\n" to give `content`. A write
-    is taken to change the value when the content allows both ("DMA" over "DMA-FQ")."""
+    """What a write at offset 0 without O_TRUNC put over `old`+"\\n" to give `content`. Where
+    the content allows both, the value stays: "DMA" written over "DMA-FQ\\n" leaves the file as
+    it was and is taken for "DMA-FQ" (a limit of plain files; the tests never write it)."""
     before = old + "\n"
     candidates = []
     for v in DOMAIN_TYPES:
@@ -846,8 +858,7 @@ def _written_value(content: str, old: str) -> str | None:
                 candidates.append(v)
     if not candidates:
         return None
-    changed = [v for v in candidates if v != old]
-    return changed[0] if changed else candidates[0]
+    return old if old in candidates else candidates[0]
 
 
 class _DriverCore(threading.Thread):
@@ -868,8 +879,7 @@ class _DriverCore(threading.Thread):
         self._wake_r, self._wake_w = os.pipe()
         self._fifos: dict[int, tuple[int, str, str, bytearray]] = {}  # wd -> (fd, driver, action, buffer)
         self._types: dict[int, int] = {}  # wd -> group
-        self._type_wd: dict[int, int] = {}  # group -> wd
-        self._own_writes: dict[int, int] = {}  # wd -> our own close-writes still to come
+        self._type_files: dict[int, tuple[int, int]] = {}  # group -> (wd, fd)
         self._stopping = False
         self._idle = threading.Condition()
         self._pending = 0  # events read and not handled yet
@@ -886,16 +896,32 @@ class _DriverCore(threading.Thread):
         os.chmod(path, 0o200)  # as sysfs shows it
         self._fifos[self._watch(path)] = (fd, driver, action, bytearray())
 
-    def add_type_watch(self, path: str, group: int) -> None:
+    def add_type_file(self, path: str, group: int) -> None:
+        # Opened before the watch and never closed while watched: writes through this fd
+        # raise no IN_OPEN or IN_CLOSE_WRITE, so the emulation's own writes are not taken for
+        # a writer's.
+        fd = os.open(path, os.O_RDWR | os.O_CLOEXEC)
         wd = self._watch(path)
         self._types[wd] = group
-        self._type_wd[group] = wd
+        self._type_files[group] = (wd, fd)
 
-    def remove_type_watch(self, group: int) -> None:
-        wd = self._type_wd.pop(group, None)
-        if wd is not None:
-            self._types.pop(wd, None)
-            self._rm_watch(self._fd, wd)
+    def remove_type_file(self, group: int) -> None:
+        wd, fd = self._type_files.pop(group)
+        self._types.pop(wd, None)
+        self._rm_watch(self._fd, wd)
+        os.close(fd)
+
+    def read_type(self, group: int) -> str:
+        return os.pread(self._type_files[group][1], 4096, 0).decode(errors="replace")
+
+    def show_type(self, group: int, content: str) -> None:
+        """Replaces the file's content. A shorter value is padded with newlines before the file
+        is cut, so that a reader in between sees the new value (trailing whitespace aside)."""
+        fd = self._type_files[group][1]
+        data = content.encode()
+        size = os.fstat(fd).st_size
+        os.pwrite(fd, data + b"\n" * max(0, size - len(data)), 0)
+        os.ftruncate(fd, len(data))
 
     def stop(self) -> None:
         self._stopping = True
@@ -903,6 +929,8 @@ class _DriverCore(threading.Thread):
         if self.is_alive():
             self.join(10)
         for fd, _, _, _ in self._fifos.values():
+            os.close(fd)
+        for _, fd in self._type_files.values():
             os.close(fd)
         os.close(self._fd)
         os.close(self._wake_r)
@@ -924,17 +952,17 @@ class _DriverCore(threading.Thread):
             ready, _, _ = select.select([self._fd, self._wake_r], [], [])
             if self._wake_r in ready:
                 return
-            try:
-                data = os.read(self._fd, 65536)
-            except BlockingIOError:
-                continue
-            events = []
-            off = 0
-            while off < len(data):
-                wd, mask, _cookie, length = struct.unpack_from("iIII", data, off)
-                off += 16 + length
-                events.append((wd, mask))
-            with self._idle:
+            with self._idle:  # sync() must not see the events between the read and the count
+                try:
+                    data = os.read(self._fd, 65536)
+                except BlockingIOError:
+                    continue
+                events = []
+                off = 0
+                while off < len(data):
+                    wd, mask, _cookie, length = struct.unpack_from("iIII", data, off)
+                    off += 16 + length
+                    events.append((wd, mask))
                 self._pending += len(events)
             for wd, mask in events:
                 try:
@@ -968,21 +996,7 @@ class _DriverCore(threading.Thread):
                 buf.clear()
             self._host._driver_write(driver, action, value)
         elif wd in self._types:
-            if self._own_writes.get(wd, 0) > 0:
-                self._own_writes[wd] -= 1
-                return
-            group = self._types[wd]
-            path = self._host.path(f"/sys/kernel/iommu_groups/{group}/type")
-            try:
-                with open(path) as f:
-                    content = f.read()
-            except FileNotFoundError:
-                return
-            shown = self._host._type_write(group, content)
-            if shown is not None and shown != content:
-                self._own_writes[wd] = self._own_writes.get(wd, 0) + 1
-                with open(path, "w") as f:
-                    f.write(shown)
+            self._host._type_written(self._types[wd])
 
 
 class _Sender(threading.Thread):
