@@ -12,6 +12,7 @@
 #include <map>
 
 #include "config/policy_loader.hpp"
+#include "config/toml_support.hpp"
 
 namespace iommud::config {
 namespace {
@@ -54,8 +55,9 @@ bool isMask(const std::string& path) {
   return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && st.st_size == 0;
 }
 
-// Reads a policy file with a size cap, so that a huge file costs no more than the cap.
-core::Result<std::string> readCapped(const std::string& path) {
+}  // namespace
+
+core::Result<std::string> detail::readCapped(const std::string& path, size_t maxBytes) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY);
   if (fd < 0) return core::errnoError(errno, path);
   std::string out;
@@ -70,13 +72,11 @@ core::Result<std::string> readCapped(const std::string& path) {
     }
     if (n == 0) break;
     out.append(buf.data(), static_cast<size_t>(n));
-    if (out.size() > kMaxPolicyBytes) break;  // parsePolicyText reports the size
+    if (out.size() > maxBytes) break;  // parseToml reports the size
   }
   ::close(fd);
   return out;
 }
-
-}  // namespace
 
 Loaded loadPolicies(const std::vector<std::string>& dirs, const std::vector<std::string>& files,
                     const LoadOptions& options) {
@@ -137,7 +137,7 @@ Loaded loadPolicies(const std::vector<std::string>& dirs, const std::vector<std:
         }
       }
     }
-    auto text = readCapped(file.path);
+    auto text = detail::readCapped(file.path, kMaxPolicyBytes);
     if (!text) {
       diags.push_back(fileError(file.path, text.error().message));
       continue;

@@ -1,14 +1,11 @@
 #include "config/policy_loader.hpp"
 
-#include <fmt/format.h>
-
 #include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <map>
-#include <sstream>
-#include <toml.hpp>
 
+#include "config/toml_support.hpp"
 #include "core/findings.hpp"
 #include "core/text.hpp"
 
@@ -44,192 +41,15 @@ size_t Loaded::errors() const {
 
 namespace {
 
-// Length of a valid UTF-8 sequence at text[i], or 0 (overlong forms and surrogates are invalid).
-size_t utf8Length(std::string_view text, size_t i) {
-  auto byte = [&](size_t k) { return k < text.size() ? static_cast<unsigned char>(text[k]) : 0U; };
-  unsigned c = byte(i);
-  auto cont = [&](size_t k) { return (byte(k) & 0xC0U) == 0x80U; };
-  if (c < 0x80U) return 1;
-  if (c >= 0xC2U && c <= 0xDFU) return cont(i + 1) ? 2 : 0;
-  if (c >= 0xE0U && c <= 0xEFU) {
-    unsigned c1 = byte(i + 1);
-    if ((c == 0xE0U && c1 < 0xA0U) || (c == 0xEDU && c1 >= 0xA0U)) return 0;
-    return cont(i + 1) && cont(i + 2) ? 3 : 0;
-  }
-  if (c >= 0xF0U && c <= 0xF4U) {
-    unsigned c1 = byte(i + 1);
-    if ((c == 0xF0U && c1 < 0x90U) || (c == 0xF4U && c1 >= 0x90U)) return 0;
-    return cont(i + 1) && cont(i + 2) && cont(i + 3) ? 4 : 0;
-  }
-  return 0;
-}
+using detail::joinNames;
+using detail::typeName;
 
-// What toml11 3.7 must never see: bytes that are not UTF-8 or are control characters (its
-// UTF-8 paths assert and throw from deep inside), and nesting deeper than kMaxPolicyNesting of
-// '[', '{' or dotted keys outside strings and comments (it recurses without limit). One pass;
-// the first problem is returned with its 1-based line and column.
-std::optional<Diagnostic> precheck(std::string_view text, const std::string& file) {
-  int depth = 0;
-  int dots = 0;
-  int line = 1;
-  int col = 0;
-  auto at = [&](std::string message) {
-    return Diagnostic{SourceLoc{file, line, col}, Severity::Error, std::move(message)};
-  };
-  enum class In { Code, Comment, Basic, Literal, MlBasic, MlLiteral } in = In::Code;
-  // A multi-line string closes at the last three quotes of a run of three to five.
-  auto closes = [&](size_t& i, char q) {
-    size_t run = 0;
-    while (i + run < text.size() && text[i + run] == q && run < 5) ++run;
-    if (run < 3) return false;
-    i += run - 1;
-    col += static_cast<int>(run) - 1;
-    return true;
-  };
-  for (size_t i = 0; i < text.size(); ++i) {
-    char c = text[i];
-    ++col;
-    auto u = static_cast<unsigned char>(c);
-    if (u >= 0x80U) {
-      size_t n = utf8Length(text, i);
-      if (n == 0) return at(fmt::format("not valid UTF-8 (byte 0x{:02x}); policy files are UTF-8 text", u));
-      i += n - 1;
-      if (in == In::Code) return at("a character outside ASCII outside a string or comment");
-      continue;
-    }
-    if (c == '\n') {
-      ++line;
-      col = 0;
-      dots = 0;
-      if (in == In::Comment || in == In::Basic || in == In::Literal) in = In::Code;
-      continue;
-    }
-    if ((u < 0x20U && c != '\t' && c != '\r') || u == 0x7FU) {
-      return at(fmt::format("control character 0x{:02x}; policy files are text", u));
-    }
-    switch (in) {
-      case In::Comment: continue;
-      case In::Basic:
-        if (c == '\\' && i + 1 < text.size() && text[i + 1] != '\n') {
-          ++i;
-          ++col;
-        } else if (c == '"') {
-          in = In::Code;
-        }
-        continue;
-      case In::Literal:
-        if (c == '\'') in = In::Code;
-        continue;
-      case In::MlBasic:
-        if (c == '\\' && i + 1 < text.size() && text[i + 1] != '\n') {  // a line-ending backslash is no escape
-          ++i;
-          ++col;
-        } else if (c == '"' && closes(i, '"')) {
-          in = In::Code;
-        }
-        continue;
-      case In::MlLiteral:
-        if (c == '\'' && closes(i, '\'')) in = In::Code;
-        continue;
-      case In::Code: break;
-    }
-    if (c == '#') {
-      in = In::Comment;
-    } else if (text.substr(i, 3) == R"(""")") {
-      in = In::MlBasic;
-      i += 2;
-      col += 2;
-    } else if (text.substr(i, 3) == "'''") {
-      in = In::MlLiteral;
-      i += 2;
-      col += 2;
-    } else if (c == '"') {
-      in = In::Basic;
-    } else if (c == '\'') {
-      in = In::Literal;
-    } else if (c == '[' || c == '{' || (c == '.' && ++dots > kMaxPolicyNesting)) {
-      if (c == '.' || ++depth > kMaxPolicyNesting) {
-        return at("nested more than " + std::to_string(kMaxPolicyNesting) +
-                  " levels deep (arrays, inline tables or dotted keys); policies never need that");
-      }
-    } else if (c == ']' || c == '}') {
-      depth = std::max(0, depth - 1);
-    }
-  }
-  return std::nullopt;
-}
+constexpr detail::TextRules kPolicyText{kMaxPolicyBytes, kMaxPolicyNesting, "policy files", "policies never need that"};
 
-// toml11 3.7 reports a syntax error as a multi-line text with the source lines and carets. The
-// one-line diagnostic takes the message from the first line, and the line and column of the
-// last marked source line (the place the parser gave up), with that caret's hint.
-Diagnostic syntaxDiagnostic(const std::string& what, const std::string& file) {
-  Diagnostic d;
-  d.where.file = file;
-  auto lines = core::split(what, '\n');
-  std::string_view head = lines.empty() ? std::string_view(what) : lines[0];
-  if (head.starts_with("[error] ")) head.remove_prefix(8);
-  // "toml::parse_array: ..." or "parse_ml_basic_string: ...": the parser's function is noise.
-  if (auto colon = head.find(": "); colon != std::string_view::npos &&
-                                    std::all_of(head.begin(), head.begin() + static_cast<ptrdiff_t>(colon), [](char c) {
-                                      return (c >= 'a' && c <= 'z') || c == '_' || c == ':';
-                                    })) {
-    head.remove_prefix(colon + 2);
-  }
-  std::string hint;
-  for (size_t i = 1; i + 1 < lines.size(); ++i) {
-    auto bar = lines[i].find(" | ");
-    auto num = core::trim(lines[i].substr(0, bar == std::string_view::npos ? 0 : bar));
-    if (bar == std::string_view::npos || num.empty() ||
-        !std::all_of(num.begin(), num.end(), [](char c) { return c >= '0' && c <= '9'; })) {
-      continue;
-    }
-    auto caretLine = lines[i + 1];
-    auto caret = caretLine.find_first_of("^~");  // a point or an underlined range
-    auto caretBar = caretLine.find('|');
-    if (caret == std::string_view::npos || caretBar == std::string_view::npos || caret < caretBar + 2) continue;
-    d.where.line = std::stoi(std::string(num));
-    d.where.column = static_cast<int>(caret - caretBar - 1);
-    hint = std::string(core::trim(caretLine.substr(caret + 1)));
-    while (!hint.empty() && (hint.front() == '-' || hint.front() == ' ' || hint.front() == '~')) hint.erase(0, 1);
-  }
-  // Some of toml11's messages are empty and say it all in the hint ("the next token is not a boolean").
-  if (head.empty()) {
-    d.message = hint.empty() || hint == "here" ? "not valid TOML here" : hint;
-  } else {
-    d.message = std::string(head);
-    if (!hint.empty() && hint != "here") d.message += " (" + hint + ")";
-  }
-  if (d.where.line == 0) d.where.line = 1, d.where.column = 1;
-  return d;
-}
-
-std::string typeName(const toml::value& v) {
-  switch (v.type()) {
-    case toml::value_t::boolean: return "a boolean";
-    case toml::value_t::integer: return "an integer";
-    case toml::value_t::floating: return "a float";
-    case toml::value_t::string: return "a string";
-    case toml::value_t::array: return "an array";
-    case toml::value_t::table: return "a table";
-    case toml::value_t::empty: return "nothing";
-    default: break;
-  }
-  return "a date or time";
-}
-
-std::string joinNames(const std::vector<std::string_view>& names) {
-  std::string out;
-  for (auto n : names) {
-    if (!out.empty()) out += ", ";
-    out += n;
-  }
-  return out;
-}
-
-// Validates one file. Every check reports and goes on, so one run lists every mistake.
-class FileParser {
+// Validates one policy file. Every check reports and goes on, so one run lists every mistake.
+class FileParser : public detail::Checker {
  public:
-  FileParser(const std::string& file, std::vector<Diagnostic>& out) : file_(file), out_(out) {}
+  using Checker::Checker;
 
   void parseTop(const toml::value& top, ParsedFile& parsed) {
     forEachKey(top, "the top level", {"rule", "override"}, [&](const std::string& key, const toml::value& v) {
@@ -254,84 +74,6 @@ class FileParser {
   }
 
  private:
-  using Handler = std::function<void(const std::string&, const toml::value&)>;
-
-  // Locating a value costs toml11 a count of the lines before it; once the report is full,
-  // nothing more is located.
-  [[nodiscard]] bool full() const { return out_.size() >= kMaxDiagnostics; }
-
-  SourceLoc loc(const toml::value& v) const {
-    if (full()) return SourceLoc{file_, 0, 0};
-    auto l = v.location();
-    return SourceLoc{file_, static_cast<int>(l.line()), static_cast<int>(l.column())};
-  }
-
-  // toml11 keeps no location for keys; find the key on the value's line, left of the value.
-  SourceLoc keyLoc(const toml::value& v, const std::string& key) const {
-    if (full()) return SourceLoc{file_, 0, 0};
-    auto l = v.location();
-    SourceLoc at = loc(v);
-    const auto& text = l.line_str();
-    auto pos = l.column() > 1 ? text.rfind(key, l.column() - 1) : std::string::npos;
-    if (pos == std::string::npos) pos = text.find(key);
-    if (pos != std::string::npos) at.column = static_cast<int>(pos) + 1;
-    return at;
-  }
-
-  void report(SourceLoc where, Severity sev, std::string message) {
-    if (sev == Severity::Error) ++errors_;
-    if (full()) {
-      ++dropped_;
-      return;
-    }
-    out_.push_back(Diagnostic{std::move(where), sev, std::move(message)});
-  }
-  void error(const toml::value& v, std::string message) { report(loc(v), Severity::Error, std::move(message)); }
-  void errorAt(SourceLoc where, std::string message) { report(std::move(where), Severity::Error, std::move(message)); }
-  void warning(const toml::value& v, std::string message) { report(loc(v), Severity::Warning, std::move(message)); }
-
-  // Calls `handle` for each key of a table in file order; unknown keys are errors that list
-  // what is allowed there.
-  // Calls `handle` for each key of a table; unknown keys are errors that list what is allowed
-  // there. Not in file order: toml11 computes a location by counting lines from the start of
-  // the file, which is too slow to sort by; the diagnostics are sorted at the end instead.
-  void forEachKey(const toml::value& table, const std::string& where, const std::vector<std::string_view>& allowed,
-                  const Handler& handle) {
-    for (const auto& [k, v] : table.as_table()) {
-      if (std::find(allowed.begin(), allowed.end(), k) == allowed.end()) {
-        errorAt(keyLoc(v, k), "unknown key '" + k + "' in " + where + "; expected one of: " + joinNames(allowed));
-        continue;
-      }
-      handle(k, v);
-    }
-  }
-
-  std::optional<std::string> string(const toml::value& v, const std::string& key) {
-    if (v.is_string()) return v.as_string().str;
-    error(v, "'" + key + "' must be a string, not " + typeName(v));
-    return std::nullopt;
-  }
-
-  std::optional<bool> boolean(const toml::value& v, const std::string& key) {
-    if (v.is_boolean()) return v.as_boolean();
-    error(v, "'" + key + "' must be true or false, not " + typeName(v));
-    return std::nullopt;
-  }
-
-  std::optional<int64_t> integer(const toml::value& v, const std::string& key, int64_t min, int64_t max) {
-    if (!v.is_integer()) {
-      error(v, "'" + key + "' must be an integer, not " + typeName(v));
-      return std::nullopt;
-    }
-    auto i = v.as_integer();
-    if (i < min || i > max) {
-      error(v, "'" + key + "' is " + std::to_string(i) + ", out of range " + std::to_string(min) + ".." +
-                   std::to_string(max));
-      return std::nullopt;
-    }
-    return i;
-  }
-
   // A single value or an array of them; `one` validates and converts each element.
   template <class T>
   std::vector<T> list(const toml::value& v, const std::string& key,
@@ -346,16 +88,6 @@ class FileParser {
       out.push_back(std::move(*x));
     }
     return out;
-  }
-
-  template <class E>
-  std::optional<E> enumValue(const toml::value& v, const std::string& key, const std::vector<std::string_view>& names,
-                             const std::function<std::optional<E>(std::string_view)>& parse) {
-    auto s = string(v, key);
-    if (!s) return std::nullopt;
-    if (auto e = parse(*s)) return e;
-    error(v, "'" + key + "' is \"" + *s + "\"; expected one of: " + joinNames(names));
-    return std::nullopt;
   }
 
   std::vector<std::string> strings(
@@ -803,57 +535,13 @@ class FileParser {
     if (errorCount() != errorsBefore) return std::nullopt;
     return o;
   }
-
-  [[nodiscard]] size_t errorCount() const { return errors_; }
-
- public:
-  [[nodiscard]] size_t dropped() const { return dropped_; }
-
- private:
-  const std::string& file_;
-  std::vector<Diagnostic>& out_;
-  size_t errors_ = 0;
-  size_t dropped_ = 0;
 };
 
 }  // namespace
 
 ParsedFile parsePolicyText(std::string_view text, const std::string& fileName) {
   ParsedFile parsed;
-  auto fail = [&](int line, int column, std::string message) {
-    parsed.diagnostics.push_back(Diagnostic{SourceLoc{fileName, line, column}, Severity::Error, std::move(message)});
-    return parsed;
-  };
-  if (text.size() > kMaxPolicyBytes) {
-    return fail(0, 0,
-                "file is " + std::to_string(text.size()) + " bytes; policy files are at most " +
-                    std::to_string(kMaxPolicyBytes) + " bytes");
-  }
-  if (auto problem = precheck(text, fileName)) {
-    parsed.diagnostics.push_back(std::move(*problem));
-    return parsed;
-  }
-  toml::value top;
-  try {
-    std::istringstream in{std::string(text)};
-    top = toml::parse(in, fileName);
-  } catch (const toml::syntax_error& e) {
-    parsed.diagnostics.push_back(syntaxDiagnostic(e.what(), fileName));
-    return parsed;
-  } catch (const std::exception& e) {
-    // toml11 throws other exceptions for some malformed input (bad UTF-8, number conversions).
-    return fail(1, 1, std::string("not valid TOML: ") + e.what());
-  }
-  FileParser parser(fileName, parsed.diagnostics);
-  parser.parseTop(top, parsed);
-  std::stable_sort(parsed.diagnostics.begin(), parsed.diagnostics.end(), [](const Diagnostic& a, const Diagnostic& b) {
-    return std::pair{a.where.line, a.where.column} < std::pair{b.where.line, b.where.column};
-  });
-  if (parser.dropped() != 0) {
-    Diagnostic more = parsed.diagnostics.back();
-    more.message = "and " + std::to_string(parser.dropped()) + " more problems in this file, not shown";
-    parsed.diagnostics.push_back(std::move(more));
-  }
+  detail::parseWith<FileParser>(text, fileName, kPolicyText, parsed, parsed.diagnostics);
   return parsed;
 }
 
