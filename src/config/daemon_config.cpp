@@ -1,0 +1,131 @@
+#include "config/daemon_config.hpp"
+
+#include <algorithm>
+#include <array>
+#include <cerrno>
+#include <cstring>
+#include <optional>
+
+#include "config/toml_support.hpp"
+
+namespace iommud::config {
+
+std::string_view toString(LogLevel level) {
+  switch (level) {
+    case LogLevel::Error: return "error";
+    case LogLevel::Warning: return "warning";
+    case LogLevel::Notice: return "notice";
+    case LogLevel::Info: return "info";
+    case LogLevel::Debug: return "debug";
+  }
+  return "info";
+}
+
+bool LoadedConfig::ok() const {
+  return std::none_of(diagnostics.begin(), diagnostics.end(),
+                      [](const Diagnostic& d) { return d.severity == Diagnostic::Severity::Error; });
+}
+
+namespace {
+
+using detail::typeName;
+
+// The file is a handful of lines; nothing in it nests deeper than an array.
+constexpr detail::TextRules kConfigText{kMaxConfigBytes, 8, "configuration files",
+                                        "the configuration never needs that"};
+
+// Validates iommud.conf. A table (issue 9's [prometheus], [nfd]) is one more top-level key
+// whose handler runs forEachKey over the table with that table's own keys.
+class ConfigParser : public detail::Checker {
+ public:
+  using Checker::Checker;
+
+  void parseTop(const toml::value& top, DaemonConfig& config) {
+    forEachKey(top, "the top level", {"log-level", "debounce-ms", "advise-only", "revert-on-stop", "policy-dirs"},
+               [&](const std::string& k, const toml::value& v) {
+                 if (k == "log-level") config.logLevel = logLevel(v).value_or(config.logLevel);
+                 if (k == "debounce-ms") {
+                   if (auto ms = integer(v, k, 0, kMaxDebounceMs)) config.debounce = std::chrono::milliseconds(*ms);
+                 }
+                 if (k == "advise-only") config.adviseOnly = boolean(v, k).value_or(config.adviseOnly);
+                 if (k == "revert-on-stop") config.revertOnStop = boolean(v, k).value_or(config.revertOnStop);
+                 if (k == "policy-dirs") config.policyDirs = policyDirs(v);
+               });
+  }
+
+ private:
+  std::optional<LogLevel> logLevel(const toml::value& v) {
+    static constexpr std::array kLevels = {LogLevel::Error, LogLevel::Warning, LogLevel::Notice, LogLevel::Info,
+                                           LogLevel::Debug};
+    std::vector<std::string_view> names;
+    names.reserve(kLevels.size());
+    for (auto l : kLevels) names.push_back(toString(l));
+    return enumValue<LogLevel>(v, "log-level", names, [](std::string_view s) -> std::optional<LogLevel> {
+      for (auto l : kLevels) {
+        if (s == toString(l)) return l;
+      }
+      return std::nullopt;
+    });
+  }
+
+  std::vector<std::string> policyDirs(const toml::value& v) {
+    const std::string key = "policy-dirs";
+    if (!v.is_array()) {
+      error(v,
+            "'" + key + R"(' must be an array of directories such as ["/etc/iommud/policies.d"], not )" + typeName(v));
+      return {};
+    }
+    const auto& dirs = v.as_array();
+    if (dirs.empty()) {
+      error(v, "'" + key + "' is an empty array: iommud would read no policy; leave it out for the default layers");
+      return {};
+    }
+    if (dirs.size() > kMaxPolicyDirs) {
+      error(v, "'" + key + "' names " + std::to_string(dirs.size()) + " directories; at most " +
+                   std::to_string(kMaxPolicyDirs));
+      return {};
+    }
+    std::vector<std::string> out;
+    for (const auto& e : dirs) {
+      auto s = string(e, key);
+      if (!s) continue;
+      if (s->empty()) {
+        error(e, "'" + key + "' entries must not be empty");
+      } else if (s->front() != '/') {
+        error(e, "'" + key + "' entry \"" + *s + "\" is relative; give an absolute path");
+      } else if (std::any_of(s->begin(), s->end(), [](char c) { return static_cast<unsigned char>(c) < 0x20U; })) {
+        error(e, "'" + key + "' entries must not hold control characters");
+      } else if (std::find(out.begin(), out.end(), *s) != out.end()) {
+        warning(e, "'" + key + "' names \"" + *s + "\" twice; the first counts");
+      } else {
+        out.push_back(std::move(*s));
+      }
+    }
+    return out;
+  }
+};
+
+}  // namespace
+
+LoadedConfig parseDaemonConfig(std::string_view text, const std::string& fileName) {
+  LoadedConfig loaded;
+  detail::parseWith<ConfigParser>(text, fileName, kConfigText, loaded.config, loaded.diagnostics);
+  return loaded;
+}
+
+LoadedConfig loadDaemonConfig(const std::string& path) {
+  auto text = detail::readCapped(path, kMaxConfigBytes);
+  if (!text) {
+    LoadedConfig loaded;
+    int err = text.error().code;
+    if (err == ENOENT) return loaded;  // no file: every default
+    const char* name = ::strerrorname_np(err);
+    loaded.diagnostics.push_back(Diagnostic{core::SourceLoc{path, 0, 0}, Diagnostic::Severity::Error,
+                                            "cannot read the configuration: " + text.error().message + " (" +
+                                                (name != nullptr ? name : "errno " + std::to_string(err)) + ")"});
+    return loaded;
+  }
+  return parseDaemonConfig(*text, path);
+}
+
+}  // namespace iommud::config

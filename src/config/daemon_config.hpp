@@ -1,0 +1,46 @@
+#pragma once
+
+#include <chrono>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "config/policy_loader.hpp"
+
+namespace iommud::config {
+
+/// How much the daemon logs, syslog's levels from the most to the least severe.
+enum class LogLevel { Error, Warning, Notice, Info, Debug };
+std::string_view toString(LogLevel level);
+
+/// The daemon's settings: what /etc/iommud/iommud.conf says, defaults elsewhere.
+struct DaemonConfig {
+  LogLevel logLevel = LogLevel::Info;
+  std::chrono::milliseconds debounce{200};  // per-device quiet time before acting on a burst of uevents
+  bool adviseOnly = false;                  // plan and log, change nothing (every rule as if mode = "advise")
+  bool revertOnStop = false;                // restore what iommud changed when the service stops
+  std::vector<std::string> policyDirs;      // empty: the default layers (defaultPolicyDirs())
+};
+
+/// A configuration file read and checked, with everything wrong with it.
+struct LoadedConfig {
+  DaemonConfig config;                  // defaults where the file says nothing; meaningless unless ok()
+  std::vector<Diagnostic> diagnostics;  // FILE:LINE:COL, sorted by position
+  [[nodiscard]] bool ok() const;        // no Error diagnostic
+};
+
+/// Largest configuration file accepted, and most directories in `policy-dirs`.
+inline constexpr size_t kMaxConfigBytes = 64U << 10U;
+inline constexpr size_t kMaxPolicyDirs = 16;
+/// Largest `debounce-ms`: ten seconds of waiting is already more than any burst of uevents needs.
+inline constexpr int kMaxDebounceMs = 10000;
+
+/// Pure: parses and validates the text; `fileName` names it in diagnostics. Reports every
+/// semantic error, and the first syntax error.
+LoadedConfig parseDaemonConfig(std::string_view text, const std::string& fileName);
+
+/// Reads the file (through a plain path; the caller resolves roots). A missing file is not an
+/// error: defaults. An unreadable file is an Error diagnostic naming the errno.
+LoadedConfig loadDaemonConfig(const std::string& path);
+
+}  // namespace iommud::config

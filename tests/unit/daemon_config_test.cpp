@@ -1,0 +1,239 @@
+#include "config/daemon_config.hpp"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+using namespace iommud;
+using config::DaemonConfig;
+using config::Diagnostic;
+using config::LogLevel;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::vector<std::string> lines(const config::LoadedConfig& loaded) {
+  std::vector<std::string> out;
+  for (const auto& d : loaded.diagnostics) out.push_back(d.str());
+  return out;
+}
+
+// The diagnostics of a text read as "iommud.conf".
+std::vector<std::string> report(const std::string& text) {
+  return lines(config::parseDaemonConfig(text, "iommud.conf"));
+}
+
+const std::string kAllowed = "expected one of: log-level, debounce-ms, advise-only, revert-on-stop, policy-dirs";
+
+void expectDefaults(const DaemonConfig& c) {
+  EXPECT_EQ(c.logLevel, LogLevel::Info);
+  EXPECT_EQ(c.debounce, std::chrono::milliseconds(200));
+  EXPECT_FALSE(c.adviseOnly);
+  EXPECT_FALSE(c.revertOnStop);
+  EXPECT_TRUE(c.policyDirs.empty());
+}
+
+// A temporary directory, removed on destruction.
+class TempDir {
+ public:
+  TempDir() {
+    std::string tmpl = (fs::temp_directory_path() / "iommud-conf-XXXXXX").string();
+    path_ = ::mkdtemp(tmpl.data());
+  }
+  ~TempDir() { fs::remove_all(path_); }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  [[nodiscard]] const fs::path& path() const { return path_; }
+
+ private:
+  fs::path path_;
+};
+
+}  // namespace
+
+TEST(DaemonConfig, EmptyTextGivesTheDefaults) {
+  auto loaded = config::parseDaemonConfig("", "iommud.conf");
+  EXPECT_TRUE(loaded.ok());
+  EXPECT_TRUE(loaded.diagnostics.empty());
+  expectDefaults(loaded.config);
+}
+
+TEST(DaemonConfig, AMissingFileGivesTheDefaultsWithoutADiagnostic) {
+  TempDir dir;
+  auto loaded = config::loadDaemonConfig((dir.path() / "iommud.conf").string());
+  EXPECT_TRUE(loaded.ok());
+  EXPECT_TRUE(loaded.diagnostics.empty());
+  expectDefaults(loaded.config);
+}
+
+TEST(DaemonConfig, ReadsEveryKey) {
+  auto loaded = config::parseDaemonConfig(R"(log-level = "debug"
+debounce-ms = 750
+advise-only = true
+revert-on-stop = true
+policy-dirs = ["/srv/iommud/policies", "/etc/iommud/policies.d"]
+)",
+                                          "iommud.conf");
+  ASSERT_TRUE(loaded.ok()) << testing::PrintToString(lines(loaded));
+  EXPECT_TRUE(loaded.diagnostics.empty());
+  EXPECT_EQ(loaded.config.logLevel, LogLevel::Debug);
+  EXPECT_EQ(loaded.config.debounce, std::chrono::milliseconds(750));
+  EXPECT_TRUE(loaded.config.adviseOnly);
+  EXPECT_TRUE(loaded.config.revertOnStop);
+  EXPECT_EQ(loaded.config.policyDirs, (std::vector<std::string>{"/srv/iommud/policies", "/etc/iommud/policies.d"}));
+}
+
+TEST(DaemonConfig, ReadsEveryLogLevelAndItsName) {
+  for (auto level : {LogLevel::Error, LogLevel::Warning, LogLevel::Notice, LogLevel::Info, LogLevel::Debug}) {
+    auto name = std::string(config::toString(level));
+    auto loaded = config::parseDaemonConfig("log-level = \"" + name + "\"\n", "iommud.conf");
+    ASSERT_TRUE(loaded.ok()) << name;
+    EXPECT_EQ(loaded.config.logLevel, level) << name;
+  }
+}
+
+TEST(DaemonConfig, AcceptsTheBoundsOfDebounce) {
+  EXPECT_EQ(config::parseDaemonConfig("debounce-ms = 0", "c").config.debounce, std::chrono::milliseconds(0));
+  EXPECT_EQ(config::parseDaemonConfig("debounce-ms = 10000", "c").config.debounce, std::chrono::milliseconds(10000));
+}
+
+// Every error of the file at once, each at the value (or key) it is about, in file order.
+TEST(DaemonConfig, ReportsEachKindOfErrorAtItsLineAndColumn) {
+  auto loaded = config::parseDaemonConfig(R"(log-level = "verbose"
+debounce-ms = 10001
+advise-only = "yes"
+revert-on-stop = 1
+policy-dirs = ["/etc/iommud/policies.d", "policies", "", 7]
+)",
+                                          "iommud.conf");
+  EXPECT_FALSE(loaded.ok());
+  EXPECT_EQ(
+      lines(loaded),
+      (std::vector<std::string>{
+          R"(iommud.conf:1:13: error: 'log-level' is "verbose"; expected one of: error, warning, notice, info, debug)",
+          "iommud.conf:2:15: error: 'debounce-ms' is 10001, out of range 0..10000",
+          "iommud.conf:3:15: error: 'advise-only' must be true or false, not a string",
+          "iommud.conf:4:18: error: 'revert-on-stop' must be true or false, not an integer",
+          R"(iommud.conf:5:42: error: 'policy-dirs' entry "policies" is relative; give an absolute path)",
+          "iommud.conf:5:54: error: 'policy-dirs' entries must not be empty",
+          "iommud.conf:5:58: error: 'policy-dirs' must be a string, not an integer",
+      }));
+}
+
+TEST(DaemonConfig, ReportsWrongTypesOfEachKey) {
+  EXPECT_EQ(
+      report("log-level = 3\ndebounce-ms = 0.5\nadvise-only = 0\npolicy-dirs = \"/etc/iommud/policies.d\"\n"),
+      (std::vector<std::string>{
+          "iommud.conf:1:13: error: 'log-level' must be a string, not an integer",
+          "iommud.conf:2:15: error: 'debounce-ms' must be an integer, not a float",
+          "iommud.conf:3:15: error: 'advise-only' must be true or false, not an integer",
+          R"(iommud.conf:4:15: error: 'policy-dirs' must be an array of directories such as ["/etc/iommud/policies.d"], not a string)",
+      }));
+}
+
+TEST(DaemonConfig, RefusesANegativeDebounceAndAnEmptyOrLongPolicyDirs) {
+  std::string many = "policy-dirs = [";
+  for (int i = 0; i < 17; ++i) many += "\"/p" + std::to_string(i) + "\", ";
+  many += "]\n";
+  EXPECT_EQ(report("debounce-ms = -1\n" + many),
+            (std::vector<std::string>{
+                "iommud.conf:1:15: error: 'debounce-ms' is -1, out of range 0..10000",
+                "iommud.conf:2:15: error: 'policy-dirs' names 17 directories; at most 16",
+            }));
+  EXPECT_EQ(report("policy-dirs = []"),
+            (std::vector<std::string>{"iommud.conf:1:15: error: 'policy-dirs' is an empty array: iommud would read no "
+                                      "policy; leave it out for the default layers"}));
+}
+
+TEST(DaemonConfig, WarnsAboutADirectoryNamedTwiceAndKeepsTheFirst) {
+  auto loaded = config::parseDaemonConfig(R"(policy-dirs = ["/a", "/b", "/a"])", "iommud.conf");
+  EXPECT_TRUE(loaded.ok());
+  EXPECT_EQ(
+      lines(loaded),
+      (std::vector<std::string>{R"(iommud.conf:1:28: warning: 'policy-dirs' names "/a" twice; the first counts)"}));
+  EXPECT_EQ(loaded.config.policyDirs, (std::vector<std::string>{"/a", "/b"}));
+}
+
+TEST(DaemonConfig, AnUnknownKeyIsAnErrorThatListsTheAllowedKeys) {
+  EXPECT_FALSE(config::parseDaemonConfig("loglevel = \"debug\"", "iommud.conf").ok());
+  EXPECT_EQ(report("log-level = \"info\"\n  loglevel = \"debug\"\n"),
+            (std::vector<std::string>{"iommud.conf:2:3: error: unknown key 'loglevel' in the top level; " + kAllowed}));
+}
+
+TEST(DaemonConfig, AnUnknownTableIsAnError) {
+  EXPECT_EQ(
+      report("debounce-ms = 100\n\n[prometheus]\nport = 9100\n"),
+      (std::vector<std::string>{"iommud.conf:3:2: error: unknown key 'prometheus' in the top level; " + kAllowed}));
+}
+
+TEST(DaemonConfig, ASyntaxErrorIsOneLocatedLine) {
+  EXPECT_EQ(report("log-level = \"info\"\ndebounce-ms =\n"),
+            (std::vector<std::string>{"iommud.conf:2:14: error: missing value after key-value separator '=' (expected "
+                                      "value, but got nothing)"}));
+}
+
+TEST(DaemonConfig, ADuplicateKeyIsAnError) {
+  auto loaded = config::parseDaemonConfig("advise-only = true\nadvise-only = false\n", "iommud.conf");
+  EXPECT_FALSE(loaded.ok());
+  ASSERT_EQ(loaded.diagnostics.size(), 1U);
+  EXPECT_EQ(loaded.diagnostics[0].where.line, 2);
+}
+
+TEST(DaemonConfig, ChecksTheTextBeforeToml11SeesIt) {
+  EXPECT_EQ(report("log-level = \"\xff\"\n"),
+            (std::vector<std::string>{
+                "iommud.conf:1:14: error: not valid UTF-8 (byte 0xff); configuration files are UTF-8 text"}));
+  EXPECT_EQ(report(std::string(config::kMaxConfigBytes + 1, '#')),
+            (std::vector<std::string>{"iommud.conf: error: file is 65537 bytes; configuration files are "
+                                      "at most 65536 bytes"}));
+}
+
+TEST(DaemonConfig, LoadsAFile) {
+  TempDir dir;
+  auto path = (dir.path() / "iommud.conf").string();
+  std::ofstream(path) << "advise-only = true\nlog-level = 1\n";
+  auto loaded = config::loadDaemonConfig(path);
+  EXPECT_TRUE(loaded.config.adviseOnly);
+  EXPECT_EQ(lines(loaded),
+            (std::vector<std::string>{path + ":2:13: error: 'log-level' must be a string, not an integer"}));
+}
+
+TEST(DaemonConfig, AnUnreadableFileIsAnErrorNamingTheErrno) {
+  TempDir dir;
+  auto loaded = config::loadDaemonConfig(dir.path().string());
+  EXPECT_FALSE(loaded.ok());
+  EXPECT_EQ(lines(loaded), (std::vector<std::string>{
+                               dir.path().string() + ": error: cannot read the configuration: Is a directory (EISDIR)",
+                           }));
+}
+
+TEST(DaemonConfig, TheShippedFileParsesWithoutDiagnosticsToTheDefaults) {
+  auto shipped = fs::path(IOMMUD_TEST_DATA) / ".." / ".." / "etc" / "iommud.conf";
+  ASSERT_TRUE(fs::exists(shipped));
+  auto loaded = config::loadDaemonConfig(shipped.string());
+  EXPECT_TRUE(loaded.diagnostics.empty()) << testing::PrintToString(lines(loaded));
+  expectDefaults(loaded.config);
+}
+
+// Uncommenting a line of the shipped file must give the default it names, so the comments
+// cannot drift from the code.
+TEST(DaemonConfig, EachCommentedKeyOfTheShippedFileIsItsDefault) {
+  std::ifstream in(fs::path(IOMMUD_TEST_DATA) / ".." / ".." / "etc" / "iommud.conf");
+  std::string line;
+  int keys = 0;
+  while (std::getline(in, line)) {
+    if (line.size() < 2 || line[0] != '#' || line[1] == ' ') continue;
+    auto loaded = config::parseDaemonConfig(line.substr(1), "iommud.conf");
+    ASSERT_TRUE(loaded.diagnostics.empty()) << line << ": " << testing::PrintToString(lines(loaded));
+    ++keys;
+    if (line.starts_with("#policy-dirs")) {
+      EXPECT_EQ(loaded.config.policyDirs.size(), config::defaultPolicyDirs().size()) << line;
+      EXPECT_EQ(loaded.config.policyDirs.front(), config::defaultPolicyDirs().front()) << line;
+    } else {
+      expectDefaults(loaded.config);
+    }
+  }
+  EXPECT_EQ(keys, 5);
+}
