@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <ctime>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -405,7 +406,8 @@ class Session {
   }
 
   bool done(const ChangeRecord& r, R result, const std::string& message, bool forget) {
-    outcomes_.push_back(Outcome{result, r.kind, r.device, r.object, r.key, message});
+    outcomes_.push_back(Outcome{result, r.kind, r.device, r.object, r.key, message, r.group, r.rule, r.ruleWhere,
+                                r.written, r.original});
     return forget;
   }
 
@@ -433,7 +435,8 @@ class Session {
   }
 
   bool out(R result, const core::Change& c, std::string message) {
-    outcomes_.push_back(Outcome{result, c.kind, c.device, c.object, c.key, std::move(message)});
+    outcomes_.push_back(Outcome{result, c.kind, c.device, c.object, c.key, std::move(message), c.group, c.rule.name,
+                                c.rule.where.str(), c.from, c.to, c.risk, c.tradeOff});
     return result == R::Done;
   }
 
@@ -456,6 +459,15 @@ class Session {
 };
 
 }  // namespace
+
+std::string utcNow() {
+  std::time_t t = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
 
 std::string_view toString(Outcome::Result r) {
   switch (r) {

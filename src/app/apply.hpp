@@ -42,8 +42,20 @@ struct Outcome {
   std::string object;
   std::string key;
   std::string message;  // "enp5s0 rx 2048 -> 8184", or why not
+  // For the journal; empty where they do not apply.
+  std::optional<int> group;
+  std::string rule;       // the rule's name
+  std::string ruleWhere;  // its file:line:col
+  std::string from;
+  std::string to;
+  core::Risk risk = core::Risk::None;    // of the change, as the plan rated it
+  std::string tradeOff;                  // the protection it gives up or gains, in words
+  std::optional<core::SkipReason> skip;  // Skipped: why
 };
 std::string_view toString(Outcome::Result r);
+
+/// The time now, UTC, ISO 8601: what ApplyContext::now records.
+std::string utcNow();
 
 /// What apply and revert work with: the host's root, the writer in front of the kernel, ethtool
 /// (nullptr: NIC settings are planned, not made, as under --root), the state paths, the clock.

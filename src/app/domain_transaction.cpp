@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <thread>
 
 #include "core/text.hpp"
 
@@ -101,7 +102,7 @@ class Runner {
       return false;
     }
     auto wrong = std::find_if(unbound_.begin(), unbound_.end(), [&](const core::MemberStep* m) {
-      return !isVanished(m->address) && boundDriver(root_, m->address) != m->driver;
+      return !isVanished(m->address) && settledDriver(m->address) != m->driver;
     });
     if (wrong != unbound_.end()) {
       const auto& m = **wrong;
@@ -176,6 +177,17 @@ class Runner {
 
   void after(const std::string& name) {
     if (hooks_.afterStep) hooks_.afterStep(name);
+  }
+
+  // The driver a rebound device shows, waiting up to bindSettle while it shows none.
+  std::optional<std::string> settledDriver(const std::string& address) const {
+    auto deadline = Clock::now() + hooks_.bindSettle;
+    auto driver = boundDriver(root_, address);
+    while (!driver && Clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      driver = boundDriver(root_, address);
+    }
+    return driver;
   }
 
   bool isVanished(const std::string& address) const {

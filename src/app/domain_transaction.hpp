@@ -18,6 +18,10 @@ namespace iommud::app {
 /// that a test can pause the transaction there or kill the process.
 struct TransactionHooks {
   std::function<void(std::string_view step)> afterStep;
+  /// How long a rebound device may show no driver before the read-back fails. A kernel binds
+  /// before the write returns, so this costs nothing there; umockdev's test bed moves the driver
+  /// link from another process, a moment later.
+  std::chrono::milliseconds bindSettle{1000};
 };
 
 /// How a domain transaction went.

@@ -1,6 +1,7 @@
 #include "core/host.hpp"
 
 #include <algorithm>
+#include <cstdio>
 #include <set>
 #include <utility>
 
@@ -113,6 +114,27 @@ std::string PciDevice::displayName() const {
   if (!nvme.empty()) return nvme.front().name;
   if (!netdevs.empty()) return netdevs.front().name;
   return address;
+}
+
+std::string PciDevice::identity() const {
+  char ids[32];
+  std::snprintf(ids, sizeof ids, "%04x:%04x/%04x:%04x", vendorId, deviceId, subsystemVendorId, subsystemDeviceId);
+  std::string id = ids;
+  if (!nvme.empty() && !nvme.front().serial.empty()) return id + " serial " + nvme.front().serial;
+  if (!netdevs.empty() && !netdevs.front().mac.empty()) return id + " mac " + netdevs.front().mac;
+  return id;
+}
+
+bool isPciAddress(std::string_view s) {
+  return s.size() == 12 && s[4] == ':' && s[7] == ':' && s[10] == '.';
+}
+
+std::string pciFunctionOf(std::string_view path) {
+  std::string_view found;
+  for (auto part : split(path, '/')) {
+    if (isPciAddress(part)) found = part;
+  }
+  return std::string(found);
 }
 
 const PciDevice* HostFacts::device(std::string_view address) const {

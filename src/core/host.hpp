@@ -133,7 +133,17 @@ struct PciDevice {
   [[nodiscard]] bool untrusted() const { return removable == Removable::Removable || thunderbolt; }
   /// A friendly name: the first netdev or NVMe controller, else the address.
   [[nodiscard]] std::string displayName() const;
+  /// What stays the same when the device is unplugged and plugged in again, perhaps at another
+  /// address: its ids and, where it has one, the serial of its NVMe controller or the MAC of its
+  /// interface ("1d6a:00b1/1d6a:0001 mac 00:17:b6:00:00:01").
+  [[nodiscard]] std::string identity() const;
 };
+
+/// Whether a path component is a PCI function address, "0000:05:00.0".
+bool isPciAddress(std::string_view s);
+/// The PCI function a sysfs path (or udev devpath) belongs to: its last PCI address component;
+/// "" when there is none (virtual devices).
+std::string pciFunctionOf(std::string_view path);
 
 struct ThunderboltDomain {
   std::string name;      // "domain0"

@@ -229,15 +229,6 @@ class Reader {
     return it->second;
   }
 
-  // The PCI function a class device hangs off: the last PCI address in its resolved path.
-  static std::string pciParent(std::string_view resolved) {
-    std::string found;
-    for (auto part : split(resolved, '/')) {
-      if (part.size() == 12 && part[4] == ':' && part[7] == ':' && part[10] == '.') found = std::string(part);
-    }
-    return found;
-  }
-
   void readNetdevs() {
     auto names = optionalDir("/sys/class/net");
     if (!names) return;
@@ -248,7 +239,7 @@ class Reader {
       auto target = root_.readLink(link);
       if (!target || target->find("/virtual/") != std::string::npos) continue;
       std::string base = resolveLink(link, *target);
-      auto* dev = host_.device(pciParent(base));
+      auto* dev = host_.device(core::pciFunctionOf(base));
       if (dev == nullptr) continue;
       if (!routed) {
         routed = parseRouteInterfaces(optional("/proc/net/route").value_or(""),
@@ -278,7 +269,7 @@ class Reader {
       auto target = root_.readLink(link);
       if (!target) continue;
       std::string base = resolveLink(link, *target);
-      std::string address = pciParent(base);
+      std::string address = core::pciFunctionOf(base);
       if (host_.device(address) == nullptr) continue;  // fabrics controllers have no PCI function
       NvmeController c;
       c.name = name;

@@ -149,10 +149,6 @@ class SourceReader {
   NetOwnerSources out_;
 };
 
-bool isPciAddress(std::string_view s) {
-  return s.size() == 12 && s[4] == ':' && s[7] == ':' && s[10] == '.';
-}
-
 // udev's ID_PATH for a netdev: path_id prepends "pci-<function>" for the nearest PCI function,
 // skips the PCI bridges above it and, for virtio-net, the virtio device below it. Only the plain
 // shape /sys/devices/pciDDDD:BB/<functions...>/[virtioN/]net/<if> is known; other topologies (VMD,
@@ -168,7 +164,7 @@ std::optional<std::string> idPathOf(std::string_view resolved, const core::PciDe
   size_t last = net - 1;
   if (parts[last].starts_with("virtio")) --last;
   for (size_t i = 4; i <= last; ++i) {
-    if (!isPciAddress(parts[i])) return std::nullopt;
+    if (!core::isPciAddress(parts[i])) return std::nullopt;
   }
   if (parts[last] != device.address) return std::nullopt;
   return "pci-" + device.address;

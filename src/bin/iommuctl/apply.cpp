@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -19,19 +18,9 @@ namespace iommud::ctl {
 
 namespace {
 
-std::string utcNow() {
-  std::time_t t = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
-
-// What every writer does first: refuse --root and non-root callers, take the one writer lock,
-// and finish or roll back a transaction an earlier process left half-done.
-std::optional<adapters::state::WriterLock> startWriting(const Globals& globals, const app::ApplyContext& ctx,
-                                                        const char* what) {
+// What every writer does first: refuse --root and non-root callers, then take the lock and recover
+// (app::beginWriting), saying what recovery found.
+std::optional<app::WriterSession> startWriting(const Globals& globals, app::ApplyContext& ctx, const char* what) {
   if (globals.root != "/") {
     std::fprintf(stderr, "iommuctl: %s changes the running system; --root only reads (try `iommuctl plan`)\n", what);
     return std::nullopt;
@@ -40,29 +29,17 @@ std::optional<adapters::state::WriterLock> startWriting(const Globals& globals, 
     std::fprintf(stderr, "iommuctl: %s needs root\n", what);
     return std::nullopt;
   }
-  if (auto made = adapters::state::makeDirectories(ctx.paths.runDir); !made) {
-    std::fprintf(stderr, "iommuctl: %s\n", made.error().describe().c_str());
+  auto session = app::beginWriting(ctx);
+  if (!session) {
+    std::fprintf(stderr, "iommuctl: %s\n", session.error().describe().c_str());
     return std::nullopt;
   }
-  auto lock = adapters::state::WriterLock::acquire(ctx.paths.runDir + "/lock", false);
-  if (!lock) {
-    std::fprintf(stderr, "iommuctl: %s\n", lock.error().describe().c_str());
-    return std::nullopt;
+  if (session->recovered) {
+    const auto& r = *session->recovered;
+    std::printf("recovered: group %d, left half-done by an earlier process: %s; rebound %zu device(s)\n",
+                r.record.change.group, r.outcome.c_str(), r.rebound.size());
   }
-  adapters::state::Journal journal(ctx.paths.runDir + "/transaction.journal");
-  auto recovered = app::recoverDomainChange(ctx.root, ctx.writer, journal);
-  if (!recovered) {
-    std::fprintf(stderr, "iommuctl: cannot recover the last transaction: %s\n", recovered.error().describe().c_str());
-    return std::nullopt;
-  }
-  if (*recovered) {
-    const auto& r = **recovered;
-    std::printf("recovered: group %d, left half-done by an earlier process: %s; rebound %zu device(s)%s\n",
-                r.record.change.group, r.outcome.c_str(), r.rebound.size(),
-                r.failed.empty() ? "" : ", SOME COULD NOT BE REBOUND (see dmesg)");
-    if (!r.failed.empty()) return std::nullopt;
-  }
-  return std::move(lock).value();
+  return std::move(session).value();
 }
 
 // tests/vm's pause point: after the first unbind, create DIR/paused and wait (at most 10 minutes)
@@ -111,46 +88,36 @@ void addApply(CLI::App& app, const Globals& globals, int& code) {
   cmd->callback([&globals, &code, opts] {
     adapters::sysfs::Root root(globals.root);
     adapters::sysfs::RootWriter writer(root);
-    app::ApplyContext ctx{root, writer, nullptr, {}, utcNow, pauseAfterUnbind(opts->pauseDir)};
+    app::ApplyContext ctx{root, writer, nullptr, {}, app::utcNow, pauseAfterUnbind(opts->pauseDir)};
     auto lock = startWriting(globals, ctx, "apply");
     if (!lock) {
       code = 1;
       return;
     }
-    std::vector<app::Outcome> all;
-    // A domain change rebinds drivers: what else the plan has for that group is planned again on
-    // the fresh devices, in a second round.
-    for (int round = 0; round < 2; ++round) {
-      auto p = preparePlanning(globals, opts->policies);
-      if (!p) {
-        code = 1;
-        return;
-      }
-      auto po = planOptions(p->status.host, opts->hotplug, opts->device);
-      if (!po) {
-        code = 1;
-        return;
-      }
-      auto plan = core::plan({p->status.host, p->status.mode, p->status.findings}, p->policies.policies, *po);
-      ctx.ethtool = p->ethtool.get();
-      auto outcomes = app::applyPlan(plan, p->status.host, ctx);
-      ctx.ethtool = nullptr;
-      if (round == 0) {  // what the policies want but will not happen, and why (as `plan` says)
-        for (const auto& sk : plan.skips) {
-          all.push_back(
-              app::Outcome{app::Outcome::Result::Skipped, sk.kind, sk.device, sk.object, sk.key,
-                           sk.object + " " + sk.key + " " + sk.wanted + " (rule " + sk.rule.name + "): " + sk.message});
-        }
-      }
-      bool again = std::any_of(outcomes.begin(), outcomes.end(), [](const app::Outcome& o) {
-        return o.result == app::Outcome::Result::Kept && o.message.find("rebound") != std::string::npos;
-      });
-      for (auto& o : outcomes) {
-        if (!(again && o.result == app::Outcome::Result::Kept)) all.push_back(std::move(o));
-      }
-      if (!again) break;
+    auto loaded = loadPolicies(globals, opts->policies);
+    if (!loaded) {
+      code = 1;
+      return;
     }
-    code = report(all);
+    app::ReconcileRequest request;
+    request.trigger = opts->hotplug ? core::Trigger::Hotplug : core::Trigger::Coldplug;
+    if (!opts->device.empty()) {
+      auto host = adapters::sysfs::readHost(root);
+      const auto* d = host ? deviceNamed(*host, opts->device) : nullptr;
+      if (d == nullptr) {
+        if (!host) std::fprintf(stderr, "iommuctl: cannot read the host: %s\n", host.error().describe().c_str());
+        code = 1;
+        return;
+      }
+      request.devices.push_back(d->address);
+    }
+    auto done = app::reconcile(loaded->policies, request, ctx);
+    if (!done) {
+      std::fprintf(stderr, "iommuctl: %s\n", done.error().describe().c_str());
+      code = 1;
+      return;
+    }
+    code = report(done->outcomes);
   });
 }
 
@@ -163,7 +130,7 @@ void addRevert(CLI::App& app, const Globals& globals, int& code) {
   cmd->callback([&globals, &code, device] {
     adapters::sysfs::Root root(globals.root);
     adapters::sysfs::RootWriter writer(root);
-    app::ApplyContext ctx{root, writer, nullptr, {}, utcNow, {}};
+    app::ApplyContext ctx{root, writer, nullptr, {}, app::utcNow, {}};
     auto lock = startWriting(globals, ctx, "revert");
     if (!lock) {
       code = 1;

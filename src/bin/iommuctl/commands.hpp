@@ -8,6 +8,7 @@
 
 #include "app/netlink_ethtool.hpp"
 #include "app/plan_report.hpp"
+#include "app/reconcile.hpp"
 
 namespace iommud::ctl {
 
@@ -32,6 +33,8 @@ struct Planning {
   std::unique_ptr<app::NetlinkEthtool> ethtool;  // on the live host; nullptr under --root
 };
 std::optional<Planning> preparePlanning(const Globals& globals, const std::vector<std::string>& policyDirs);
+/// The policies, with every diagnostic printed; nullopt when they are not valid.
+std::optional<config::Loaded> loadPolicies(const Globals& globals, const std::vector<std::string>& policyDirs);
 
 /// The options `plan` and `explain` share.
 struct ReportOptions {

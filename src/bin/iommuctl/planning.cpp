@@ -3,43 +3,35 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "adapters/sysfs/host_reader.hpp"
 #include "bin/iommuctl/commands.hpp"
 
 namespace iommud::ctl {
 
-std::optional<Planning> preparePlanning(const Globals& globals, const std::vector<std::string>& policyDirs) {
+std::optional<config::Loaded> loadPolicies(const Globals& globals, const std::vector<std::string>& policyDirs) {
   app::PolicySources sources;
   sources.root = globals.root;
   sources.dirs = policyDirs;
   auto loaded = app::loadPolicies(sources);
+  for (const auto& d : loaded.diagnostics) std::fprintf(stderr, "%s\n", d.str().c_str());
   if (!loaded.ok()) {
-    for (const auto& d : loaded.diagnostics) std::fprintf(stderr, "%s\n", d.str().c_str());
     std::fprintf(stderr, "iommuctl: the policies are not valid (see `iommuctl check`)\n");
     return std::nullopt;
   }
-  for (const auto& d : loaded.diagnostics) std::fprintf(stderr, "%s\n", d.str().c_str());
+  return loaded;
+}
+
+std::optional<Planning> preparePlanning(const Globals& globals, const std::vector<std::string>& policyDirs) {
+  auto loaded = loadPolicies(globals, policyDirs);
+  if (!loaded) return std::nullopt;
   adapters::sysfs::Root root(globals.root);
-  auto host = adapters::sysfs::readHost(root);
-  if (!host) {
-    std::fprintf(stderr, "iommuctl: cannot read the host: %s\n", host.error().describe().c_str());
+  auto view = app::readHostView(root, loaded->policies);
+  if (!view) {
+    std::fprintf(stderr, "iommuctl: %s\n", view.error().describe().c_str());
     return std::nullopt;
   }
-  app::readPolicyModules(root, loaded.policies, *host);
-  // NIC settings are read from the running kernel; under --root they stay unknown (planned, not made).
-  std::unique_ptr<app::NetlinkEthtool> ethtool;
-  if (root.isLive()) {
-    auto opened = app::NetlinkEthtool::open(host->kernel.upstream.version);
-    if (opened) {
-      ethtool = std::move(opened).value();
-      ethtool->readAll(*host);
-    } else {
-      std::fprintf(stderr, "iommuctl: NIC settings not read: %s\n", opened.error().describe().c_str());
-    }
-  }
-  auto status = app::buildStatus(std::move(host).value());
-  app::readInitramfsIfPlanned(root, loaded.policies, status);
-  return Planning{std::move(status), std::move(loaded), std::move(ethtool)};
+  if (!view->ethtoolError.empty())
+    std::fprintf(stderr, "iommuctl: NIC settings not read: %s\n", view->ethtoolError.c_str());
+  return Planning{std::move(view->status), std::move(loaded).value(), std::move(view->ethtool)};
 }
 
 std::optional<core::PlanOptions> planOptions(const core::HostFacts& host, bool hotplug, const std::string& device) {

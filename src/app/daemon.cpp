@@ -1,0 +1,623 @@
+#include "app/daemon.hpp"
+
+#include <fcntl.h>
+#include <sys/epoll.h>
+#include <sys/signalfd.h>
+#include <sys/wait.h>
+#include <systemd/sd-daemon.h>
+#include <systemd/sd-event.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <csignal>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <set>
+#include <utility>
+
+#include "adapters/sysfs/host_reader.hpp"
+#include "adapters/udev/monitor.hpp"
+#include "app/message_ids.hpp"
+#include "app/outcome_log.hpp"
+#include "app/plan_report.hpp"
+#include "app/reconcile.hpp"
+#include "config/daemon_config.hpp"
+#include "core/text.hpp"
+
+namespace iommud::app {
+
+namespace sd = adapters::systemd;
+using Clock = std::chrono::steady_clock;
+using Priority = sd::Priority;
+using R = Outcome::Result;
+
+DaemonPaths daemonPathsFromEnvironment() {
+  DaemonPaths p;
+  // systemd may pass several colon-separated directories; the first is ours.
+  auto first = [](const char* name) -> std::optional<std::string> {
+    const char* v = std::getenv(name);
+    if (v == nullptr || *v == '\0') return std::nullopt;
+    std::string s(v);
+    return s.substr(0, s.find(':'));
+  };
+  if (auto d = first("CONFIGURATION_DIRECTORY")) p.configFile = *d + "/iommud.conf";
+  if (auto d = first("RUNTIME_DIRECTORY")) p.state.runDir = *d;
+  if (auto d = first("STATE_DIRECTORY")) p.state.stateDir = *d;
+  return p;
+}
+
+namespace {
+
+Priority priorityOf(config::LogLevel l) {
+  switch (l) {
+    case config::LogLevel::Error: return Priority::Err;
+    case config::LogLevel::Warning: return Priority::Warning;
+    case config::LogLevel::Notice: return Priority::Notice;
+    case config::LogLevel::Info: return Priority::Info;
+    case config::LogLevel::Debug: return Priority::Debug;
+  }
+  return Priority::Info;
+}
+
+/// The configuration and the policies, loaded together: both are valid, or neither is used.
+struct Settings {
+  config::DaemonConfig config;
+  config::Loaded policies;
+};
+
+/// Loads both; on failure every diagnostic is in `problems` (FILE:LINE:COL lines).
+std::optional<Settings> loadSettings(const std::string& root, const std::string& configFile,
+                                     std::vector<std::string>& problems, std::vector<std::string>& warnings) {
+  auto conf = config::loadDaemonConfig(configFile);
+  for (const auto& d : conf.diagnostics) {
+    (d.severity == config::Diagnostic::Severity::Error ? problems : warnings).push_back(d.str());
+  }
+  if (!conf.ok()) return std::nullopt;
+  PolicySources sources;
+  sources.root = root;
+  sources.dirs = conf.config.policyDirs;
+  auto loaded = loadPolicies(sources);
+  for (const auto& d : loaded.diagnostics) {
+    (d.severity == config::Diagnostic::Severity::Error ? problems : warnings).push_back(d.str());
+  }
+  if (!loaded.ok()) return std::nullopt;
+  return Settings{conf.config, std::move(loaded)};
+}
+
+// What a batch did to one device, as the child reports it to the daemon, one line each:
+// "<letter>\t<address>\t<identity>". Letters: T tuned (a wanted setting holds), A advised,
+// X refused, F failed, P re-plugged (a departed identity is back).
+struct Tally {
+  std::string identity;
+  bool tuned = false, advised = false, refused = false, failed = false;
+};
+
+// What the worker is given: devices that just appeared (hot: a hotplug, disruptive changes
+// allowed), devices that changed otherwise (cold: as at start), or, with both empty, the whole host.
+struct Batch {
+  std::vector<std::string> hot, cold;
+  [[nodiscard]] bool whole() const { return hot.empty() && cold.empty(); }
+};
+
+// A uevent that means the device just appeared to its driver: the moment hotplug rules act.
+bool appears(const std::string& subsystem, const std::string& action) {
+  return action == "add" || (subsystem == "pci" && action == "bind");
+}
+
+class Daemon {
+ public:
+  Daemon(DaemonPaths paths, const sd::Log& log, Settings settings, bool once)
+      : paths_(std::move(paths)), log_(log), settings_(std::move(settings)), once_(once) {}
+  Daemon(const Daemon&) = delete;
+  Daemon& operator=(const Daemon&) = delete;
+  ~Daemon() {
+    for (auto& [_, s] : debounce_) sd_event_source_unref(s);
+    sd_event_source_unref(childSource_);
+    sd_event_source_unref(pipeSource_);
+    if (pipe_ >= 0) close(pipe_);
+    sd_event_source_unref(monitorSource_);
+    for (auto* s : signalSources_) sd_event_source_unref(s);
+    sd_event_unref(event_);
+  }
+
+  int once() {
+    if (!begin()) return 1;
+    auto lines = reconcileBatch({});
+    if (!lines) return 1;
+    absorb(*lines, {});
+    log_.info(statusLine());
+    return failed_ ? 1 : 0;
+  }
+
+  int run() {
+    sigset_t mask;
+    sigemptyset(&mask);
+    for (int s : {SIGTERM, SIGINT, SIGHUP, SIGCHLD}) sigaddset(&mask, s);
+    sigprocmask(SIG_BLOCK, &mask, nullptr);
+    if (int r = sd_event_new(&event_); r < 0) return fatal("cannot create the event loop", -r);
+    if (!begin()) return 1;
+    auto monitor = adapters::udev::Monitor::open({"pci", "net", "nvme", "block", "thunderbolt"});
+    if (!monitor) return fatal(monitor.error().describe(), 0);
+    monitor_.emplace(std::move(monitor).value());
+    if (int r = sd_event_add_io(event_, &monitorSource_, monitor_->fd(), EPOLLIN, onUevent, this); r < 0) {
+      return fatal("cannot watch the udev monitor", -r);
+    }
+    for (int s : {SIGTERM, SIGINT, SIGHUP}) {
+      sd_event_source* src = nullptr;
+      if (int r = sd_event_add_signal(event_, &src, s, onSignal, this); r < 0) return fatal("cannot watch signals", -r);
+      signalSources_.push_back(src);
+    }
+    // Sends WATCHDOG=1 at half of $WATCHDOG_USEC when the service manager asks for it; nothing otherwise.
+    (void)sd_event_set_watchdog(event_, 1);
+    coldplugQueued_ = true;
+    startNext();
+    int r = sd_event_loop(event_);
+    if (r < 0) return fatal("the event loop failed", -r);
+    return r;
+  }
+
+ private:
+  int fatal(const std::string& what, int err) {
+    log_.error(err != 0 ? what + ": " + std::strerror(err) : what);
+    return 1;
+  }
+
+  // Lock and recovery: what every writer does first.
+  bool begin() {
+    ApplyContext ctx = context();
+    auto session = beginWriting(ctx);
+    if (!session) {
+      log_.error(session.error().describe());
+      return false;
+    }
+    if (session->recovered) {
+      const auto& r = *session->recovered;
+      log_.write({Priority::Warning,
+                  std::string(msgid::kRecovered),
+                  "group " + std::to_string(r.record.change.group) +
+                      ": a transaction an earlier process left half-done was " + r.outcome + "; rebound " +
+                      std::to_string(r.rebound.size()) + " device(s)",
+                  {{"IOMMUD_GROUP", std::to_string(r.record.change.group)}}});
+    }
+    session_.emplace(std::move(session).value());
+    return true;
+  }
+
+  ApplyContext context() { return ApplyContext{root_, writer_, nullptr, paths_.state, utcNow, {}}; }
+
+  // --- the work: one batch of devices (or the whole host), reconciled and reported -------------
+
+  // Runs in the child (or in this process with --once): reconciles, logs every outcome and
+  // returns the tallies as lines for the daemon; nullopt when the host could not be read.
+  std::optional<std::string> reconcileBatch(const Batch& batch) {
+    std::string lines;
+    bool ok = true;
+    if (batch.whole()) {
+      ok = reconcileSome(core::Trigger::Coldplug, {}, lines);
+    } else {
+      if (!batch.hot.empty()) ok = reconcileSome(core::Trigger::Hotplug, batch.hot, lines);
+      if (!batch.cold.empty()) ok = reconcileSome(core::Trigger::Coldplug, batch.cold, lines) && ok;
+    }
+    if (!ok) return std::nullopt;
+    return lines;
+  }
+
+  bool reconcileSome(core::Trigger trigger, const std::vector<std::string>& devices, std::string& lines) {
+    ReconcileRequest request;
+    request.trigger = trigger;
+    request.devices = devices;
+    request.adviseOnly = settings_.config.adviseOnly;
+    ApplyContext ctx = context();
+    auto done = reconcile(settings_.policies.policies, request, ctx);
+    if (!done) {
+      log_.error(done.error().describe() + ", ignoring");
+      return false;
+    }
+    auto tally = [&](char letter, const std::string& address) {
+      const auto* d = done->host.device(address);
+      lines += std::string(1, letter) + '\t' + address + '\t' + (d != nullptr ? d->identity() : "") + '\n';
+    };
+    for (const auto& address : trigger == core::Trigger::Hotplug ? devices : std::vector<std::string>{}) {
+      const auto* d = done->host.device(address);
+      if (d == nullptr) continue;
+      if (auto it = departed_.find(d->identity()); it != departed_.end()) {
+        log_.write(
+            {Priority::Notice,
+             std::string(msgid::kReplugged),
+             d->displayName() + " (" + d->identity() + ") is back at " + address + " (was " + it->second +
+                 "): the kernel gave it a fresh group, so its policy is applied again",
+             {{"IOMMUD_DEVICE", address}, {"IOMMUD_NAME", d->displayName()}, {"IOMMUD_IDENTITY", d->identity()}}});
+        tally('P', address);
+      }
+    }
+    for (const auto& o : done->outcomes) {
+      log_.write(journalEntry(o, done->host));
+      char letter = 0;
+      switch (o.result) {
+        case R::Done: letter = 'T'; break;
+        case R::Advised: letter = 'A'; break;
+        case R::Refused: letter = 'X'; break;
+        case R::Skipped:
+          if (o.skip != core::SkipReason::HotplugOnly && o.skip != core::SkipReason::Overridden) letter = 'X';
+          break;
+        case R::Failed: letter = 'F'; break;
+        default: break;
+      }
+      if (letter == 0 || o.device.empty()) continue;
+      // A group's change is every member's.
+      const core::Group* group = nullptr;
+      for (const auto& g : done->host.groups) {
+        if (o.kind == core::ChangeKind::Domain && o.group && g.id == *o.group) group = &g;
+      }
+      if (group != nullptr) {
+        for (const auto& a : group->devices) tally(letter, a);
+      } else {
+        tally(letter, o.device);
+      }
+    }
+    for (const auto& s : done->satisfied) {
+      log_.debug(s.object + " " + s.key + " is already " + s.value + " (rule " + s.rule.name + ")");
+      tally('T', s.device);
+    }
+    return true;
+  }
+
+  // Takes a batch's tallies into the daemon's view of the devices.
+  void absorb(const std::string& lines, const Batch& batch) {
+    if (batch.whole()) tallies_.clear();
+    for (const auto* list : {&batch.hot, &batch.cold}) {
+      for (const auto& a : *list) tallies_.erase(a);
+    }
+    for (auto line : core::split(lines, '\n')) {
+      auto f = core::split(line, '\t');
+      if (f.size() != 3 || f[0].size() != 1) continue;
+      std::string address(f[1]);
+      auto& t = tallies_[address];
+      t.identity = std::string(f[2]);
+      switch (f[0][0]) {
+        case 'T': t.tuned = true; break;
+        case 'A': t.advised = true; break;
+        case 'X': t.refused = true; break;
+        case 'F':
+          t.failed = true;
+          failed_ = true;
+          break;
+        case 'P': departed_.erase(t.identity); break;
+        default: break;
+      }
+    }
+  }
+
+  std::string statusLine() const {
+    size_t tuned = 0, advised = 0, refused = 0, failed = 0;
+    for (const auto& [_, t] : tallies_) {
+      if (t.failed) {
+        ++failed;
+      } else if (t.tuned) {
+        ++tuned;
+      }
+      if (t.advised) ++advised;
+      if (t.refused) ++refused;
+    }
+    return std::to_string(tuned) + " devices tuned, " + std::to_string(advised) + " advised, " +
+           std::to_string(refused) + " refused, " + std::to_string(failed) + " failed";
+  }
+
+  // --- the child ---------------------------------------------------------------------------------
+
+  void startNext() {
+    if (childPid_ > 0 || stopping_) return;
+    Batch batch;
+    if (coldplugQueued_) {
+      coldplugQueued_ = false;
+      queued_.clear();
+    } else if (!queued_.empty()) {
+      for (const auto& [address, hot] : queued_) (hot ? batch.hot : batch.cold).push_back(address);
+      queued_.clear();
+    } else {
+      return;
+    }
+    int fds[2];
+    if (pipe2(fds, O_CLOEXEC) != 0) {
+      log_.error(std::string("cannot create a pipe: ") + std::strerror(errno) + ", ignoring this batch");
+      return;
+    }
+    pid_t pid = fork();
+    if (pid < 0) {
+      log_.error(std::string("cannot fork: ") + std::strerror(errno) + ", ignoring this batch");
+      close(fds[0]);
+      close(fds[1]);
+      return;
+    }
+    if (pid == 0) {
+      close(fds[0]);
+      auto lines = reconcileBatch(batch);
+      const std::string out = lines.value_or("");
+      for (size_t off = 0; off < out.size();) {
+        ssize_t n = write(fds[1], out.data() + off, out.size() - off);
+        if (n <= 0) break;
+        off += static_cast<size_t>(n);
+      }
+      _exit(lines ? 0 : 1);
+    }
+    close(fds[1]);
+    (void)fcntl(fds[0], F_SETFL, O_NONBLOCK);
+    pipe_ = fds[0];
+    childPid_ = pid;
+    childBatch_ = std::move(batch);
+    childOutput_.clear();
+    int r = sd_event_add_io(event_, &pipeSource_, pipe_, EPOLLIN, onPipe, this);
+    if (r >= 0) r = sd_event_add_child(event_, &childSource_, pid, WEXITED, onChild, this);
+    if (r < 0) {  // cannot happen short of running out of memory: wait here rather than lose the child
+      log_.error(std::string("cannot watch the worker: ") + std::strerror(-r) + "; waiting for it");
+      siginfo_t si{};
+      waitid(P_PID, static_cast<id_t>(pid), &si, WEXITED);
+      childExited(si);
+    }
+  }
+
+  void drainPipe() {
+    char buf[4096];
+    for (;;) {
+      ssize_t n = read(pipe_, buf, sizeof buf);
+      if (n <= 0) break;
+      childOutput_.append(buf, static_cast<size_t>(n));
+    }
+  }
+
+  static int onPipe(sd_event_source* /*s*/, int /*fd*/, uint32_t /*revents*/, void* self) {
+    static_cast<Daemon*>(self)->drainPipe();
+    return 0;
+  }
+
+  static int onChild(sd_event_source* /*s*/, const siginfo_t* si, void* self) {
+    static_cast<Daemon*>(self)->childExited(*si);
+    return 0;
+  }
+
+  void childExited(const siginfo_t& si) {
+    drainPipe();
+    pipeSource_ = sd_event_source_unref(pipeSource_);
+    childSource_ = sd_event_source_unref(childSource_);
+    close(pipe_);
+    pipe_ = -1;
+    childPid_ = 0;
+    if (si.si_code != CLD_EXITED) {
+      log_.error("the worker for " + describeBatch() + " was killed by signal " + std::to_string(si.si_status) +
+                 "; the next start recovers any half-done transaction");
+    }
+    absorb(childOutput_, childBatch_);
+    auto now = Clock::now();
+    for (const auto& a : batchDevices()) {
+      auto it = firedAt_.find(a);
+      if (it == firedAt_.end()) continue;
+      double ms = std::chrono::duration<double, std::milli>(now - it->second).count();
+      log_.debug("reacted to " + a + " in " + std::to_string(ms) + " ms");
+      firedAt_.erase(it);
+    }
+    const bool coldplug = childBatch_.whole();
+    childBatch_ = {};
+    if (coldplug && !ready_) {
+      ready_ = true;
+      log_.write({Priority::Info, std::string(msgid::kStarted), "iommud started: " + statusLine(), {}});
+      sd_notifyf(0, "READY=1\nSTATUS=%s", statusLine().c_str());
+    } else {
+      sd_notifyf(0, "STATUS=%s", statusLine().c_str());
+    }
+    if (stopping_) {
+      stop();
+      return;
+    }
+    startNext();
+  }
+
+  std::string describeBatch() const {
+    auto all = batchDevices();
+    if (all.empty()) return "the whole host";
+    return all.size() == 1 ? all.front() : std::to_string(all.size()) + " devices";
+  }
+
+  std::vector<std::string> batchDevices() const {
+    auto all = childBatch_.hot;
+    all.insert(all.end(), childBatch_.cold.begin(), childBatch_.cold.end());
+    return all;
+  }
+
+  // --- events ------------------------------------------------------------------------------------
+
+  static int onUevent(sd_event_source* /*s*/, int /*fd*/, uint32_t /*revents*/, void* self) {
+    auto* d = static_cast<Daemon*>(self);
+    while (auto e = d->monitor_->receive()) d->uevent(*e);
+    return 0;
+  }
+
+  void uevent(const adapters::udev::UEvent& e) {
+    // A Thunderbolt device's PCI functions arrive as their own pci events; its path holds only the
+    // host controller's address.
+    if (e.subsystem == "thunderbolt") {
+      log_.debug("thunderbolt " + e.action + " " + e.sysname);
+      return;
+    }
+    std::string address = core::pciFunctionOf(e.devpath);
+    if (address.empty()) return;  // virtual: loop, dm, veth
+    log_.debug(e.subsystem + " " + e.action + " " + e.sysname + " (" + address + ")");
+    if (e.subsystem == "pci" && e.action == "remove") {
+      forget(address);
+      return;
+    }
+    if (stopping_) return;
+    debounce(address, appears(e.subsystem, e.action));
+  }
+
+  void forget(const std::string& address) {
+    if (auto it = debounce_.find(address); it != debounce_.end()) {
+      sd_event_source_unref(it->second);
+      debounce_.erase(it);
+    }
+    queued_.erase(address);
+    hot_.erase(address);
+    firedAt_.erase(address);
+    if (auto it = tallies_.find(address); it != tallies_.end()) {
+      if (it->second.tuned && !it->second.identity.empty()) departed_[it->second.identity] = address;
+      tallies_.erase(it);
+      sd_notifyf(0, "STATUS=%s", statusLine().c_str());
+    }
+  }
+
+  // (Re)arms the device's timer: acting waits until its events have been quiet for the debounce.
+  void debounce(const std::string& address, bool hot) {
+    if (hot) hot_.insert(address);
+    auto usec = static_cast<uint64_t>(std::chrono::microseconds(settings_.config.debounce).count());
+    if (auto it = debounce_.find(address); it != debounce_.end()) {
+      (void)sd_event_source_set_time_relative(it->second, usec);
+      (void)sd_event_source_set_enabled(it->second, SD_EVENT_ONESHOT);
+      return;
+    }
+    sd_event_source* s = nullptr;
+    if (int r = sd_event_add_time_relative(event_, &s, CLOCK_MONOTONIC, usec, 1000, onDebounced, this); r < 0) {
+      log_.error("cannot arm a timer for " + address + ": " + std::strerror(-r) + ", ignoring its event");
+      return;
+    }
+    debounce_.emplace(address, s);
+  }
+
+  static int onDebounced(sd_event_source* s, uint64_t /*usec*/, void* self) {
+    auto* d = static_cast<Daemon*>(self);
+    for (auto it = d->debounce_.begin(); it != d->debounce_.end(); ++it) {
+      if (it->second != s) continue;
+      const bool hot = d->hot_.erase(it->first) > 0;
+      d->queued_[it->first] = d->queued_[it->first] || hot;
+      d->firedAt_[it->first] = Clock::now();
+      sd_event_source_unref(s);
+      d->debounce_.erase(it);
+      break;
+    }
+    d->startNext();
+    return 0;
+  }
+
+  static int onSignal(sd_event_source* /*s*/, const struct signalfd_siginfo* si, void* self) {
+    auto* d = static_cast<Daemon*>(self);
+    if (si->ssi_signo == SIGHUP) {
+      d->reload();
+    } else {
+      d->beginStop();
+    }
+    return 0;
+  }
+
+  void reload() {
+    // Before READY=1 (coldplug under way) there is no reload to announce: the new settings are
+    // simply what the next batch uses.
+    if (ready_) sd_notify(0, "RELOADING=1");
+    std::vector<std::string> problems, warnings;
+    auto loaded = loadSettings(paths_.root, paths_.configFile, problems, warnings);
+    for (const auto& w : warnings) log_.warning(w);
+    if (!loaded) {
+      std::string all;
+      for (const auto& p : problems) all += (all.empty() ? "" : "\n") + p;
+      log_.write({Priority::Err,
+                  std::string(msgid::kPoliciesRejected),
+                  "reload refused, the last good configuration and policies stay in force:\n" + all,
+                  {{"IOMMUD_PROBLEMS", std::to_string(problems.size())}}});
+    } else {
+      settings_ = std::move(*loaded);
+      log_.setMaxPriority(priorityOf(settings_.config.logLevel));
+      log_.write({Priority::Info,
+                  std::string(msgid::kPoliciesLoaded),
+                  "reloaded: " + std::to_string(settings_.policies.policies.rules.size()) + " rules",
+                  {}});
+      // What the new policies want of devices already present, as at start (no disruption).
+      coldplugQueued_ = true;
+      startNext();
+    }
+    if (ready_) sd_notifyf(0, "READY=1\nSTATUS=%s", statusLine().c_str());
+  }
+
+  void beginStop() {
+    if (stopping_) return;
+    stopping_ = true;
+    sd_notify(0, "STOPPING=1");
+    log_.write({Priority::Info,
+                std::string(msgid::kStopping),
+                childPid_ > 0 ? "stopping after the change under way (" + describeBatch() + ")" : "stopping",
+                {}});
+    if (childPid_ == 0) stop();
+  }
+
+  void stop() {
+    if (settings_.config.revertOnStop) {
+      ApplyContext ctx = context();
+      auto host = adapters::sysfs::readHost(root_);
+      if (host) {
+        for (const auto& o : revertChanges(std::nullopt, *host, ctx)) {
+          auto e = journalEntry(o, *host);
+          if (o.result == R::Done) e.messageId = std::string(msgid::kReverted);
+          log_.write(e);
+        }
+      } else {
+        log_.error("cannot revert on stop: " + host.error().describe());
+      }
+    }
+    sd_event_exit(event_, 0);
+  }
+
+  DaemonPaths paths_;
+  sd::Log log_;
+  Settings settings_;
+  adapters::sysfs::Root root_{paths_.root};
+  adapters::sysfs::RootWriter writer_{root_};
+  std::optional<WriterSession> session_;
+  std::optional<adapters::udev::Monitor> monitor_;
+
+  sd_event* event_ = nullptr;
+  sd_event_source* monitorSource_ = nullptr;
+  std::vector<sd_event_source*> signalSources_;
+  std::map<std::string, sd_event_source*> debounce_;  // address -> its pending timer
+  std::set<std::string> hot_;                         // pending devices that appeared (see appears())
+  std::map<std::string, bool> queued_;                // debounced, waiting for the worker -> hot
+  std::map<std::string, Clock::time_point> firedAt_;  // when each queued device's debounce ended
+  bool coldplugQueued_ = false;
+
+  pid_t childPid_ = 0;
+  int pipe_ = -1;
+  sd_event_source* pipeSource_ = nullptr;
+  sd_event_source* childSource_ = nullptr;
+  Batch childBatch_;
+  std::string childOutput_;
+
+  std::map<std::string, Tally> tallies_;         // address -> what the policies did to it
+  std::map<std::string, std::string> departed_;  // identity of a tuned device that went -> its address
+  bool ready_ = false;
+  bool stopping_ = false;
+  bool failed_ = false;
+  bool once_ = false;  // --once: no loop, no child
+};
+
+}  // namespace
+
+int runDaemon(const DaemonPaths& paths, bool once, const sd::Log& log) {
+  std::vector<std::string> problems, warnings;
+  auto settings = loadSettings(paths.root, paths.configFile, problems, warnings);
+  for (const auto& w : warnings) log.warning(w);
+  if (!settings) {
+    for (const auto& p : problems) log.error(p);
+    log.write({Priority::Err,
+               std::string(msgid::kPoliciesRejected),
+               "not starting: the configuration or the policies are not valid (see above; `iommuctl check`)",
+               {}});
+    return kExitConfig;
+  }
+  sd::Log ours = log;
+  ours.setMaxPriority(priorityOf(settings->config.logLevel));
+  log.write({Priority::Info,
+             std::string(msgid::kPoliciesLoaded),
+             "loaded " + std::to_string(settings->policies.policies.rules.size()) + " rules",
+             {}});
+  Daemon daemon(paths, ours, std::move(*settings), once);
+  return once ? daemon.once() : daemon.run();
+}
+
+}  // namespace iommud::app

@@ -1,0 +1,96 @@
+#include "app/outcome_log.hpp"
+
+#include "app/message_ids.hpp"
+
+namespace iommud::app {
+
+adapters::systemd::Entry journalEntry(const Outcome& o, const core::HostFacts& host) {
+  using adapters::systemd::Priority;
+  using R = Outcome::Result;
+  adapters::systemd::Entry e;
+  const auto* dev = host.device(o.device);
+  std::string members;
+  if (o.kind == core::ChangeKind::Domain && o.group) {
+    for (const auto& g : host.groups) {
+      if (g.id != *o.group) continue;
+      for (const auto& a : g.devices) {
+        const auto* m = host.device(a);
+        members += (members.empty() ? "" : ", ") + (m != nullptr ? m->displayName() : a);
+      }
+    }
+  }
+  // "group 14 (nvme0, nvme1) type DMA -> identity, done: these devices can DMA to all memory;
+  // accepted by rule nvme-pair in /etc/iommud/policies.d/50-nvme.toml:3:1"
+  std::string what = o.message;
+  if (auto at = what.find(o.object); !members.empty() && !o.object.empty() && at != std::string::npos) {
+    what.insert(at + o.object.size(), " (" + members + ")");
+  }
+  const bool made = o.result == R::Done || o.result == R::Advised;
+  if (made && !o.tradeOff.empty()) what += ": " + o.tradeOff;
+  std::string by;
+  if (!o.rule.empty()) {
+    by = std::string(o.result == R::Done ? "; accepted by rule " : "; rule ") + o.rule +
+         (o.ruleWhere.empty() ? "" : " in " + o.ruleWhere);
+  }
+  switch (o.result) {
+    case R::Done:
+      if (o.kind == core::ChangeKind::Domain && o.risk != core::Risk::None) {
+        e.priority = Priority::Warning;
+        e.messageId = std::string(msgid::kWeakened);
+      } else {
+        e.priority = Priority::Notice;
+        e.messageId = std::string(msgid::kChanged);
+      }
+      break;
+    case R::Advised:
+      e.priority = Priority::Notice;
+      e.messageId = std::string(msgid::kAdvised);
+      break;
+    case R::Refused:
+      e.priority = Priority::Warning;
+      e.messageId = std::string(msgid::kRefused);
+      break;
+    case R::Skipped:
+      // A rule that acts only at hotplug, or that a later rule overrides, is no refusal.
+      if (o.skip == core::SkipReason::HotplugOnly || o.skip == core::SkipReason::Overridden) {
+        e.priority = Priority::Debug;
+      } else {
+        e.priority = Priority::Notice;
+        e.messageId = std::string(msgid::kRefused);
+      }
+      break;
+    case R::Failed:
+      e.priority = Priority::Err;
+      e.messageId = std::string(msgid::kFailed);
+      break;
+    case R::Drift:
+      e.priority = Priority::Notice;
+      e.messageId = std::string(msgid::kReverted);
+      break;
+    case R::Kept: e.priority = Priority::Debug; break;
+  }
+  e.message = (o.result == R::Done ? std::string() : std::string(toString(o.result)) + ": ") + what + by;
+  auto field = [&](const char* name, const std::string& value) {
+    if (!value.empty()) e.fields.push_back({name, value});
+  };
+  field("IOMMUD_DEVICE", o.device);
+  if (dev != nullptr) {
+    field("IOMMUD_NAME", dev->displayName());
+    field("IOMMUD_IDENTITY", dev->identity());
+  }
+  if (o.group) field("IOMMUD_GROUP", std::to_string(*o.group));
+  field("IOMMUD_KIND", std::string(core::toString(o.kind)));
+  field("IOMMUD_OBJECT", o.object);
+  field("IOMMUD_KEY", o.key);
+  field("IOMMUD_RULE", o.rule);
+  field("IOMMUD_POLICY", o.ruleWhere);
+  if (o.kind != core::ChangeKind::ModprobeConf) {  // a file's whole text is no field value
+    field("IOMMUD_FROM", o.from);
+    field("IOMMUD_TO", o.to);
+  }
+  if (o.risk != core::Risk::None) field("IOMMUD_RISK", std::string(core::toString(o.risk)));
+  if (o.skip) field("IOMMUD_SKIP", std::string(core::toString(*o.skip)));
+  return e;
+}
+
+}  // namespace iommud::app

@@ -1,0 +1,15 @@
+#pragma once
+
+#include "adapters/systemd/log.hpp"
+#include "app/apply.hpp"
+#include "core/host.hpp"
+
+namespace iommud::app {
+
+/// The journal entry for what became of one change: a MESSAGE_ID per kind of event (a change
+/// that weakens isolation, any other change, advice, refusal, failure, drift), its priority (a
+/// weakening change is a warning), the IOMMUD_* fields, and a message naming the group's devices
+/// and the rule (file:line:col) that decided it.
+adapters::systemd::Entry journalEntry(const Outcome& o, const core::HostFacts& host);
+
+}  // namespace iommud::app

@@ -1,0 +1,57 @@
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "adapters/state/lock.hpp"
+#include "adapters/sysfs/root.hpp"
+#include "app/apply.hpp"
+#include "app/domain_transaction.hpp"
+#include "app/netlink_ethtool.hpp"
+#include "app/status_report.hpp"
+#include "core/plan.hpp"
+
+namespace iommud::app {
+
+/// What the one writer holds while it works: the lock, and what it found left half-done.
+struct WriterSession {
+  adapters::state::WriterLock lock;
+  std::optional<RecoveryReport> recovered;
+};
+
+/// What every writer does first: create the run directory, take the writer lock (failing at once
+/// when another process has it), then finish or roll back a transaction an earlier process left
+/// half-done. A recovery that could not rebind every device is an error: nothing more may be done.
+core::Result<WriterSession> beginWriting(ApplyContext& ctx);
+
+/// The host as the planner needs it, read fresh: devices, modules the policies name, NIC settings
+/// (on the live host), and the initramfs when the policies write modprobe.d.
+struct HostView {
+  Status status;
+  std::unique_ptr<NetlinkEthtool> ethtool;  // nullptr under a root prefix, or without ethtool netlink
+  std::string ethtoolError;                 // why it is nullptr on the live host
+};
+core::Result<HostView> readHostView(const adapters::sysfs::Root& root, const core::PolicySet& policies);
+
+/// What to reconcile: the whole host as at start (coldplug), or devices that just appeared.
+struct ReconcileRequest {
+  core::Trigger trigger = core::Trigger::Coldplug;
+  std::vector<std::string> devices;  // PCI addresses; empty: every device
+  bool adviseOnly = false;           // every change is advice
+};
+
+struct Reconciled {
+  std::vector<Outcome> outcomes;           // what the policies want and will not happen (Skipped), then what apply did
+  std::vector<core::Satisfied> satisfied;  // settings that already hold
+  core::HostFacts host;                    // as read before the first round
+  std::vector<std::string> absent;         // requested devices that are not on the host (removed meanwhile)
+};
+
+/// Reads the host, plans (the devices' plans merged, each change once) and applies. A domain
+/// change rebinds drivers: what else the plan has for that group is planned again on the fresh
+/// devices, in a second round.
+core::Result<Reconciled> reconcile(const core::PolicySet& policies, const ReconcileRequest& request, ApplyContext& ctx);
+
+}  // namespace iommud::app

@@ -1,0 +1,89 @@
+#include "app/outcome_log.hpp"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "app/message_ids.hpp"
+
+namespace app = iommud::app;
+namespace core = iommud::core;
+using Priority = iommud::adapters::systemd::Priority;
+using R = app::Outcome::Result;
+
+namespace {
+
+core::HostFacts nvmePair() {
+  core::HostFacts h;
+  for (const char* a : {"0000:02:00.0", "0000:03:00.0"}) {
+    core::PciDevice d;
+    d.address = a;
+    d.vendorId = 0x144d;
+    d.deviceId = 0xa808;
+    d.group = 14;
+    d.nvme.push_back(core::NvmeController{.name = a[6] == '2' ? "nvme0" : "nvme1", .serial = a});
+    h.devices.push_back(d);
+  }
+  h.groups.push_back(core::Group{.id = 14, .devices = {"0000:02:00.0", "0000:03:00.0"}});
+  return h;
+}
+
+app::Outcome identityDone() {
+  app::Outcome o{
+      R::Done, core::ChangeKind::Domain, "0000:02:00.0", "group 14", "type", "group 14 type DMA -> identity, done"};
+  o.group = 14;
+  o.rule = "nvme-pair";
+  o.ruleWhere = "/etc/iommud/policies.d/50-nvme.toml:3:1";
+  o.from = "DMA";
+  o.to = "identity";
+  o.risk = core::Risk::High;
+  o.tradeOff = "these devices can DMA to all memory";
+  return o;
+}
+
+std::string field(const iommud::adapters::systemd::Entry& e, const std::string& name) {
+  auto it = std::find_if(e.fields.begin(), e.fields.end(), [&](const auto& f) { return f.name == name; });
+  return it == e.fields.end() ? "<none>" : it->value;
+}
+
+}  // namespace
+
+TEST(OutcomeLog, AChangeThatWeakensIsolationIsAWarningNamingTheTradeOffTheDevicesAndTheRule) {
+  auto e = app::journalEntry(identityDone(), nvmePair());
+  EXPECT_EQ(e.priority, Priority::Warning);
+  EXPECT_EQ(e.messageId, app::msgid::kWeakened);
+  EXPECT_EQ(e.message,
+            "group 14 (nvme0, nvme1) type DMA -> identity, done: these devices can DMA to all memory; accepted by rule "
+            "nvme-pair in /etc/iommud/policies.d/50-nvme.toml:3:1");
+  EXPECT_EQ(field(e, "IOMMUD_DEVICE"), "0000:02:00.0");
+  EXPECT_EQ(field(e, "IOMMUD_NAME"), "nvme0");
+  EXPECT_EQ(field(e, "IOMMUD_GROUP"), "14");
+  EXPECT_EQ(field(e, "IOMMUD_RULE"), "nvme-pair");
+  EXPECT_EQ(field(e, "IOMMUD_POLICY"), "/etc/iommud/policies.d/50-nvme.toml:3:1");
+  EXPECT_EQ(field(e, "IOMMUD_FROM"), "DMA");
+  EXPECT_EQ(field(e, "IOMMUD_TO"), "identity");
+  EXPECT_EQ(field(e, "IOMMUD_RISK"), "high");
+  EXPECT_EQ(field(e, "IOMMUD_IDENTITY"), "144d:a808/0000:0000 serial 0000:02:00.0");
+}
+
+TEST(OutcomeLog, EachKindOfEventHasItsOwnMessageIdAndPriority) {
+  auto host = nvmePair();
+  auto o = identityDone();
+  o.risk = core::Risk::None;
+  EXPECT_EQ(app::journalEntry(o, host).messageId, app::msgid::kChanged);
+  EXPECT_EQ(app::journalEntry(o, host).priority, Priority::Notice);
+  o.result = R::Advised;
+  EXPECT_EQ(app::journalEntry(o, host).messageId, app::msgid::kAdvised);
+  o.result = R::Failed;
+  EXPECT_EQ(app::journalEntry(o, host).messageId, app::msgid::kFailed);
+  EXPECT_EQ(app::journalEntry(o, host).priority, Priority::Err);
+  EXPECT_EQ(app::journalEntry(o, host).message.rfind("failed: ", 0), 0U);
+  o.result = R::Skipped;
+  o.skip = core::SkipReason::InUse;
+  EXPECT_EQ(app::journalEntry(o, host).messageId, app::msgid::kRefused);
+  EXPECT_EQ(field(app::journalEntry(o, host), "IOMMUD_SKIP"), "in-use");
+  // Waiting for a hotplug is no refusal: only a debug line.
+  o.skip = core::SkipReason::HotplugOnly;
+  EXPECT_EQ(app::journalEntry(o, host).messageId, "");
+  EXPECT_EQ(app::journalEntry(o, host).priority, Priority::Debug);
+}
