@@ -10,6 +10,7 @@ import sys
 import tempfile
 import unittest
 
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import testbed  # noqa: E402
 from testbed import NIC, NVME_A, NVME_B, SOLO_NVME, TB_DOWN, TB_UP  # noqa: E402
@@ -129,11 +130,21 @@ class IommuctlUnderUmockdev(unittest.TestCase):
         self.assertNotIn(NIC.group, [g["id"] for g in s["groups"]])  # freed with its last device
         self.assertIn(NVME_A.group, [g["id"] for g in s["groups"]])  # the switch ports stay in it
 
+        self.host.remove_solo()
+        s = self.status()
+        self.assertNotIn(SOLO_NVME.group, [g["id"] for g in s["groups"]])
+        self.assertNotIn(SOLO_NVME.address, {d["address"] for d in s["devices"]})
+
         self.host.add_pair()
         self.host.add_nic()
+        self.host.add_solo()
         s = self.status()
         devices = {d["address"]: d for d in s["devices"]}
         self.assertEqual(devices[NVME_B.address]["nvme"][0]["name"], "nvme1")
+        self.assertEqual([(n["name"], [p["name"] for p in n["partitions"]], n["dev"])
+                          for n in devices[SOLO_NVME.address]["nvme"][0]["namespaces"]],
+                         [("nvme2n1", ["nvme2n1p1", "nvme2n1p2"], "259:2")])
+        self.assertTrue(devices[SOLO_NVME.address]["in_use"])  # / is on it again
         self.assertEqual(devices[NIC.address]["netdevs"][0]["name"], "enp5s0")
         self.assertEqual(self.host.anomalies, [])
         self.assertEqual([a for a, p in self.host.events if p.endswith(NVME_A.address)], ["unbind", "remove", "add", "bind"])

@@ -24,6 +24,10 @@ umockdev's own helpers, and why:
 - bind/unbind are FIFOs, not plain files: the kernel takes each write synchronously, while a
   plain file keeps only the last of two quick writes (the writer neither truncates nor
   appends). inotify on the FIFOs and the groups' `type` files keeps the order of the writes.
+  Each FIFO is kept full, so that a writer's write() waits until its open is handled, that is
+  until every write before it has taken effect: a program that writes unbind, type, bind and
+  then reads back sees the first writes done. Only the effect of the last write can still be
+  late (by milliseconds), as a driver's probe can be on a real kernel.
 - `/sys/kernel/iommu_groups/N/type` is a plain file. The writer does not truncate, so a value
   shorter than the content leaves a tail ("DMA-FQ" over "identity\\n" reads "DMA-FQity\\n");
   the emulation rewrites the file as the kernel would show it, milliseconds later. A value the
@@ -33,8 +37,10 @@ umockdev's own helpers, and why:
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import dataclasses
+import fcntl
 import gzip
 import os
 import re
@@ -205,6 +211,9 @@ PCI_ADDRESS = re.compile(rb"\s*([0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0
 DOMAIN_TYPES = ("identity", "DMA-FQ", "DMA", "auto", "blocked")
 
 IN_OPEN = 0x20
+F_SETPIPE_SZ = 1031
+PIPE_PAGE = 4096
+FILLER = bytes(PIPE_PAGE)
 IN_CLOSE_WRITE = 0x08
 IN_IGNORED = 0x8000
 
@@ -266,6 +275,8 @@ class Host:
         self._nvme_instance: dict[str, int] = {}
         self._minors: set[int] = set()
         self._group_types: dict[int, str] = {}
+        self._failing_probes: set[str] = set()
+        self._fixed_types: set[int] = set()
         self._core = _DriverCore(self)
         self._sender = _Sender(self)
         self._build_static()
@@ -331,19 +342,26 @@ class Host:
             pass
         return None
 
-    def present(self, address: str) -> bool:
-        with self._lock:
-            return address in self._present
-
     def set_group_type(self, group: int, value: str) -> None:
         """Sets a group's type as someone else would (an admin, another tool), after the writes
         made so far; it stays out of `writes`."""
-        self.sync()
-        with self._lock:
+        with self._kernel_step():
             drivers = [self._driver[a] for a, s in self._present.items() if s.group == group]
             assert all(d in (None, "pcieport") for d in drivers), f"group {group} has drivers bound: {drivers}"
             self._core.show_type(group, value + "\n")
             self._group_types[group] = value
+
+    def fail_probes(self, address: str, fail: bool = True) -> None:
+        """From the writes made after this on, the driver's probe of the device fails (the
+        kernel: the bind write returns the probe's error, no driver link)."""
+        with self._kernel_step():
+            (self._failing_probes.add if fail else self._failing_probes.discard)(address)
+
+    def refuse_types(self, group: int, refuse: bool = True) -> None:
+        """From the writes made after this on, the group's type cannot change (the kernel: a
+        device that requires its domain type makes the write fail with EINVAL)."""
+        with self._kernel_step():
+            (self._fixed_types.add if refuse else self._fixed_types.discard)(group)
 
     def sync(self, timeout: float = 10.0) -> None:
         """Waits until the driver emulation has handled every write made so far."""
@@ -354,8 +372,8 @@ class Host:
     def add_nic(self, announce: bool = True) -> None:
         """Plugs the Thunderbolt 10 GbE adapter: its router appears and is authorized, then the
         PCIe tunnel brings up its bridges and the NIC."""
-        with self._lock:
-            router = self._tb_router_path()
+        router = self._tb_router_path()
+        with self._kernel_step():
             self._mkdev(router, "thunderbolt", {
                 "authorized": "0", "device": "0x7", "device_name": "Solo 10G Thunderbolt 3 Edition",
                 "vendor": "0x8", "vendor_name": "Sonnet Technologies, Inc.", "unique_id": TB_ROUTER_UUID,
@@ -363,36 +381,44 @@ class Host:
             }, {"DEVTYPE": "thunderbolt_device", "USB4_TYPE": "thunderbolt"}, bus=True)
             if announce:
                 self.uevent(router, "add")
+        with self._kernel_step():
             # boltd (or the user) authorizes it; the tunnel comes up.
             self._write(router + "/authorized", "1\n")
             if announce:
                 self.uevent(router, "change")
-            self._add_unit(NIC_UNIT, announce)
+        self._add_unit(NIC_UNIT, announce)
 
     def remove_nic(self) -> None:
         """Unplugs the adapter: pciehp removes the functions below the port, then the router goes."""
-        with self._lock:
-            self._remove_unit(NIC_UNIT, one_port=True)
+        self._remove_unit(NIC_UNIT, one_port=True)
+        with self._kernel_step():
             router = self._tb_router_path()
             props = self._uevent_props(router)
             self._rmdev(router, "thunderbolt", bus=True)
             self.uevent(router, "remove", props)
 
     def add_pair(self) -> None:
-        with self._lock:
-            self._add_unit(PAIR_UNIT, True)
+        self._add_unit(PAIR_UNIT, True)
 
     def remove_pair(self) -> None:
-        with self._lock:
-            self._remove_unit(PAIR_UNIT, one_port=False)
+        self._remove_unit(PAIR_UNIT, one_port=False)
 
     def add_solo(self) -> None:
-        with self._lock:
-            self._add_unit(SOLO_UNIT, True)
+        self._add_unit(SOLO_UNIT, True)
 
     def remove_solo(self) -> None:
+        self._remove_unit(SOLO_UNIT, one_port=False)
+
+    @contextlib.contextmanager
+    def _kernel_step(self):
+        """One step of the emulated kernel taken on the test's side (a device added, probed,
+        unbound, removed). The writes programs made before it are handled first, so that the
+        emulated kernel takes both in the order they happened (the real one takes a write when
+        it is made); then the step runs under the lock."""
+        if self._core.is_alive() and threading.current_thread() is not self._core:
+            self.sync()
         with self._lock:
-            self._remove_unit(SOLO_UNIT, one_port=False)
+            yield
 
     # --- uevents -----------------------------------------------------------------------------
 
@@ -612,16 +638,26 @@ class Host:
         if one_port:
             present.reverse()
             for spec in present:
+                with self._kernel_step():
+                    if self._driver.get(spec.address):
+                        self._unbind(spec.address)
+        for spec in present:
+            with self._kernel_step():
                 if self._driver.get(spec.address):
                     self._unbind(spec.address)
-        for spec in present:
-            if self._driver.get(spec.address):
-                self._unbind(spec.address)
-            self._remove_pci(spec)
+            with self._kernel_step():
+                self._remove_pci(spec)
 
     def _add_pci(self, spec: Pci, announce: bool) -> None:
         """device_add(): the IOMMU group first (iommu_probe_device runs on BUS_NOTIFY_ADD_DEVICE,
         before the uevent), the `add` uevent, then the driver's probe and `bind`."""
+        with self._kernel_step():
+            self._create_pci(spec, announce)
+        if spec.driver:
+            with self._kernel_step():
+                self._bind(spec.driver, spec.address, announce)
+
+    def _create_pci(self, spec: Pci, announce: bool) -> None:
         assert spec.address not in self._present, f"{spec.address} is already present"
         path = self._pci_syspath(spec)
         attrs = {
@@ -654,8 +690,6 @@ class Host:
         self._link(path, f"/sys/devices/virtual/iommu/dmar0/devices/{spec.address}")
         if announce:
             self.uevent(path, "add")
-        if spec.driver:
-            self._bind(spec.driver, spec.address, announce)
 
     def _remove_pci(self, spec: Pci) -> None:
         """The device is gone from sysfs (and from its group) when a listener behind udevd
@@ -688,6 +722,8 @@ class Host:
                 return f"EBUSY: already bound to {self._driver[address]}"
             if driver != spec.driver:
                 return f"ENODEV: {driver} does not match the device"
+            if address in self._failing_probes:
+                return "ENXIO: the probe failed (as the test asked)"
             path = self._pci_syspath(spec)
             self._link(f"/sys/bus/pci/drivers/{driver}", path + "/driver")
             self._link(path, f"/sys/bus/pci/drivers/{driver}/{address}")
@@ -832,6 +868,8 @@ class Host:
                 bound = [a for a in members if self._driver[a] not in (None, "pcieport")]
                 if value == "blocked":
                     refused = "EINVAL: not writable"
+                elif group in self._fixed_types and value != old:
+                    refused = "EINVAL: a device requires the group's type (as the test asked)"
                 elif bound:
                     refused = f"EPERM: {', '.join(bound)} still bound"
                 elif value != "DMA" and value != "auto" and any(self._present[a].untrusted for a in members):
@@ -891,10 +929,37 @@ class _DriverCore(threading.Thread):
         return wd
 
     def add_fifo(self, path: str, driver: str, action: str) -> None:
+        """A bind or unbind file: a FIFO of one page, kept full. A writer blocks in write()
+        until the open it made is handled here, so that every write waits until the ones
+        before it have taken effect; the kernel takes each write before write() returns."""
         os.mkfifo(path, 0o600)
-        fd = os.open(path, os.O_RDWR | os.O_NONBLOCK | os.O_CLOEXEC)  # ours: writers never block
+        fd = os.open(path, os.O_RDWR | os.O_NONBLOCK | os.O_CLOEXEC)  # ours: read end and filler
+        fcntl.fcntl(fd, F_SETPIPE_SZ, PIPE_PAGE)
+        os.write(fd, FILLER)
         os.chmod(path, 0o200)  # as sysfs shows it
         self._fifos[self._watch(path)] = (fd, driver, action, bytearray())
+
+    @staticmethod
+    def _drain(fd: int, buf: bytearray) -> None:
+        """Reads what the FIFO holds; the writers' bytes go to `buf`, the filler away."""
+        while True:
+            try:
+                chunk = os.read(fd, PIPE_PAGE)
+            except BlockingIOError:
+                return
+            if not chunk:
+                return
+            buf += chunk.replace(b"\0", b"")
+
+    def _refill(self, fd: int, buf: bytearray) -> None:
+        """Fills the FIFO again, so that the next writer blocks until its open is handled."""
+        while True:
+            self._drain(fd, buf)
+            try:
+                os.write(fd, FILLER)  # all or nothing: a pipe write of at most PIPE_BUF
+                return
+            except BlockingIOError:
+                continue  # a writer got in first; take its bytes too
 
     def add_type_file(self, path: str, group: int) -> None:
         # Opened before the watch and never closed while watched: writes through this fd
@@ -974,18 +1039,13 @@ class _DriverCore(threading.Thread):
                     self._idle.notify_all()
 
     def _handle(self, wd: int, mask: int) -> None:
-        if not mask & IN_CLOSE_WRITE:
-            return
         if wd in self._fifos:
             fd, driver, action, buf = self._fifos[wd]
-            while True:
-                try:
-                    chunk = os.read(fd, 4096)
-                except BlockingIOError:
-                    break
-                if not chunk:
-                    break
-                buf += chunk
+            if mask & IN_OPEN:
+                self._drain(fd, buf)  # room for the writer that opened: its write() goes through
+            if not mask & IN_CLOSE_WRITE:
+                return
+            self._refill(fd, buf)
             # One write per close: the first address in the stream is this write's.
             m = PCI_ADDRESS.match(buf)
             if m:
@@ -995,7 +1055,7 @@ class _DriverCore(threading.Thread):
                 value = bytes(buf)
                 buf.clear()
             self._host._driver_write(driver, action, value)
-        elif wd in self._types:
+        elif wd in self._types and mask & IN_CLOSE_WRITE:
             self._host._type_written(self._types[wd])
 
 

@@ -1,0 +1,447 @@
+"""The real iommud under umockdev's preload, on the testbed host of testbed.py: its systemd
+contract (READY=1 after coldplug, STATUS=, RELOADING=1/READY=1 around SIGHUP, STOPPING=1 and exit 0
+on SIGTERM, through a fake NOTIFY_SOCKET), domain changes at hotplug through the emulated driver
+core, refusals, a burst of uevents, a broken reload and --once. Run by ctest (label umockdev) with
+IOMMUD and IOMMUCTL set; by hand:
+IOMMUD=build/bin/iommud IOMMUCTL=build/bin/iommuctl python3 tests/daemon/test_iommud_umockdev.py -v
+(IOMMUD_TEST_LOG=1 prints iommud's log and the emulated kernel's record after each test)."""
+
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import unittest
+
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import testbed  # noqa: E402
+from testbed import NIC, NVME_A, NVME_B, wait_until  # noqa: E402
+
+IOMMUD = os.environ.get("IOMMUD", "iommud")
+IOMMUCTL = os.environ.get("IOMMUCTL", "iommuctl")
+PAIR = NVME_A.group
+
+STATUS_LINE = re.compile(r"(\d+) devices tuned, (\d+) advised, (?:.*, )?(\d+) failed")
+
+
+# Long enough for both drives of the pair to have appeared when the first one's wait ends, so
+# that one transaction takes both (a shorter one may catch the second half-probed: then the
+# group changes with only the first unbound, which is right too, but not one fixed sequence).
+PAIR_DEBOUNCE_MS = 1000
+
+# The one transaction that puts the pair's group to identity, as the kernel sees it.
+PAIR_TRANSACTION = [
+    ("/sys/bus/pci/drivers/nvme/unbind", NVME_A.address),
+    ("/sys/bus/pci/drivers/nvme/unbind", NVME_B.address),
+    (f"/sys/kernel/iommu_groups/{PAIR}/type", "identity"),
+    ("/sys/bus/pci/drivers/nvme/bind", NVME_A.address),
+    ("/sys/bus/pci/drivers/nvme/bind", NVME_B.address),
+]
+
+
+class NotifySocket:
+    """A fake $NOTIFY_SOCKET: every datagram the daemon sends, in order."""
+
+    def __init__(self, directory: str):
+        self.path = os.path.join(directory, "notify")
+        self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self._sock.bind(self.path)
+        self._sock.settimeout(0.1)
+        self.messages: list[str] = []
+        self._cond = threading.Condition()
+        self._closed = False
+        self._thread = threading.Thread(target=self._read, name="notify", daemon=True)
+        self._thread.start()
+
+    def _read(self):
+        while not self._closed:
+            try:
+                data = self._sock.recv(65536)
+            except socket.timeout:
+                continue
+            except OSError:
+                return
+            with self._cond:
+                self.messages.append(data.decode(errors="replace"))
+                self._cond.notify_all()
+
+    def close(self):
+        self._closed = True
+        self._thread.join(5)
+        self._sock.close()
+
+    def lines(self, start: int = 0) -> list[str]:
+        with self._cond:
+            return [line for m in self.messages[start:] for line in m.splitlines()]
+
+    def mark(self) -> int:
+        with self._cond:
+            return len(self.messages)
+
+    def wait_for(self, *expected: str, start: int = 0, timeout: float = 10.0) -> int:
+        """Waits until the lines `expected` were sent in this order (not necessarily adjacent)
+        in the messages from index `start`; returns the index of the message with the last."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while True:
+                want = list(expected)
+                for i, m in enumerate(self.messages[start:], start):
+                    for line in m.splitlines():
+                        if want and line == want[0]:
+                            want.pop(0)
+                    if not want:
+                        return i
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise AssertionError(f"no {' then '.join(expected)} on $NOTIFY_SOCKET within {timeout:g} s; "
+                                         f"got {self.messages[start:]}")
+                self._cond.wait(left)
+
+    def statuses(self, start: int = 0) -> list[str]:
+        return [line[7:] for line in self.lines(start) if line.startswith("STATUS=")]
+
+
+class Iommud:
+    """One iommud process with its own configuration, runtime and state directories."""
+
+    def __init__(self, host: testbed.Host, work: str, policy_dirs: list[str], *, debounce_ms: int = 50,
+                 args: tuple[str, ...] = (), config_file: str | None = None):
+        self.host = host
+        self.conf_dir = tempfile.mkdtemp(prefix="conf-", dir=work)
+        self.run_dir = tempfile.mkdtemp(prefix="run-", dir=work)
+        self.state_dir = tempfile.mkdtemp(prefix="state-", dir=work)
+        self.notify = NotifySocket(tempfile.mkdtemp(prefix="notify-", dir=work))
+        conf = (f'log-level = "debug"\ndebounce-ms = {debounce_ms}\nadvise-only = false\nrevert-on-stop = false\n'
+                f"policy-dirs = [{', '.join(repr(d).replace(chr(39), chr(34)) for d in policy_dirs)}]\n")
+        self.config_file = config_file or os.path.join(self.conf_dir, "iommud.conf")
+        with open(self.config_file, "w") as f:
+            f.write(conf)
+        env = host.env(RUNTIME_DIRECTORY=self.run_dir, STATE_DIRECTORY=self.state_dir,
+                       CONFIGURATION_DIRECTORY=self.conf_dir, NOTIFY_SOCKET=self.notify.path)
+        env.pop("JOURNAL_STREAM", None)  # logs to stderr
+        self.log: list[str] = []
+        self._log_cond = threading.Condition()
+        self.proc = subprocess.Popen([IOMMUD, *args], env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                     stderr=subprocess.STDOUT, text=True, errors="replace")
+        self._reader = threading.Thread(target=self._read_log, name="iommud-log", daemon=True)
+        self._reader.start()
+
+    def _read_log(self):
+        for line in self.proc.stdout:
+            with self._log_cond:
+                self.log.append(line.rstrip("\n"))
+                self._log_cond.notify_all()
+
+    def log_text(self) -> str:
+        with self._log_cond:
+            return "\n".join(self.log)
+
+    def wait_log(self, pattern: str, timeout: float = 10.0, start: int = 0) -> re.Match:
+        regex = re.compile(pattern)
+        deadline = time.monotonic() + timeout
+        with self._log_cond:
+            while True:
+                for line in self.log[start:]:
+                    if m := regex.search(line):
+                        return m
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise AssertionError(f"iommud logged nothing matching {pattern!r} within {timeout:g} s:\n"
+                                         + "\n".join(self.log[start:]))
+                self._log_cond.wait(left)
+
+    def log_mark(self) -> int:
+        with self._log_cond:
+            return len(self.log)
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def signal(self, sig: int) -> None:
+        self.proc.send_signal(sig)
+
+    def wait_exit(self, timeout: float = 30.0) -> int:
+        try:
+            rc = self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            raise AssertionError(f"iommud did not exit within {timeout:g} s:\n{self.log_text()}")
+        self._reader.join(5)
+        return rc
+
+    def kill(self) -> None:
+        if self.alive():
+            self.proc.kill()
+            self.proc.wait(10)
+        self._reader.join(5)
+        self.proc.stdout.close()
+        self.notify.close()
+
+
+class IommudUnderUmockdev(unittest.TestCase):
+    def setUp(self):
+        self.work = tempfile.mkdtemp(prefix="iommud-umockdev-")
+        os.chmod(self.work, 0o755)
+        self.addCleanup(shutil.rmtree, self.work, True)
+        self.daemon = None
+
+    def tearDown(self):
+        if self.daemon is not None:
+            self.daemon.kill()
+            out = self.daemon.log_text()
+            if self._failed() or os.environ.get("IOMMUD_TEST_LOG"):
+                sys.stderr.write(f"\n--- iommud's log ---\n{out}\n--- emulated kernel ---\nwrites: "
+                                 f"{self.host.writes}\nanomalies: {self.host.anomalies}\n")
+        if getattr(self, "host", None) is not None:
+            self.host.close()
+
+    def _failed(self) -> bool:
+        result = self._outcome.result
+        return any(test is self for test, _ in result.failures + result.errors)
+
+    def make_host(self, **kwargs) -> testbed.Host:
+        self.host = testbed.Host(**kwargs)
+        return self.host
+
+    def policies(self, text: str, name: str = "50-test.toml") -> str:
+        d = tempfile.mkdtemp(prefix="policies-", dir=self.work)
+        os.chmod(d, 0o755)
+        with open(os.path.join(d, name), "w") as f:
+            f.write(text)
+        return d
+
+    def start(self, policy_dirs: list[str], **kwargs) -> Iommud:
+        self.daemon = Iommud(self.host, self.work, policy_dirs, **kwargs)
+        return self.daemon
+
+    def wait_ready(self, d: Iommud, timeout: float = 30.0) -> str:
+        """READY=1 after coldplug, with a STATUS= line; returns the status."""
+        i = d.notify.wait_for("READY=1", timeout=timeout)
+        status = [line[7:] for line in d.notify.messages[i].splitlines() if line.startswith("STATUS=")]
+        self.assertTrue(status, f"READY=1 came without STATUS=: {d.notify.messages[i]!r}")
+        self.assertRegex(status[-1], STATUS_LINE)
+        return status[-1]
+
+    def stop(self, d: Iommud) -> None:
+        """SIGTERM: STOPPING=1, exit 0."""
+        mark = d.notify.mark()
+        d.signal(signal.SIGTERM)
+        d.notify.wait_for("STOPPING=1", start=mark)
+        rc = d.wait_exit()
+        self.assertEqual(rc, 0, f"iommud exited {rc} on SIGTERM:\n{d.log_text()}")
+
+    def reload(self, d: Iommud, timeout: float = 10.0) -> None:
+        """SIGHUP: RELOADING=1, then READY=1."""
+        mark = d.notify.mark()
+        d.signal(signal.SIGHUP)
+        d.notify.wait_for("RELOADING=1", "READY=1", start=mark, timeout=timeout)
+
+    def wait_status(self, what: str, holds, d: Iommud, timeout: float = 10.0) -> None:
+        """Until the latest STATUS= line's counts of tuned and failed devices satisfy `holds`."""
+        def latest():
+            statuses = d.notify.statuses()
+            m = STATUS_LINE.search(statuses[-1]) if statuses else None
+            return m is not None and holds(int(m.group(1)), int(m.group(3)))
+
+        try:
+            wait_until(f"STATUS= with {what}", latest, timeout)
+        except AssertionError as e:
+            raise AssertionError(f"{e}; the last ones: {d.notify.statuses()[-3:]}") from None
+
+    def wait_pair_identity(self, timeout: float = 10.0) -> None:
+        """Until the pair's group reads identity and both drives are bound again."""
+        def done():
+            if self.host.group_type(PAIR) != "identity":
+                return False
+            self.host.sync()  # the unbinds written before the type are handled by now
+            return all(self.host.driver_of(s.address) == "nvme" and self.host.uevent_driver(s.address) == "nvme"
+                       for s in (NVME_A, NVME_B))
+
+        wait_until(f"group {PAIR} to read identity with both drives bound to nvme", done, timeout)
+        self.host.flush()
+
+    # (a)
+    def test_pair_is_set_to_identity_when_replugged_and_left_alone_at_start(self):
+        self.make_host()
+        d = self.start([self.policies(testbed.pair_identity_rule("hotplug"))], debounce_ms=PAIR_DEBOUNCE_MS)
+        self.wait_ready(d)
+        self.host.settle()
+        self.assertEqual(self.host.group_type(PAIR), "DMA-FQ")
+        self.assertEqual(self.host.writes, [], "coldplug wrote to sysfs although the rule waits for hotplug")
+
+        self.host.remove_pair()
+        self.host.flush()
+        self.host.add_pair()
+        self.wait_pair_identity()
+        self.assertEqual(self.host.writes, PAIR_TRANSACTION)
+        self.assertEqual(self.host.anomalies, [])
+        self.assertTrue(d.alive())
+        self.wait_status("the pair tuned and nothing failed", lambda tuned, failed: tuned >= 2 and failed == 0, d)
+        self.stop(d)
+        self.assertEqual(self.host.group_type(PAIR), "identity")  # revert-on-stop = false
+
+    # (b)
+    def test_untrusted_nic_is_refused_identity_and_its_removal_is_survived(self):
+        self.make_host(with_nic=False)
+        d = self.start([self.policies(testbed.NIC_IDENTITY_RULE)])
+        self.wait_ready(d)
+        mark = d.log_mark()
+        self.host.add_nic()
+        nic = rf"({re.escape(NIC.address)}|enp5s0)"
+        line = d.wait_log(rf"(?i)^(?=.*{nic})(?=.*\bidentity\b)(?=.*untrusted)", start=mark).string
+        self.assertRegex(line, r"(?i)refus|never")
+        self.host.remove_nic()
+        self.host.flush()
+        self.reload(d)  # still answering
+        self.assertTrue(d.alive())
+        self.host.settle()
+        self.assertEqual(self.host.writes, [], "nothing may be written for an untrusted device")
+        self.assertIsNone(self.host.group_type(NIC.group))
+        self.stop(d)
+
+    # (c)
+    def test_a_burst_of_a_thousand_uevents_leaves_it_up_answering_and_right(self):
+        self.make_host()
+        d = self.start([self.policies(testbed.pair_identity_rule("hotplug") + "\n" + testbed.NIC_IDENTITY_RULE)])
+        self.wait_ready(d)
+        target = 1000
+        first = len(self.host.events)
+        done = threading.Event()
+        failure = []
+
+        def burst():
+            try:
+                while len(self.host.events) - first < target:
+                    self.host.remove_pair()
+                    # Back to the default while the drives are out (only the switch ports stay
+                    # in the group, bound to pcieport), so that every re-plug needs the change
+                    # again and the last one shows in the final state.
+                    self.host.set_group_type(PAIR, "DMA-FQ")
+                    self.host.remove_nic()
+                    self.host.add_nic()
+                    self.host.add_pair()
+            except BaseException as e:  # reported by the main thread
+                failure.append(e)
+            finally:
+                done.set()
+
+        t = threading.Thread(target=burst, name="burst")
+        t.start()
+        try:
+            wait_until("a quarter of the burst", lambda: len(self.host.events) - first >= target // 4 or done.is_set(),
+                       timeout=60)
+            self.assertFalse(done.is_set(), "the burst ended before the reload could be tested")
+            self.reload(d, timeout=10)
+            sent_at_ready = len(self.host.events) - first
+            self.assertTrue(d.alive())
+        finally:
+            t.join(300)
+        self.assertFalse(failure, failure)
+        sent = len(self.host.events) - first
+        self.assertGreaterEqual(sent, target)
+        self.assertLess(sent_at_ready, sent, "READY=1 came only after the burst")
+        self.host.flush(60)
+        self.assertTrue(d.alive(), d.log_text()[-4000:])
+
+        # The burst ended with everything plugged in: the pair just appeared, so its rule applies.
+        self.wait_pair_identity(timeout=60)
+        self.assertEqual(self.host.group_type(NIC.group), "DMA")
+        self.assertEqual(self.host.driver_of(NIC.address), "atlantic")
+        self.wait_status("the pair tuned and nothing failed", lambda tuned, failed: tuned >= 2 and failed == 0, d)
+        self.reload(d)
+        self.stop(d)
+
+    # (d)
+    def test_a_broken_policy_on_reload_is_reported_and_the_last_good_one_stays(self):
+        self.make_host()
+        policies = self.policies(testbed.pair_identity_rule("hotplug"))
+        d = self.start([policies], debounce_ms=PAIR_DEBOUNCE_MS)
+        self.wait_ready(d)
+        broken = testbed.pair_identity_rule("hotplug").replace('domain = "identity"', "domain = ")
+        with open(os.path.join(policies, "50-test.toml"), "w") as f:
+            f.write(broken)
+        check = subprocess.run([IOMMUCTL, "check", policies], capture_output=True, text=True, timeout=60)
+        self.assertNotEqual(check.returncode, 0)
+        located = re.search(r"\S*50-test\.toml:\d+:\d+: error: .*", check.stdout)
+        self.assertIsNotNone(located, f"iommuctl check located nothing: {check.stdout}")
+        mark = d.log_mark()
+        self.reload(d)
+        d.wait_log(re.escape(located.group(0)), start=mark)
+        self.assertTrue(d.alive())
+
+        self.host.remove_pair()
+        self.host.flush()
+        self.host.add_pair()
+        self.wait_pair_identity()
+        self.assertEqual(self.host.writes, PAIR_TRANSACTION)
+        self.stop(d)
+
+    # Beyond the contract's cases: what STATUS= says must not depend on the road to a state,
+    # and a change the kernel refuses must not be retried until the device appears again.
+    def test_a_failed_change_then_a_good_plug_leaves_nothing_failed(self):
+        self.make_host()
+        d = self.start([self.policies(testbed.pair_identity_rule("hotplug"))], debounce_ms=PAIR_DEBOUNCE_MS)
+        self.wait_ready(d)
+        self.host.remove_pair()
+        self.host.add_pair()
+        # Plugged and probed; from now on the first drive's probe fails, so the daemon's
+        # rebind of it does.
+        self.host.fail_probes(NVME_A.address)
+        self.wait_status("a failure", lambda tuned, failed: failed > 0, d, timeout=30)
+
+        self.host.fail_probes(NVME_A.address, False)
+        self.host.remove_pair()
+        self.host.add_pair()
+        self.wait_pair_identity(timeout=30)
+        self.wait_status("the pair tuned and nothing failed", lambda tuned, failed: tuned >= 2 and failed == 0, d)
+        self.stop(d)
+
+    def test_status_counts_a_tuned_host_alike_after_start_and_reload(self):
+        self.make_host()
+        d = self.start([self.policies(testbed.pair_identity_rule("always"))])
+        at_start = self.wait_ready(d)  # after the coldplug change
+        self.wait_pair_identity()
+        mark = d.notify.mark()
+        self.reload(d)  # nothing to change now: READY=1 with a STATUS=, then the coldplug's
+        wait_until("the STATUS= after the reload's coldplug", lambda: len(d.notify.statuses(mark)) >= 2)
+        self.assertEqual(len(self.host.writes), len(PAIR_TRANSACTION))  # one change, at start
+        self.assertEqual(d.notify.statuses(mark)[-1], at_start)
+        self.stop(d)
+
+    def test_a_change_the_kernel_refuses_is_not_retried_without_a_new_plug(self):
+        self.make_host()
+        d = self.start([self.policies(testbed.pair_identity_rule("hotplug"))], debounce_ms=200)
+        self.wait_ready(d)
+        self.host.refuse_types(PAIR)  # a device that requires its type: EINVAL
+        self.host.remove_pair()
+        self.host.add_pair()
+        self.wait_status("the refused change reported as failed", lambda tuned, failed: failed > 0, d, timeout=30)
+        attempts = lambda: sum(1 for w in self.host.writes if w == PAIR_TRANSACTION[2])  # noqa: E731
+        first = attempts()
+        self.assertEqual(first, 1)
+        # The rollback rebinds the drives; their `bind` uevents are not a new appearance.
+        with self.assertRaises(AssertionError, msg="the daemon tried the refused change again by itself"):
+            wait_until("another attempt", lambda: attempts() > first, timeout=5)
+        self.stop(d)
+
+    # (e)
+    def test_once_applies_at_coldplug_and_exits_0(self):
+        self.make_host()
+        elsewhere = tempfile.mkdtemp(prefix="elsewhere-", dir=self.work)
+        d = self.start([self.policies(testbed.pair_identity_rule("always"))], args=("--once", "--config",
+                                                                  os.path.join(elsewhere, "iommud.conf")),
+                       config_file=os.path.join(elsewhere, "iommud.conf"))
+        rc = d.wait_exit(60)
+        self.assertEqual(rc, 0, d.log_text())
+        self.wait_pair_identity()
+        self.assertEqual(self.host.writes, PAIR_TRANSACTION)
+        self.assertEqual(self.host.anomalies, [])
+
+
+if __name__ == "__main__":
+    unittest.main()
