@@ -210,11 +210,16 @@ class Daemon {
     request.devices = devices;
     request.adviseOnly = settings_.config.adviseOnly;
     ApplyContext ctx = context();
+    auto start = Clock::now();
     auto done = reconcile(settings_.policies.policies, request, ctx);
     if (!done) {
       log_.error(done.error().describe() + ", ignoring");
       return false;
     }
+    log_.debug("worker: read, planned and applied " +
+               (devices.empty() ? std::string("the whole host") : std::to_string(devices.size()) + " device(s)") +
+               " in " + std::to_string(std::chrono::duration<double, std::milli>(Clock::now() - start).count()) +
+               " ms");
     auto tally = [&](char letter, const std::string& address) {
       const auto* d = done->host.device(address);
       lines += std::string(1, letter) + '\t' + address + '\t' + (d != nullptr ? d->identity() : "") + '\n';
