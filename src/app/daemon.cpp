@@ -220,10 +220,31 @@ class Daemon {
                (devices.empty() ? std::string("the whole host") : std::to_string(devices.size()) + " device(s)") +
                " in " + std::to_string(std::chrono::duration<double, std::milli>(Clock::now() - start).count()) +
                " ms");
-    auto tally = [&](char letter, const std::string& address) {
+    auto line = [&](char letter, const std::string& address) {
       const auto* d = done->host.device(address);
       lines += std::string(1, letter) + '\t' + address + '\t' + (d != nullptr ? d->identity() : "") + '\n';
     };
+    // What a group's type does is every endpoint's: the bridges of a group are not counted.
+    auto endpoints = [&](const std::string& address, core::ChangeKind kind) {
+      std::vector<std::string> out;
+      const auto* d = done->host.device(address);
+      const core::Group* group = nullptr;
+      for (const auto& g : done->host.groups) {
+        if (kind == core::ChangeKind::Domain && d != nullptr && d->group == g.id) group = &g;
+      }
+      for (const auto& a : group != nullptr ? group->devices : std::vector<std::string>{address}) {
+        const auto* m = done->host.device(a);
+        if (m != nullptr && m->kind() != core::DeviceKind::Bridge) out.push_back(a);
+      }
+      return out;
+    };
+    auto tally = [&](char letter, const std::string& address, core::ChangeKind kind) {
+      for (const auto& a : endpoints(address, kind)) line(letter, a);
+    };
+    // The daemon forgets what it knew of every device this batch decides on, before the news.
+    for (const auto& address : devices) {
+      for (const auto& a : endpoints(address, core::ChangeKind::Domain)) line('R', a);
+    }
     for (const auto& address : trigger == core::Trigger::Hotplug ? devices : std::vector<std::string>{}) {
       const auto* d = done->host.device(address);
       if (d == nullptr) continue;
@@ -232,9 +253,9 @@ class Daemon {
             {Priority::Notice,
              std::string(msgid::kReplugged),
              d->displayName() + " (" + d->identity() + ") is back at " + address + " (was " + it->second +
-                 "): the kernel gave it a fresh group, so its policy is applied again",
+                 "); its policy is applied again",
              {{"IOMMUD_DEVICE", address}, {"IOMMUD_NAME", d->displayName()}, {"IOMMUD_IDENTITY", d->identity()}}});
-        tally('P', address);
+        line('P', address);
       }
     }
     for (const auto& o : done->outcomes) {
@@ -250,35 +271,30 @@ class Daemon {
         case R::Failed: letter = 'F'; break;
         default: break;
       }
-      if (letter == 0 || o.device.empty()) continue;
-      // A group's change is every member's.
-      const core::Group* group = nullptr;
-      for (const auto& g : done->host.groups) {
-        if (o.kind == core::ChangeKind::Domain && o.group && g.id == *o.group) group = &g;
-      }
-      if (group != nullptr) {
-        for (const auto& a : group->devices) tally(letter, a);
-      } else {
-        tally(letter, o.device);
-      }
+      if (letter != 0 && !o.device.empty()) tally(letter, o.device, o.kind);
     }
     for (const auto& s : done->satisfied) {
       log_.debug(s.object + " " + s.key + " is already " + s.value + " (rule " + s.rule.name + ")");
-      tally('T', s.device);
+      tally('T', s.device, s.kind);
     }
     return true;
   }
 
   // Takes a batch's tallies into the daemon's view of the devices.
   void absorb(const std::string& lines, const Batch& batch) {
-    if (batch.whole()) tallies_.clear();
-    for (const auto* list : {&batch.hot, &batch.cold}) {
-      for (const auto& a : *list) tallies_.erase(a);
+    if (batch.whole()) {
+      tallies_.clear();
+      failedAt_.clear();
     }
     for (auto line : core::split(lines, '\n')) {
       auto f = core::split(line, '\t');
       if (f.size() != 3 || f[0].size() != 1) continue;
       std::string address(f[1]);
+      if (f[0][0] == 'R') {
+        tallies_.erase(address);
+        failedAt_.erase(address);
+        continue;
+      }
       auto& t = tallies_[address];
       t.identity = std::string(f[2]);
       switch (f[0][0]) {
@@ -288,6 +304,7 @@ class Daemon {
         case 'F':
           t.failed = true;
           failed_ = true;
+          failedAt_.insert(address);
           break;
         case 'P': departed_.erase(t.identity); break;
         default: break;
@@ -394,6 +411,8 @@ class Daemon {
                  "; the next start recovers any half-done transaction");
     }
     absorb(childOutput_, childBatch_);
+    // The events a failed change's rollback caused while the worker ran are no new plug.
+    for (const auto& a : failedAt_) dropPending(a);
     auto now = Clock::now();
     for (const auto& a : batchDevices()) {
       auto it = firedAt_.find(a);
@@ -453,10 +472,21 @@ class Daemon {
       return;
     }
     if (stopping_) return;
+    // After a failed change only a new plug (or a reload) tries again: the rollback's own bind
+    // events would otherwise start the same failing change over and over.
+    if (failedAt_.contains(address)) {
+      if (!(e.subsystem == "pci" && e.action == "add")) {
+        log_.debug("ignoring " + e.action + " of " + address +
+                   ": its last change failed; a re-plug or a reload retries");
+        return;
+      }
+      failedAt_.erase(address);
+    }
     debounce(address, appears(e.subsystem, e.action));
   }
 
-  void forget(const std::string& address) {
+  // Drops what is pending for a device: its debounce timer, its place in the queue.
+  void dropPending(const std::string& address) {
     if (auto it = debounce_.find(address); it != debounce_.end()) {
       sd_event_source_unref(it->second);
       debounce_.erase(it);
@@ -464,6 +494,11 @@ class Daemon {
     queued_.erase(address);
     hot_.erase(address);
     firedAt_.erase(address);
+  }
+
+  void forget(const std::string& address) {
+    dropPending(address);
+    failedAt_.erase(address);
     if (auto it = tallies_.find(address); it != tallies_.end()) {
       if (it->second.tuned && !it->second.identity.empty()) departed_[it->second.identity] = address;
       tallies_.erase(it);
@@ -521,13 +556,15 @@ class Daemon {
     auto loaded = loadSettings(paths_.root, paths_.configFile, problems, warnings);
     for (const auto& w : warnings) log_.warning(w);
     if (!loaded) {
-      std::string all;
-      for (const auto& p : problems) all += (all.empty() ? "" : "\n") + p;
+      for (const auto& p : problems) log_.error(p);
       log_.write({Priority::Err,
                   std::string(msgid::kPoliciesRejected),
-                  "reload refused, the last good configuration and policies stay in force:\n" + all,
+                  "reload refused: " + (problems.empty() ? std::string("?") : problems.front()) +
+                      (problems.size() > 1 ? " (and " + std::to_string(problems.size() - 1) + " more)" : "") +
+                      "; the last good configuration and policies stay in force",
                   {{"IOMMUD_PROBLEMS", std::to_string(problems.size())}}});
     } else {
+      failedAt_.clear();
       settings_ = std::move(*loaded);
       log_.setMaxPriority(priorityOf(settings_.config.logLevel));
       log_.write({Priority::Info,
@@ -595,6 +632,7 @@ class Daemon {
 
   std::map<std::string, Tally> tallies_;         // address -> what the policies did to it
   std::map<std::string, std::string> departed_;  // identity of a tuned device that went -> its address
+  std::set<std::string> failedAt_;               // devices whose last change failed: wait for a re-plug
   bool ready_ = false;
   bool stopping_ = false;
   bool failed_ = false;

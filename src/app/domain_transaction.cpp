@@ -29,6 +29,18 @@ std::optional<std::string> boundDriver(const Root& root, std::string_view addres
   return std::string(baseName(*link));
 }
 
+// The driver a device shows after a bind, waiting up to `settle` while it shows none (see
+// TransactionHooks::bindSettle).
+std::optional<std::string> settledDriver(const Root& root, std::string_view address, std::chrono::milliseconds settle) {
+  auto deadline = Clock::now() + settle;
+  auto driver = boundDriver(root, address);
+  while (!driver && Clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    driver = boundDriver(root, address);
+  }
+  return driver;
+}
+
 std::optional<core::DomainType> readType(const Root& root, int group) {
   auto text = root.readFile(groupTypePath(group));
   if (!text) return std::nullopt;
@@ -102,7 +114,7 @@ class Runner {
       return false;
     }
     auto wrong = std::find_if(unbound_.begin(), unbound_.end(), [&](const core::MemberStep* m) {
-      return !isVanished(m->address) && settledDriver(m->address) != m->driver;
+      return !isVanished(m->address) && settledDriver(root_, m->address, hooks_.bindSettle) != m->driver;
     });
     if (wrong != unbound_.end()) {
       const auto& m = **wrong;
@@ -132,7 +144,7 @@ class Runner {
       if (!boundDriver(root_, m.address)) quietly("bind " + m.address, driverPath(*m.driver, "bind"), m.address);
     }
     for (const auto& m : c.members) {
-      if (m.unbind && deviceExists(root_, m.address) && !boundDriver(root_, m.address)) {
+      if (m.unbind && deviceExists(root_, m.address) && !settledDriver(root_, m.address, hooks_.bindSettle)) {
         report_.leftUnbound.push_back(m.address);
       }
     }
@@ -177,17 +189,6 @@ class Runner {
 
   void after(const std::string& name) {
     if (hooks_.afterStep) hooks_.afterStep(name);
-  }
-
-  // The driver a rebound device shows, waiting up to bindSettle while it shows none.
-  std::optional<std::string> settledDriver(const std::string& address) const {
-    auto deadline = Clock::now() + hooks_.bindSettle;
-    auto driver = boundDriver(root_, address);
-    while (!driver && Clock::now() < deadline) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-      driver = boundDriver(root_, address);
-    }
-    return driver;
   }
 
   bool isVanished(const std::string& address) const {
@@ -267,7 +268,8 @@ core::Result<std::optional<RecoveryReport>> recoverDomainChange(const Root& root
       continue;
     }
     if (boundDriver(root, m.address)) continue;
-    if (writer.write(driverPath(*m.driver, "bind"), m.address) && boundDriver(root, m.address)) {
+    if (writer.write(driverPath(*m.driver, "bind"), m.address) &&
+        settledDriver(root, m.address, TransactionHooks{}.bindSettle)) {
       r.rebound.push_back(m.address);
     } else {
       r.failed.push_back(m.address);

@@ -22,11 +22,13 @@ adapters::systemd::Entry journalEntry(const Outcome& o, const core::HostFacts& h
   // "group 14 (nvme0, nvme1) type DMA -> identity, done: these devices can DMA to all memory;
   // accepted by rule nvme-pair in /etc/iommud/policies.d/50-nvme.toml:3:1"
   std::string what = o.message;
-  if (auto at = what.find(o.object); !members.empty() && !o.object.empty() && at != std::string::npos) {
+  // Names and the trade-off are added where the message does not already give them.
+  if (auto at = what.find(o.object); !members.empty() && !o.object.empty() && at != std::string::npos &&
+                                     what.compare(at + o.object.size(), 2, " (") != 0) {
     what.insert(at + o.object.size(), " (" + members + ")");
   }
   const bool made = o.result == R::Done || o.result == R::Advised;
-  if (made && !o.tradeOff.empty()) what += ": " + o.tradeOff;
+  if (made && !o.tradeOff.empty() && what.find(o.tradeOff) == std::string::npos) what += ": " + o.tradeOff;
   std::string by;
   if (!o.rule.empty()) {
     by = std::string(o.result == R::Done ? "; accepted by rule " : "; rule ") + o.rule +
