@@ -285,6 +285,29 @@ class IommudUnderUmockdev(unittest.TestCase):
         self.stop(d)
         self.assertEqual(self.host.group_type(PAIR), "identity")  # revert-on-stop = false
 
+    def test_a_replugged_pair_is_recognised_by_serial_and_tuned_again(self):
+        self.make_host()
+        d = self.start([self.policies(testbed.pair_identity_rule("hotplug"))], debounce_ms=PAIR_DEBOUNCE_MS)
+        self.wait_ready(d)
+        self.host.remove_pair()
+        self.host.flush()
+        self.host.add_pair()
+        self.wait_pair_identity()
+        self.wait_status("the pair tuned", lambda tuned, failed: tuned >= 2 and failed == 0, d)
+        # Unplugged and plugged again: the daemon knows the drives by their serials. (Their group
+        # keeps the switch's ports, so it keeps its type here and nothing is written again.)
+        mark = d.log_mark()
+        self.host.remove_pair()
+        self.host.flush()
+        self.host.add_pair()
+        for drive in (NVME_A, NVME_B):
+            d.wait_log(rf"serial {re.escape(drive.nvme_serial)}\) is back at {re.escape(drive.address)} ", timeout=30,
+                       start=mark)
+        self.wait_pair_identity(timeout=30)
+        self.wait_status("the pair tuned again", lambda tuned, failed: tuned >= 2 and failed == 0, d)
+        self.assertEqual(self.host.writes, PAIR_TRANSACTION)
+        self.stop(d)
+
     # (b)
     def test_untrusted_nic_is_refused_identity_and_its_removal_is_survived(self):
         self.make_host(with_nic=False)
