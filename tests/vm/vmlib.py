@@ -481,6 +481,7 @@ def boot(kernel: Kernel, machine: Machine, script: str, *,
          systemd_units: list[Path] | None = None,
          udev_rules: list[Path] | None = None,
          systemd_wants: list[str] | None = None,
+         root_files: dict[str, bytes | str | Path] | None = None,
          echo: bool = False,
          accel_override: str | None = None) -> Result:
     """Boot kernel on machine, run `script` in the guest, power off, report.
@@ -493,6 +494,10 @@ def boot(kernel: Kernel, machine: Machine, script: str, *,
     `systemd_units`, udev rules from `udev_rules`) are up.
 
     files_in: name -> content/path, visible in the guest as /vm/in/<name>.
+    root_files: absolute guest path -> content/path, installed into the
+    guest's root (the overlay) before init starts, as a package would put
+    them: /usr/lib/systemd/system/x.service, /usr/sbin/x, /etc/x/y.conf.
+    Files keep their mode (a Path's, or 0644 for text/bytes), owned by root.
     The guest writes results to /vm/out/; they end up in out_dir (a fresh
     temp dir if not given), returned as Result.out_dir.
     driver: called with a Vm while the guest runs (QMP, console waits), from
@@ -509,14 +514,17 @@ def boot(kernel: Kernel, machine: Machine, script: str, *,
     (io_dir / "test").write_text(script)
     (io_dir / "test").chmod(0o755)
     for name, content in (files_in or {}).items():
-        dest = io_dir / "in" / name
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        if isinstance(content, Path):
-            shutil.copy2(content, dest)
-        else:
-            dest.write_bytes(content.encode() if isinstance(content, str) else content)
+        _put(io_dir / "in" / name, content)
     shutil.copy2(HERE / "guest" / "pid1", io_dir / "pid1")
     shutil.copy2(HERE / "guest" / "run-test", io_dir / "run-test")
+    for guest_path, content in (root_files or {}).items():
+        if not guest_path.startswith("/") or ".." in guest_path.split("/"):
+            raise ValueError(f"root_files: {guest_path!r} is not an absolute path")
+        dest = _put(io_dir / "root" / guest_path.lstrip("/"), content)
+        if not isinstance(content, Path):
+            dest.chmod(0o644)
+        for d in dest.relative_to(io_dir / "root").parents:  # new guest dirs: 0755 whatever our umask
+            (io_dir / "root" / d).chmod(0o755)
     if udev_rules:
         (io_dir / "udev-rules").mkdir()
         for rule in udev_rules:
@@ -591,6 +599,16 @@ def boot(kernel: Kernel, machine: Machine, script: str, *,
     output = console.text()
     shutil.rmtree(io_dir, ignore_errors=True)
     return Result(exit_status, output, result_dir, mode, seconds, timed_out, host_error)
+
+
+def _put(dest: Path, content: bytes | str | Path) -> Path:
+    """Write a file into the boot's share: a copy of a Path (mode kept), or text/bytes."""
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    if isinstance(content, Path):
+        shutil.copy2(content, dest)
+    else:
+        dest.write_bytes(content.encode() if isinstance(content, str) else content)
+    return dest
 
 
 def _stage_systemd(io_dir: Path, units: list[Path], wants: list[str]) -> None:
