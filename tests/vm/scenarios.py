@@ -9,6 +9,7 @@ checked against those facts (check_status.py).
 from __future__ import annotations
 
 import dataclasses
+import json
 import re
 import shutil
 import tempfile
@@ -544,3 +545,516 @@ def run_apply(series: str, iommuctl: Path, out_dir: Path | None = None,
     except (vmlib.GuestFailed, FileNotFoundError, ValueError, KeyError) as e:
         problems.append(str(e))
     return Outcome(f"apply on {series}", r.seconds, r.accel, problems, notes, r.out_dir)
+
+
+# --------------------------------------------------------------------------
+# The daemon as a service: systemd is PID 1 and starts the installed, hardened iommud.service
+# (the unit configured by CMake, the udev rules, the journal catalog and the binary at the path
+# ExecStart names, as a package installs them); policies in /etc/iommud/policies.d. In one boot:
+# the coldplug writes a group type, a hot-added NVMe gets its hotplug-only rule, the journal
+# entries carry their fields and catalog text, reloads (good and broken), and a kill after unbind
+# (by iommuctl, the service stopped) recovered by the service's next start.
+
+DAEMON_HOTPLUG_ADDR = "0000:05:00.0"  # the first function behind the hot-pluggable port hp0
+MSG_WEAKENED = "ec3ed2b1eb094e9da215ec6cd8347600"
+MSG_STARTED = "16f439e513b4481aa99d04094596ffda"
+MSG_LOADED = "40dd2a3790f1493684b1a4d3b4e3b6ec"
+MSG_REJECTED = "94f8437cb3474d33b97e1e3d733b8c90"
+MSG_RECOVERED = "7bbdac1154a4447f8f3726189cf35385"
+
+def _identity_rule(name: str, description: str, when: str, address: str) -> str:
+    """A policy rule that puts the groups of the NVMe drives at `address` (a glob) at identity."""
+    return (f'[[rule]]\nname = "{name}"\ndescription = "{description} (tests/vm daemon)"\n'
+            f'domain = "identity"\nwhen = "{when}"\naccept = ["no-isolation"]\n'
+            f'[rule.match]\nkind = "nvme"\naddress = "{address}"\n')
+
+
+# At start: the solo NVMe (not mounted, alone in its group) goes to identity. `when` is spelled
+# out: a domain change acts only at hotplug by default.
+DAEMON_COLDPLUG_POLICY = _identity_rule("vm-solo-identity", "identity for the solo NVMe, at start too",
+                                        "always", "0000:01:00.0")
+
+# When a device appears: the NVMe hot-added on hp0, and the NVMe pair's group (which nothing
+# hot-adds: only `iommuctl apply --hotplug` acts on it, the kill-after-unbind case).
+DAEMON_HOTPLUG_POLICY = (
+    _identity_rule("vm-hotplug-identity", "identity for the NVMe hot-added on hp0", "hotplug",
+                   DAEMON_HOTPLUG_ADDR) + "\n"
+    + _identity_rule("vm-pair-identity", "identity for the NVMe pair behind the PCI bridge, at hotplug only",
+                     "hotplug", "0000:03:*"))
+
+# A reload with this file must be refused, naming the file, line 4 and a column.
+DAEMON_BROKEN_POLICY = """[[rule]]
+name = "vm-broken"
+description = "a misspelt key (tests/vm daemon)"
+domian = "identity"
+[rule.match]
+kind = "nvme"
+"""
+DAEMON_BROKEN_AT = r"/etc/iommud/policies\.d/60-vm-broken\.toml:4:\d+"
+
+DAEMON_CONF = 'log-level = "debug"\n'  # "reacted to ... in N ms" is a debug line
+
+DAEMON_GUEST = r"""#!/bin/bash
+set -u
+iommuctl=@IOMMUCTL@
+solo=0000:01:00.0 pair_a=0000:03:01.0 pair_b=0000:03:02.0 hp=@HOTPLUG@
+exec {napfd}<> <(:)  # read -t on it sleeps without a fork: each fork costs ~0.1 s under TCG
+nap() { read -r -t "$1" -u "$napfd" || true; }
+mark() { local up; read -r up _ < /proc/uptime; echo "$1 $up" >> marks.txt; }
+group_of() { local l; l=$(readlink -f "/sys/bus/pci/devices/$1/iommu_group" 2>/dev/null) && echo "${l##*/}"; }
+facts() {  # facts NAME DEV...: each device's group, the group's type and the bound driver
+    local name=$1 d g t drv; shift
+    for d; do
+        g=$(group_of "$d"); t=none; drv=none
+        [[ -n $g ]] && read -r t < "/sys/kernel/iommu_groups/$g/type"
+        [[ -e /sys/bus/pci/devices/$d/driver ]] && { drv=$(readlink "/sys/bus/pci/devices/$d/driver"); drv=${drv##*/}; }
+        echo "$d ${g:-none} $t $drv"
+    done > "$name.txt"
+    echo "== $name"; cat "$name.txt"
+}
+show() {  # show NAME: what systemd says of the service
+    systemctl show iommud.service -p ActiveState,SubState,StatusText,MainPID,NRestarts,Result \
+        -p ExecMainStartTimestampMonotonic,ActiveEnterTimestampMonotonic > "$1.txt"
+    echo "== $1"; cat "$1.txt"
+}
+entries() { journalctl -b -q -o json "MESSAGE_ID=$1" | grep -c '^{'; }
+wait_entries() {  # wait_entries MESSAGE_ID N: until the journal holds N entries of that id (60 s)
+    local end=$((SECONDS + 60))
+    until (( $(entries "$1") >= $2 )); do (( SECONDS < end )) || return 1; nap 0.2; done
+}
+settle_service() {  # until systemd no longer sees a reload under way (60 s)
+    local end=$((SECONDS + 60))
+    while [[ $(systemctl show -p SubState --value iommud.service) == reload ]]; do
+        (( SECONDS < end )) || return 1; nap 0.1
+    done
+}
+reload() {  # reload NAME MESSAGE_ID: systemctl reload, then wait for the daemon's answer
+    local before; before=$(entries "$2")
+    mark "$1"
+    systemctl reload iommud.service > "$1.out" 2>&1; echo $? > "$1.rc"
+    wait_entries "$2" $((before + 1)) || echo "no $2 entry after $1" | tee -a harness.txt
+    settle_service
+    show "$1"
+}
+
+idle() {  # until udev's queue is empty and the daemon has had no worker for 2 s (120 s)
+    local main kids= quiet=0 end=$((SECONDS + 120))
+    udevadm settle --timeout=120
+    main=$(systemctl show -p MainPID --value iommud.service)
+    while (( quiet < 20 && SECONDS < end )); do
+        kids=
+        [[ $main != 0 ]] && read -r kids < "/proc/$main/task/$main/children"
+        if [[ -z $kids ]]; then quiet=$((quiet + 1)); else quiet=0; fi
+        nap 0.1
+    done
+}
+
+journalctl --update-catalog
+mark test-start
+# (1) Started by systemd (the test unit is ordered after it: READY=1 came, or it failed).
+show started
+systemctl status iommud.service --no-pager -l > status-started.txt 2>&1
+# (2) The coldplug, under the unit's hardening; udev's own coldplug (the trigger's replayed "add"
+# uevents, which udevd may pass on after READY=1) included.
+idle
+mark coldplug-settled
+facts coldplug $solo $pair_a $pair_b
+
+# (3) An NVMe hot-added through QMP: the kernel shows it, then the daemon applies its rule.
+echo "@@ready-for-hotplug"
+mark hotplug-asked
+end=$((SECONDS + 180))
+until [[ -e /sys/bus/pci/devices/$hp ]]; do (( SECONDS < end )) || break; nap 0.05; done
+seen=$EPOCHREALTIME
+mark hotplug-seen
+ok=0 g=
+end=$((SECONDS + @DEADLINE@))
+while [[ -e /sys/bus/pci/devices/$hp ]] && (( SECONDS < end )); do
+    [[ -n $g ]] || g=$(group_of "$hp")
+    t=
+    [[ -n $g ]] && read -r t < "/sys/kernel/iommu_groups/$g/type"
+    if [[ $t == identity && -e /sys/bus/pci/drivers/nvme/$hp ]]; then ok=1; break; fi
+    nap 0.05
+done
+echo "$ok $seen $EPOCHREALTIME" > hotplug-reaction.txt
+mark hotplug-done
+echo "@@hotplug-handled"
+udevadm settle --timeout=60
+serial=none
+for s in /sys/bus/pci/devices/$hp/nvme/nvme*/serial; do [[ -e $s ]] && read -r serial < "$s"; done
+echo "$serial" > hotplug-serial.txt
+ls /sys/bus/pci/devices > pci-devices.txt
+facts hotplug $solo $pair_a $pair_b $hp
+
+# (4) The journal: the entries with their fields, and the catalog's text.
+journalctl -b -o json MESSAGE_ID=@WEAKENED@ > weakened.json
+journalctl -b -x --no-pager MESSAGE_ID=@WEAKENED@ > weakened-x.txt 2>&1
+
+# (5) Reloads. PID 1 logs every notification it gets at debug level (SIGRTMIN+22; +23: info).
+kill -s RTMIN+22 1
+reload reload @LOADED@
+cp /vm/in/60-vm-broken.toml /etc/iommud/policies.d/ && chmod 0644 /etc/iommud/policies.d/60-vm-broken.toml
+reload broken-reload @REJECTED@
+journalctl -b -o json MESSAGE_ID=@REJECTED@ > rejected.json
+rm /etc/iommud/policies.d/60-vm-broken.toml
+reload fixed-reload @LOADED@
+
+# (6) Killed after the unbind, the service stopped: the service's next start recovers.
+mark stop
+systemctl stop iommud.service > stop.out 2>&1; echo $? > stop.rc
+show stopped
+# Stopped stays stopped when a driver is rebound (by hand here; iommuctl revert does the same).
+echo "$hp" > /sys/bus/pci/drivers/nvme/unbind; echo "$hp" > /sys/bus/pci/drivers/nvme/bind
+udevadm settle --timeout=60; nap 3
+show after-rebind
+kill -s RTMIN+23 1
+# From here on nothing but the test may start it (the udev rule's start is checked just above).
+systemctl stop iommud.service; systemctl mask --runtime iommud.service > mask.out 2>&1
+facts stopped-pair $pair_a $pair_b
+# The apply below needs something to change: undo an earlier change of the pair's group (check (2)
+# reports one), through the records, as an administrator would.
+if [[ $(cut -d' ' -f3 stopped-pair.txt | sort -u) == identity ]]; then
+    $iommuctl revert --device $pair_a > pre-revert.txt 2>&1
+fi
+facts before-kill $pair_a $pair_b
+mkdir -p /tmp/pause
+$iommuctl apply --hotplug --device $pair_a --test-pause-after-unbind /tmp/pause > killed-apply.txt 2>&1 &
+pid=$!
+end=$((SECONDS + 120))
+until [[ -e /tmp/pause/paused ]]; do (( SECONDS < end )) && kill -0 $pid 2>/dev/null || break; nap 0.1; done
+facts paused $pair_a $pair_b
+kill -9 $pid 2>/dev/null; wait $pid
+ls /run/iommud > killed-run.txt 2>&1
+systemctl unmask --runtime iommud.service >> mask.out 2>&1
+mark restart
+systemctl start iommud.service > restart.out 2>&1; echo $? > restart.rc
+show restarted
+facts recovered $solo $pair_a $pair_b $hp
+ls /run/iommud > recovered-run.txt 2>&1
+journalctl -b -o json MESSAGE_ID=@RECOVERED@ > recovered.json
+udevadm settle --timeout=60
+nap 3  # a later change of the pair (its rebind seen as a "bind" uevent) would show here
+facts recovered-later $pair_a $pair_b
+mark restart-done
+
+# (7) How exposed the service is, by systemd's own measure (informative).
+systemd-analyze security iommud.service --no-pager > security.txt 2>&1; echo $? > security.rc
+if [[ $(< security.rc) != 0 ]]; then  # fall back to the unit file alone
+    systemd-analyze security --offline=true /usr/lib/systemd/system/iommud.service --no-pager \
+        > security-offline.txt 2>&1
+fi
+grep -h 'Overall exposure level' security*.txt
+systemd-analyze verify iommud.service > verify.txt 2>&1
+
+journalctl -b -u iommud.service -o json > journal-iommud.json
+journalctl -b -u iommud.service -o short-monotonic --no-pager > journal-iommud.txt
+journalctl -b -o short-monotonic --no-pager > journal.txt
+systemctl --failed --no-legend > failed-units.txt
+echo "guest uptime at the end: $(cut -d' ' -f1 /proc/uptime)s"
+"""
+
+DAEMON_HOTPLUG_DEADLINE = 60  # seconds from the NVMe's appearance to its group at identity, bound
+
+
+@dataclasses.dataclass
+class DaemonFiles:
+    """What a package installs: the configured unit, the udev rules, the catalog, the binaries."""
+
+    iommud: Path
+    service: Path
+    rules: list[Path]
+    catalog: Path
+
+
+def _exec_path(unit_text: str, binary: str) -> str | None:
+    """The absolute path the unit's ExecStart= runs, if it runs `binary`."""
+    m = re.search(rf"^ExecStart=[-@:+!]*(/\S*/{re.escape(binary)})(\s|$)", unit_text, re.M)
+    return m.group(1) if m else None
+
+
+def _journal(path: Path) -> list[dict]:
+    """`journalctl -o json` output: one entry per line; binary-safe fields (byte arrays) decoded."""
+    out = []
+    for line in path.read_text(errors="replace").splitlines():
+        if not line.startswith("{"):
+            continue
+        e = json.loads(line)
+        out.append({k: bytes(v).decode(errors="replace") if isinstance(v, list) and
+                    all(isinstance(x, int) for x in v) else v for k, v in e.items()})
+    return out
+
+
+def _show(path: Path) -> dict[str, str]:
+    return dict(line.split("=", 1) for line in path.read_text().splitlines() if "=" in line)
+
+
+def _marks(path: Path) -> dict[str, float]:
+    """The guest's phase marks: name -> CLOCK_MONOTONIC (= the journal's) in microseconds."""
+    return {n: float(t) * 1e6 for n, t in (line.split() for line in path.read_text().splitlines())}
+
+
+def _catalog_subject(catalog: Path, message_id: str) -> str | None:
+    m = re.search(rf"^-- {message_id}\n(?:.*\n)*?Subject: (.*)$", catalog.read_text(), re.M)
+    return m.group(1) if m else None
+
+
+def _daemon_problems(out: Path, files: DaemonFiles, notes: list[str], timing: dict[str, float]) -> list[str]:
+    problems: list[str] = []
+    facts = {n: _facts(out / f"{n}.txt") for n in
+             ("coldplug", "hotplug", "stopped-pair", "before-kill", "paused", "recovered", "recovered-later")}
+    show = {n: _show(out / f"{n}.txt") for n in
+            ("started", "reload", "broken-reload", "fixed-reload", "stopped", "after-rebind", "restarted")}
+    marks = _marks(out / "marks.txt")
+    unit_log = _journal(out / "journal-iommud.json")
+    tail = "\n".join((out / "journal-iommud.txt").read_text().splitlines()[-25:])
+    solo, pair_a, pair_b, hp = "0000:01:00.0", "0000:03:01.0", "0000:03:02.0", DAEMON_HOTPLUG_ADDR
+
+    def ts(e: dict) -> int:
+        return int(e.get("__MONOTONIC_TIMESTAMP", 0))
+
+    def uevents_before(e: dict) -> list[str]:
+        """The uevents the daemon logged (at debug) in the 5 s before entry e."""
+        return [x.get("MESSAGE", "") for x in unit_log if ts(e) - 5e6 <= ts(x) < ts(e)
+                and re.match(r"(pci|nvme|block|net) (add|bind|change) ", x.get("MESSAGE", ""))]
+
+    def running(name: str, pid: str | None = None) -> None:
+        s = show[name]
+        if (s.get("ActiveState"), s.get("SubState")) != ("active", "running"):
+            problems.append(f"{name}: iommud.service is {s.get('ActiveState')} ({s.get('SubState')}, result "
+                            f"{s.get('Result')}), not active (running); the unit's journal ends:\n{tail}")
+        elif pid is not None and s.get("MainPID") != pid:
+            problems.append(f"{name}: the main PID changed from {pid} to {s.get('MainPID')}")
+
+    # (1) started and READY=1 (Type=notify: active only after READY=1)
+    s = show["started"]
+    running("started")
+    if not re.fullmatch(r"\d+ devices tuned, \d+ advised, \d+ refused, \d+ failed", s.get("StatusText", "")):
+        problems.append(f"started: STATUS= is {s.get('StatusText')!r}, not 'N devices tuned, N advised, ...'")
+    elif not s["StatusText"].endswith(" 0 failed"):
+        problems.append(f"started: {s['StatusText']}")
+    if s.get("ActiveEnterTimestampMonotonic", "0") != "0":
+        ready = (int(s["ActiveEnterTimestampMonotonic"]) - int(s["ExecMainStartTimestampMonotonic"])) / 1e6
+        notes.append(f"READY=1 {ready:.2f}s after systemd started iommud (guest clock, TCG); "
+                     f"status: {s.get('StatusText')}")
+    if not any(e.get("MESSAGE_ID") == MSG_STARTED for e in unit_log):
+        problems.append(f"no 'started' entry (MESSAGE_ID={MSG_STARTED}) from the service")
+
+    weakened = _journal(out / "weakened.json")
+
+    def weakened_entry(rule: str, group: str) -> dict | None:
+        for e in weakened:
+            if e.get("IOMMUD_RULE") == rule and e.get("IOMMUD_GROUP") == group and e.get("IOMMUD_TO") == "identity":
+                return e
+        problems.append(f"no weakened entry (MESSAGE_ID={MSG_WEAKENED}) with IOMMUD_RULE={rule}, "
+                        f"IOMMUD_GROUP={group}, IOMMUD_TO=identity; there are: "
+                        + "; ".join(e.get("MESSAGE", "") for e in weakened))
+        return None
+
+    # (2) the coldplug wrote the solo NVMe's group type, as the service
+    group, typ, drv = facts["coldplug"][solo]
+    if (typ, drv) != ("identity", "nvme"):
+        problems.append(f"coldplug: {solo}'s group {group} is {typ}, bound to {drv}: not identity and nvme")
+    cold = weakened_entry("vm-solo-identity", group)
+    if cold is not None:
+        if cold.get("_SYSTEMD_UNIT") != "iommud.service":
+            problems.append(f"the coldplug's entry comes from {cold.get('_SYSTEMD_UNIT')}, not iommud.service")
+        notes.append(f"coldplug: group {group} {cold.get('IOMMUD_FROM')} -> identity by the service")
+    # A rule with when = "hotplug" must not act on a device present at boot: udev's coldplug replays
+    # an "add" uevent for each (the trigger's), which is no device appearing.
+    ready_at = int(show["started"].get("ActiveEnterTimestampMonotonic") or 0)
+    for e in weakened:
+        if e.get("IOMMUD_RULE") in ("vm-pair-identity", "vm-hotplug-identity") and ts(e) < marks["hotplug-asked"]:
+            problems.append(f"before any device was hot-added, rule {e.get('IOMMUD_RULE')} (when = \"hotplug\") "
+                            f"changed group {e.get('IOMMUD_GROUP')}, whose devices were there at boot, "
+                            f"{(ts(e) - ready_at) / 1e6:.1f}s after READY=1: {e.get('MESSAGE')!r}; the uevents the "
+                            f"daemon logged in the 5 s before: {uevents_before(e)}")
+    if facts["coldplug"][pair_a][1] == "identity":
+        problems.append(f"with udev's coldplug done, the pair's group {facts['coldplug'][pair_a][0]} is identity, "
+                        f"but its rule acts at hotplug only")
+
+    # (3) the hot-added NVMe got its hotplug rule within the deadline
+    ok, seen, done = (out / "hotplug-reaction.txt").read_text().split()
+    serial = (out / "hotplug-serial.txt").read_text().strip()
+    if "seen" not in timing:
+        problems.append("the host never hot-added the NVMe (no @@ready-for-hotplug?)")
+    elif hp not in (out / "pci-devices.txt").read_text().split():
+        problems.append(f"scenario set-up: no device at {hp} after the hot-add; PCI devices: "
+                        f"{(out / 'pci-devices.txt').read_text().split()}")
+    elif serial != "hp_nvme":
+        problems.append(f"scenario set-up: {hp} is NVMe serial {serial!r}, not the hot-added hp_nvme")
+    elif ok != "1":
+        problems.append(f"hotplug: {hp} not at identity and bound to nvme within {DAEMON_HOTPLUG_DEADLINE}s of "
+                        f"appearing: now {facts['hotplug'].get(hp)}; the unit's journal ends:\n{tail}")
+    else:
+        reacted = [e.get("MESSAGE", "") for e in unit_log if e.get("MESSAGE", "").startswith(f"reacted to {hp}")]
+        notes.append(f"hotplug: {hp} at identity and bound {float(done) - float(seen):.1f}s after it appeared in "
+                     f"sysfs (device_add -> guest saw it handled {timing.get('handled', 0):.1f}s); daemon: "
+                     + ("; ".join(reacted) or "no 'reacted to' line"))
+    if hp in facts["hotplug"]:
+        hot = weakened_entry("vm-hotplug-identity", facts["hotplug"][hp][0])
+        if hot is not None and hot.get("_SYSTEMD_UNIT") != "iommud.service":
+            problems.append(f"the hotplug entry comes from {hot.get('_SYSTEMD_UNIT')}, not iommud.service")
+
+    # (4) every weakened entry has its fields; journalctl -x shows the catalog's text for it
+    explained = (out / "weakened-x.txt").read_text()
+    subject = _catalog_subject(files.catalog, MSG_WEAKENED)
+    if subject is None:
+        problems.append(f"{files.catalog} has no entry for {MSG_WEAKENED}")
+    for e in weakened:
+        missing = [f for f in ("IOMMUD_DEVICE", "IOMMUD_GROUP", "IOMMUD_RULE", "IOMMUD_POLICY", "IOMMUD_FROM",
+                               "IOMMUD_TO", "IOMMUD_RISK") if not e.get(f)]
+        if missing:
+            problems.append(f"weakened entry {e.get('MESSAGE')!r} lacks {', '.join(missing)}")
+        if e.get("PRIORITY") != "4":
+            problems.append(f"weakened entry {e.get('MESSAGE')!r} has priority {e.get('PRIORITY')}, not 4 (warning)")
+        if subject is not None:
+            want = re.sub(r"@(\w+)@", lambda m: e.get(m.group(1), m.group(0)), subject)
+            if f"░░ Subject: {want}" not in explained:
+                problems.append(f"journalctl -x does not show the catalog subject {want!r} for "
+                                f"{e.get('MESSAGE')!r}:\n{explained[-1500:]}")
+    if not weakened:
+        problems.append(f"journalctl -o json MESSAGE_ID={MSG_WEAKENED} found nothing")
+
+    # (5) reloads: RELOADING=1 then READY=1 from the daemon, still running; a broken file is refused
+    pid = show["started"].get("MainPID")
+    for name in ("reload", "broken-reload", "fixed-reload"):
+        running(name, pid)
+        rc = (out / f"{name}.rc").read_text().strip()
+        if rc != "0":
+            problems.append(f"{name}: systemctl reload exited {rc}: {(out / f'{name}.out').read_text()}")
+    t0, t1 = marks["reload"], marks["broken-reload"]
+    said = [e.get("MESSAGE", "") for e in unit_log if e.get("_PID") == "1"
+            and t0 <= ts(e) < t1 and "notification message" in e.get("MESSAGE", "")]
+    states = [m for m in said if re.search(r"\((RELOADING=1|READY=1)", m)]
+    if not (len(states) >= 2 and "RELOADING=1" in states[0] and any("READY=1" in m for m in states[1:])):
+        problems.append("reload: PID 1 did not get RELOADING=1 then READY=1 from iommud; it got: "
+                        + ("; ".join(said) or "no notification"))
+    else:
+        notes.append("reload: " + " then ".join(re.sub(r".*\((.*)\)$", r"\1", m) for m in states))
+    rejected = [e for e in _journal(out / "rejected.json") if ts(e) >= t1]
+    if not rejected:
+        problems.append(f"broken reload: no entry MESSAGE_ID={MSG_REJECTED}; the unit's journal ends:\n{tail}")
+    elif not re.search(DAEMON_BROKEN_AT, rejected[0].get("MESSAGE", "")):
+        problems.append(f"broken reload: the entry does not name {DAEMON_BROKEN_AT}: {rejected[0].get('MESSAGE')!r}")
+    else:
+        notes.append("broken reload refused: " + rejected[0]["MESSAGE"].replace("\n", " | "))
+
+    # (6) stopped, killed after unbind by iommuctl, recovered by the service's start
+    if show["stopped"].get("ActiveState") != "inactive":
+        problems.append(f"systemctl stop: the service is {show['stopped'].get('ActiveState')}: "
+                        f"{(out / 'stop.out').read_text()}")
+    s = show["after-rebind"]
+    if s.get("ActiveState") != "inactive":
+        # PID 1 logs at debug here: the udev action that made it enqueue the start job, and the job.
+        lines = [line for line in (out / "journal.txt").read_text().splitlines()
+                 if line.startswith("[") and marks["stop"] <= float(line[1:line.index("]")]) * 1e6 < marks["restart"]]
+        started = [i for i, line in enumerate(lines) if "Trying to enqueue job iommud.service/start" in line]
+        cause = [line for line in lines[:started[0]] if "Processing udev action" in line][-1:] if started else []
+        started = cause + [lines[i] for i in started[:1]] + [line for line in lines if "Started iommud" in line][:1]
+        problems.append(f"systemctl stop did not keep iommud stopped: after {hp} was unbound from nvme and bound "
+                        f"again, the service is {s.get('ActiveState')} ({s.get('SubState')}, PID {s.get('MainPID')}); "
+                        f"PID 1 said: {started}")
+    if (out / "pre-revert.txt").exists():
+        notes.append(f"the service stopped, the pair's group was reverted first: "
+                     f"{(out / 'pre-revert.txt').read_text().strip()}")
+    if facts["before-kill"][pair_a][1] == "identity":
+        problems.append("the pair's group is identity before the killed apply: nothing left to unbind")
+    if facts["paused"][pair_a][2] != "none":
+        problems.append(f"at the pause {pair_a} is still bound to {facts['paused'][pair_a][2]}: "
+                        f"{(out / 'killed-apply.txt').read_text()}")
+    if "transaction.journal" not in (out / "killed-run.txt").read_text():
+        problems.append(f"no transaction journal left by the killed apply: {(out / 'killed-run.txt').read_text()}")
+    restart_rc = (out / "restart.rc").read_text().strip()
+    if restart_rc != "0":
+        problems.append(f"systemctl start after the kill exited {restart_rc}: {(out / 'restart.out').read_text()}")
+    running("restarted")
+    pair_group = facts["before-kill"][pair_a][0]
+    # Nothing was hot-added: the pair's rule (when = "hotplug") must leave the rolled-back group alone.
+    again = [e for e in unit_log if e.get("MESSAGE_ID") == MSG_WEAKENED and e.get("IOMMUD_GROUP") == pair_group
+             and ts(e) >= marks["restart"]]
+    for e in again:
+        problems.append(f"after its start rolled group {pair_group} back, the daemon changed it again by rule "
+                        f"{e.get('IOMMUD_RULE')} (when = \"hotplug\") "
+                        f"{(ts(e) - int(show['restarted'].get('ActiveEnterTimestampMonotonic') or 0)) / 1e6:.1f}s "
+                        f"after READY=1, with no device hot-added: {e.get('MESSAGE')!r}; the uevents the daemon "
+                        f"logged in the 5 s before: {uevents_before(e)}")
+    for dev in (pair_a, pair_b):
+        before, after, later = facts["before-kill"][dev], facts["recovered"][dev], facts["recovered-later"][dev]
+        if after[2] != "nvme" or (after[1] != before[1] and not again):
+            problems.append(f"after the service's start {dev} is {after[1]} bound to {after[2]}, not {before[1]} "
+                            f"bound to nvme as before the killed apply")
+        if later[1:] != after[1:]:
+            notes.append(f"after the recovery {dev} went on to {later[1]} bound to {later[2]}")
+    recovered = [e for e in _journal(out / "recovered.json") if ts(e) >= marks["restart"]]
+    if not recovered:
+        problems.append(f"no entry MESSAGE_ID={MSG_RECOVERED} after the restart; the unit's journal ends:\n{tail}")
+    else:
+        r = recovered[0]
+        if r.get("IOMMUD_GROUP") != pair_group or r.get("_SYSTEMD_UNIT") != "iommud.service":
+            problems.append(f"the recovered entry is for group {r.get('IOMMUD_GROUP')} from "
+                            f"{r.get('_SYSTEMD_UNIT')}, not group {pair_group} from iommud.service")
+        notes.append(f"recovered at start: {r.get('MESSAGE')}")
+    if "transaction.journal" in (out / "recovered-run.txt").read_text():
+        problems.append("the transaction journal is still in /run/iommud after the service's start")
+
+    if (out / "harness.txt").exists():
+        problems.append(f"the guest waited in vain: {(out / 'harness.txt').read_text().strip()}")
+
+    # (7) systemd-analyze security: informative
+    sec = " ".join(p.read_text() for p in sorted(out.glob("security*.txt")))
+    m = re.search(r"Overall exposure level for iommud\.service: ([0-9.]+) (\S+)", sec)
+    notes.append(f"systemd-analyze security in the guest: {m.group(1)} {m.group(2)}" if m else
+                 f"systemd-analyze security gave no score: {sec[-300:]}")
+    return problems
+
+
+def run_daemon(series: str, iommuctl: Path, files: DaemonFiles, out_dir: Path | None = None,
+               echo: bool = False) -> Outcome:
+    kernel = vmlib.find_kernel(series)
+    for what, p in (("iommud", files.iommud), ("iommud.service (configured by CMake)", files.service),
+                    ("the journal catalog", files.catalog), *(("a udev rules file", r) for r in files.rules)):
+        if not p.is_file():
+            raise vmlib.SetupMissing(f"{what} not found at {p}: build first")
+    if not files.rules:
+        raise vmlib.SetupMissing("no udev rules (udev/*.rules) to install")
+    unit = files.service.read_text()
+    exec_path = _exec_path(unit, "iommud")
+    if exec_path is None:
+        raise vmlib.SetupMissing(f"{files.service}: no ExecStart= running an absolute .../iommud")
+    files_in, guest_iommuctl = _prepare_iommuctl(iommuctl)
+    files_in["60-vm-broken.toml"] = DAEMON_BROKEN_POLICY
+    # Where a package puts them; the binary is copied now, so a rebuild cannot swap it mid-boot.
+    root = {
+        "/usr/lib/systemd/system/iommud.service": files.service,
+        exec_path: files.iommud,
+        "/usr/lib/systemd/catalog/iommud.catalog": files.catalog,
+        "/etc/iommud/iommud.conf": DAEMON_CONF,
+        "/etc/iommud/policies.d/50-vm-coldplug.toml": DAEMON_COLDPLUG_POLICY,
+        "/etc/iommud/policies.d/50-vm-hotplug.toml": DAEMON_HOTPLUG_POLICY,
+        **{f"/usr/lib/udev/rules.d/{r.name}": r for r in files.rules},
+    }
+    timing: dict[str, float] = {}
+
+    def driver(vm: vmlib.Vm) -> None:
+        # systemd prefixes the test's console lines ("[ 65.2] run-test[233]: @@...")
+        vm.wait_console(r"@@ready-for-hotplug$", timeout=360)
+        t = time.monotonic()
+        vm.hotplug_nvme("hp_nvme", port="hp0")
+        timing["seen"] = t
+        vm.wait_console(r"@@hotplug-handled$", timeout=300)
+        timing["handled"] = time.monotonic() - t
+
+    script = (DAEMON_GUEST.replace("@IOMMUCTL@", guest_iommuctl).replace("@HOTPLUG@", DAEMON_HOTPLUG_ADDR)
+              .replace("@DEADLINE@", str(DAEMON_HOTPLUG_DEADLINE)).replace("@WEAKENED@", MSG_WEAKENED)
+              .replace("@LOADED@", MSG_LOADED).replace("@REJECTED@", MSG_REJECTED)
+              .replace("@RECOVERED@", MSG_RECOVERED))
+    r = vmlib.boot(kernel, _intel(False), script, init="systemd", files_in=files_in, root_files=root,
+                   systemd_wants=["iommud.service"], driver=driver, timeout=540, out_dir=out_dir, echo=echo)
+    problems: list[str] = []
+    notes: list[str] = []
+    try:
+        r.check()
+        problems += _daemon_problems(r.out_dir, files, notes, timing)
+    except (vmlib.GuestFailed, FileNotFoundError, ValueError, KeyError) as e:
+        problems.append(f"{type(e).__name__}: {e}")
+    return Outcome(f"daemon on {series}", r.seconds, r.accel, problems, notes, r.out_dir)
