@@ -2,7 +2,7 @@
 # udev/60-iommud.rules through udev's own rule engine: `udevadm test` on synthetic devices
 # (umockdev-run gives it a /sys of our making), with only our rules file loaded (tmpfs over the
 # rules directories in a mount namespace of its own). Checks that the devices iommud tunes get
-# TAG systemd and SYSTEMD_WANTS=iommud.service on every event but remove, others get nothing,
+# TAG systemd on every event but remove and SYSTEMD_WANTS=iommud.service on add only, others get nothing,
 # and udev reports no error in the file. Needs root for the mounts: CI runs it as root.
 # Usage: rules.sh RULES_FILE
 set -euo pipefail
@@ -108,7 +108,11 @@ expect() {  # wanted|nothing ACTION DEVPATH
   local tagged=0 wants=0
   grep -qxE 'CURRENT_TAGS=.*:systemd:.*' <<<"$out" && tagged=1
   grep -qxE 'SYSTEMD_WANTS=(.* )?iommud\.service( .*)?' <<<"$out" && wants=1
-  if [[ $want == wanted && ($tagged != 1 || $wants != 1) ]]; then
+  if [[ $want == tagged && ($tagged != 1 || $wants != 0) ]]; then
+    echo "FAIL: $action $3: expected TAG systemd without SYSTEMD_WANTS; udevadm test says:" >&2
+    grep -E '^[A-Z_]+=' <<<"$out" >&2
+    fail=1
+  elif [[ $want == wanted && ($tagged != 1 || $wants != 1) ]]; then
     echo "FAIL: $action $3: expected TAG systemd and SYSTEMD_WANTS=iommud.service; udevadm test says:" >&2
     grep -E '^[A-Z_]+=' <<<"$out" >&2
     fail=1
@@ -123,10 +127,13 @@ expect() {  # wanted|nothing ACTION DEVPATH
 
 nvme=/devices/pci0000:00/0000:00:1d.0/0000:3d:00.0
 nic=/devices/pci0000:00/0000:00:1c.0/0000:05:00.0
-for action in add bind change; do
-  expect wanted "$action" "$nvme"
-  expect wanted "$action" "$nic"
-  expect wanted "$action" "$nic/net/enp5s0"
+expect wanted add "$nvme"
+expect wanted add "$nic"
+expect wanted add "$nic/net/enp5s0"
+for action in bind change; do
+  expect tagged "$action" "$nvme"
+  expect tagged "$action" "$nic"
+  expect tagged "$action" "$nic/net/enp5s0"
 done
 expect nothing remove "$nvme"
 expect nothing remove "$nic/net/enp5s0"
