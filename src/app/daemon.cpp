@@ -101,9 +101,10 @@ struct Batch {
   [[nodiscard]] bool whole() const { return hot.empty() && cold.empty(); }
 };
 
-// A uevent that means the device just appeared to its driver: the moment hotplug rules act.
-bool appears(const std::string& subsystem, const std::string& action) {
-  return action == "add" || (subsystem == "pci" && action == "bind");
+// A uevent that means the device just appeared to its driver: the moment hotplug rules act. Not
+// a replay (udev's coldplug at boot, `udevadm trigger`): those devices were there before.
+bool appears(const adapters::udev::UEvent& e) {
+  return !e.synthetic && (e.action == "add" || (e.subsystem == "pci" && e.action == "bind"));
 }
 
 class Daemon {
@@ -181,6 +182,7 @@ class Daemon {
                       std::to_string(r.rebound.size()) + " device(s)",
                   {{"IOMMUD_GROUP", std::to_string(r.record.change.group)}}});
     }
+    if (session->recovered) rebound_.insert(session->recovered->rebound.begin(), session->recovered->rebound.end());
     session_.emplace(std::move(session).value());
     return true;
   }
@@ -272,6 +274,10 @@ class Daemon {
         default: break;
       }
       if (letter != 0 && !o.device.empty()) tally(letter, o.device, o.kind);
+      // A domain change unbinds and rebinds the group's drivers, done or rolled back.
+      if (o.kind == core::ChangeKind::Domain && (o.result == R::Done || o.result == R::Failed) && !o.device.empty()) {
+        tally('B', o.device, o.kind);
+      }
     }
     for (const auto& s : done->satisfied) {
       log_.debug(s.object + " " + s.key + " is already " + s.value + " (rule " + s.rule.name + ")");
@@ -307,6 +313,12 @@ class Daemon {
           failedAt_.insert(address);
           break;
         case 'P': departed_.erase(t.identity); break;
+        case 'B':
+          rebound_.insert(address);
+          // Its bind events, already in, are the daemon's own: no hotplug.
+          hot_.erase(address);
+          if (auto q = queued_.find(address); q != queued_.end()) q->second = false;
+          break;
         default: break;
       }
     }
@@ -471,6 +483,14 @@ class Daemon {
       forget(address);
       return;
     }
+    bool hot = appears(e);
+    // The daemon's own rebinds (a transaction, a rollback, the recovery at start) are no new
+    // appearance; only the next PCI add of that device is.
+    if (e.subsystem == "pci" && e.action == "add" && !e.synthetic) {
+      rebound_.erase(address);
+    } else if (rebound_.contains(address)) {
+      hot = false;
+    }
     if (stopping_) return;
     // After a failed change only a new plug (or a reload) tries again: the rollback's own bind
     // events would otherwise start the same failing change over and over.
@@ -482,7 +502,7 @@ class Daemon {
       }
       failedAt_.erase(address);
     }
-    debounce(address, appears(e.subsystem, e.action));
+    debounce(address, hot);
   }
 
   // Drops what is pending for a device: its debounce timer, its place in the queue.
@@ -499,6 +519,7 @@ class Daemon {
   void forget(const std::string& address) {
     dropPending(address);
     failedAt_.erase(address);
+    rebound_.erase(address);
     if (auto it = tallies_.find(address); it != tallies_.end()) {
       if (it->second.tuned && !it->second.identity.empty()) departed_[it->second.identity] = address;
       tallies_.erase(it);
@@ -633,6 +654,7 @@ class Daemon {
   std::map<std::string, Tally> tallies_;         // address -> what the policies did to it
   std::map<std::string, std::string> departed_;  // identity of a tuned device that went -> its address
   std::set<std::string> failedAt_;               // devices whose last change failed: wait for a re-plug
+  std::set<std::string> rebound_;                // devices the daemon rebound: their binds are not hot
   bool ready_ = false;
   bool stopping_ = false;
   bool failed_ = false;

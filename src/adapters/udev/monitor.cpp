@@ -59,7 +59,7 @@ std::optional<UEvent> Monitor::receive() {
   struct ::udev_device* d = udev_monitor_receive_device(monitor_);
   if (d == nullptr) return std::nullopt;
   UEvent e{text(udev_device_get_action(d)), text(udev_device_get_subsystem(d)), text(udev_device_get_devpath(d)),
-           text(udev_device_get_sysname(d))};
+           text(udev_device_get_sysname(d)), udev_device_get_property_value(d, "SYNTH_UUID") != nullptr};
   udev_device_unref(d);
   return e;
 }

@@ -18,6 +18,9 @@ struct UEvent {
   std::string subsystem;  // pci, net, nvme, block, thunderbolt
   std::string devpath;    // "/devices/pci0000:00/0000:00:1c.0/0000:05:00.0/net/enp5s0"
   std::string sysname;    // "enp5s0"
+  /// Replayed by a write to the device's `uevent` file (`udevadm trigger`, udev's coldplug at
+  /// boot), not caused by the kernel's own hotplug: the kernel adds SYNTH_UUID to those.
+  bool synthetic = false;
 };
 
 /// libudev's monitor on the "udev" source, filtered to the given subsystems in the kernel (BPF).
