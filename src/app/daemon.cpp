@@ -152,6 +152,8 @@ class Daemon {
     }
     // Sends WATCHDOG=1 at half of $WATCHDOG_USEC when the service manager asks for it; nothing otherwise.
     (void)sd_event_set_watchdog(event_, 1);
+    // What is there now is no hotplug, whatever udev replays of it later.
+    if (auto present = root_.listDir("/sys/bus/pci/devices")) atStart_.insert(present->begin(), present->end());
     coldplugQueued_ = true;
     startNext();
     int r = sd_event_loop(event_);
@@ -478,19 +480,21 @@ class Daemon {
     }
     std::string address = core::pciFunctionOf(e.devpath);
     if (address.empty()) return;  // virtual: loop, dm, veth
-    log_.debug(e.subsystem + " " + e.action + " " + e.sysname + " (" + address + ")");
+    log_.debug(e.subsystem + " " + e.action + " " + e.sysname + " (" + address + ")" +
+               (e.synthetic ? " (replayed)" : ""));
     if (e.subsystem == "pci" && e.action == "remove") {
       forget(address);
       return;
     }
-    bool hot = appears(e);
-    // The daemon's own rebinds (a transaction, a rollback, the recovery at start) are no new
-    // appearance; only the next PCI add of that device is.
-    if (e.subsystem == "pci" && e.action == "add" && !e.synthetic) {
+    // Hot: a device plugged in while the daemon runs. Not a device that was there at start (udev's
+    // coldplug replays its add events, perhaps after READY), and not the daemon's own rebinds (a
+    // transaction, a rollback, the recovery at start): only the next PCI add of that device.
+    const bool plugged = e.subsystem == "pci" && e.action == "add" && !e.synthetic && !atStart_.contains(address);
+    if (plugged) {
+      fresh_.insert(address);
       rebound_.erase(address);
-    } else if (rebound_.contains(address)) {
-      hot = false;
     }
+    const bool hot = appears(e) && fresh_.contains(address) && !rebound_.contains(address);
     if (stopping_) return;
     // After a failed change only a new plug (or a reload) tries again: the rollback's own bind
     // events would otherwise start the same failing change over and over.
@@ -520,6 +524,8 @@ class Daemon {
     dropPending(address);
     failedAt_.erase(address);
     rebound_.erase(address);
+    atStart_.erase(address);
+    fresh_.erase(address);
     if (auto it = tallies_.find(address); it != tallies_.end()) {
       if (it->second.tuned && !it->second.identity.empty()) departed_[it->second.identity] = address;
       tallies_.erase(it);
@@ -655,6 +661,8 @@ class Daemon {
   std::map<std::string, std::string> departed_;  // identity of a tuned device that went -> its address
   std::set<std::string> failedAt_;               // devices whose last change failed: wait for a re-plug
   std::set<std::string> rebound_;                // devices the daemon rebound: their binds are not hot
+  std::set<std::string> atStart_;                // PCI functions present when the daemon started
+  std::set<std::string> fresh_;                  // PCI functions plugged in since
   bool ready_ = false;
   bool stopping_ = false;
   bool failed_ = false;
