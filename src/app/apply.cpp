@@ -214,7 +214,7 @@ class Session {
     if (!report.succeeded) return out(R::Failed, c, report.summary());
     ChangeRecord r = recordOf(c);
     r.irreversible = prepared->live;
-    runtime_.push_back(std::move(r));
+    remember(runtime_, std::move(r));
     return out(R::Done, c,
                report.summary() + " in " + millis(report.totalTime) + " (" + millis(report.kernelTime) +
                    " of it in the kernel's unbind, bind and type writes); " + c.tradeOff);
@@ -227,7 +227,7 @@ class Session {
     if (!now || canonical(*now) != canonical(c.to)) {
       return out(R::Failed, c, "wrote " + c.to + " but it reads " + (now ? std::string(core::trim(*now)) : "nothing"));
     }
-    runtime_.push_back(recordOf(c));
+    remember(runtime_, recordOf(c));
     return out(R::Done, c, c.object + " " + c.from + " -> " + c.to + (c.note.empty() ? "" : " (" + c.note + ")"));
   }
 
@@ -258,7 +258,7 @@ class Session {
       r.existed = before.ok();
       r.original = before.valueOr(std::string());
       r.written = text;
-      persistent_.push_back(std::move(r));
+      remember(persistent_, std::move(r));
     } else {
       it->written = text;
     }
@@ -298,7 +298,7 @@ class Session {
                           " -> " + c.to + " in " + millis(total) + " (" + millis(kernel) +
                           " of it in the kernel's read, set and read-back)" + (c.note.empty() ? "" : "; " + c.note);
     message += competitors(c.device, c.object, c.kind, c.key);
-    runtime_.push_back(std::move(r));
+    remember(runtime_, std::move(r));
     return out(R::Done, c, std::move(message));
   }
 
@@ -432,6 +432,25 @@ class Session {
     r.ruleWhere = c.rule.where.str();
     r.time = ctx_.now ? ctx_.now() : "";
     return r;
+  }
+
+  // One record per setting: a setting changed again keeps the value iommud first found, when
+  // nothing else changed it in between (the new change starts from what iommud wrote), so that
+  // revert restores that; otherwise the new record replaces the stale one.
+  static void remember(std::vector<ChangeRecord>& list, ChangeRecord r) {
+    auto same = std::find_if(list.begin(), list.end(), [&](const ChangeRecord& x) {
+      return x.kind == r.kind && x.device == r.device && x.object == r.object && x.key == r.key;
+    });
+    if (same == list.end()) {
+      list.push_back(std::move(r));
+      return;
+    }
+    if (same->written == r.original) {
+      r.original = std::move(same->original);
+      r.existed = same->existed;
+    }
+    list.erase(same);
+    list.push_back(std::move(r));
   }
 
   bool out(R result, const core::Change& c, std::string message) {

@@ -189,6 +189,33 @@ TEST(Apply, WritesRuntimeParametersAndModprobeFilesAndRevertsBoth) {
   EXPECT_EQ(b.read("/etc/modprobe.d/iommud-atlantic.conf"), "(absent)");
 }
 
+std::string itrRule(int value) {
+  return "[[rule]]\nname = \"itr\"\ndescription = \"interrupt moderation\"\n[rule.match]\ndriver = "
+         "\"atlantic\"\n[[rule.param]]\nname = \"aq_itr\"\nvalue = " +
+         std::to_string(value) + "\n";
+}
+
+TEST(Apply, ASettingChangedAgainKeepsOneRecordWithTheValueFirstFound) {
+  Bench b(thunderboltNicWithModule(), {6, 12, 30});
+  ASSERT_EQ(count(b.apply(rules(itrRule(0))), R::Done), 1);
+  ASSERT_EQ(count(b.apply(rules(itrRule(100))), R::Done), 1);  // a reloaded policy, say
+  EXPECT_EQ(app::readRecords(b.root, b.ctx.paths).size(), 1U);
+  auto reverted = b.revert();
+  ASSERT_EQ(count(reverted, R::Done), 1) << describe(reverted);
+  EXPECT_EQ(b.read("/sys/module/atlantic/parameters/aq_itr"), "65535\n");
+}
+
+TEST(Apply, ASettingSomethingElseChangedInBetweenIsRecordedFromThatValue) {
+  Bench b(thunderboltNicWithModule(), {6, 12, 30});
+  ASSERT_EQ(count(b.apply(rules(itrRule(0))), R::Done), 1);
+  ASSERT_TRUE(b.kernel.write("/sys/module/atlantic/parameters/aq_itr", "7"));  // an admin, by hand
+  ASSERT_EQ(count(b.apply(rules(itrRule(0))), R::Done), 1);
+  ASSERT_EQ(app::readRecords(b.root, b.ctx.paths).size(), 1U);
+  EXPECT_EQ(app::readRecords(b.root, b.ctx.paths).front().original, "7");
+  ASSERT_EQ(count(b.revert(), R::Done), 1);
+  EXPECT_EQ(b.read("/sys/module/atlantic/parameters/aq_itr"), "7\n");
+}
+
 TEST(Apply, SaysWhenTheInitramfsOfAModprobeLinesModuleCouldNotBeChecked) {
   auto h = thunderboltNicWithModule();
   h->write("/boot/initrd.img-6.12.38+deb12-amd64", "not a cpio archive\n");
