@@ -2,7 +2,7 @@
 
 The real iommud runs under umockdev's preload on the testbed host with only the solo NVMe drive,
 a debounce of 1 ms and one rule: nvme's io_queue_depth at 512, a runtime module parameter. Before
-each event the parameter file is put back to 1024, so that every event makes the daemon read the
+each event the parameter file is put back to 64, so that every event makes the daemon read the
 host, plan, and write the parameter: real work, with no driver emulation in the measurement
 (a domain change would also time this Python's bind/unbind thread). Each event is a `change`
 uevent of the drive's PCI function, sent after the daemon handled the previous one. The daemon
@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import tempfile
 import threading
@@ -44,16 +45,22 @@ def run(iommud: str, events: int) -> tuple[list[float], list[float]]:
     cond = threading.Condition()
     try:
         with tempfile.TemporaryDirectory() as tmp:
-            for d in ("conf", "pol", "run", "state"):
+            for d in ("conf", "pol", "state"):
                 os.makedirs(os.path.join(tmp, d))
             with open(os.path.join(tmp, "pol", "50-bench.toml"), "w") as f:
                 f.write(POLICY)
             with open(os.path.join(tmp, "conf", "iommud.conf"), "w") as f:
                 f.write(f'log-level = "debug"\ndebounce-ms = 1\npolicy-dirs = ["{tmp}/pol"]\n')
-            env = host.env(CONFIGURATION_DIRECTORY=f"{tmp}/conf", RUNTIME_DIRECTORY=f"{tmp}/run",
+            # The run directory on a tmpfs, as /run is on a real system: the records of what the
+            # daemon changed are written there, synced, on every change.
+            run = tempfile.mkdtemp(prefix="iommud-bench-", dir="/dev/shm")
+            env = host.env(CONFIGURATION_DIRECTORY=f"{tmp}/conf", RUNTIME_DIRECTORY=run,
                            STATE_DIRECTORY=f"{tmp}/state")
             env.pop("NOTIFY_SOCKET", None)
             env.pop("WATCHDOG_USEC", None)
+            param = host.path("/sys/module/nvme/parameters/io_queue_depth")
+            with open(param, "w") as f:
+                f.write("64\n")  # no longer than "512": the daemon's write does not truncate
             p = subprocess.Popen([iommud], env=env, stderr=subprocess.PIPE, text=True)
 
             def pump():
@@ -79,11 +86,10 @@ def run(iommud: str, events: int) -> tuple[list[float], list[float]]:
 
             seen = wait_for("iommud started", 0)
             syspath = host._pci_syspath(testbed.SOLO_NVME)  # noqa: SLF001 (the testbed's own layout)
-            param = host.path("/sys/module/nvme/parameters/io_queue_depth")
             try:
                 for _ in range(events):
                     with open(param, "w") as f:
-                        f.write("1024\n")
+                        f.write("64\n")  # no longer than "512": the daemon's write does not truncate
                     host.uevent(syspath, "change")
                     before = seen
                     seen = wait_for("reacted to " + testbed.SOLO_NVME.address, seen + 1)
@@ -98,6 +104,7 @@ def run(iommud: str, events: int) -> tuple[list[float], list[float]]:
             finally:
                 p.terminate()
                 p.wait(30)
+                shutil.rmtree(run, ignore_errors=True)
     finally:
         host.close()
     return times, work
