@@ -67,28 +67,36 @@ struct Settings {
   config::Loaded policies;
 };
 
-/// Loads both; on failure every diagnostic is in `problems` (FILE:LINE:COL lines).
-std::optional<Settings> loadSettings(const std::string& root, const std::string& configFile,
-                                     std::vector<std::string>& problems, std::vector<std::string>& warnings) {
+/// Loads both and logs every diagnostic (FILE:LINE:COL), warnings first; the errors are also
+/// left in `problems`.
+std::optional<Settings> loadSettings(const std::string& root, const std::string& configFile, const sd::Log& log,
+                                     std::vector<std::string>& problems) {
+  std::vector<std::string> warnings;
+  auto take = [&](const std::vector<config::Diagnostic>& diagnostics) {
+    for (const auto& d : diagnostics) {
+      (d.severity == config::Diagnostic::Severity::Error ? problems : warnings).push_back(d.str());
+    }
+  };
+  std::optional<Settings> settings;
   auto conf = config::loadDaemonConfig(configFile);
-  for (const auto& d : conf.diagnostics) {
-    (d.severity == config::Diagnostic::Severity::Error ? problems : warnings).push_back(d.str());
+  take(conf.diagnostics);
+  if (conf.ok()) {
+    PolicySources sources;
+    sources.root = root;
+    sources.dirs = conf.config.policyDirs;
+    auto loaded = loadPolicies(sources);
+    take(loaded.diagnostics);
+    if (loaded.ok()) settings = Settings{conf.config, std::move(loaded)};
   }
-  if (!conf.ok()) return std::nullopt;
-  PolicySources sources;
-  sources.root = root;
-  sources.dirs = conf.config.policyDirs;
-  auto loaded = loadPolicies(sources);
-  for (const auto& d : loaded.diagnostics) {
-    (d.severity == config::Diagnostic::Severity::Error ? problems : warnings).push_back(d.str());
-  }
-  if (!loaded.ok()) return std::nullopt;
-  return Settings{conf.config, std::move(loaded)};
+  for (const auto& w : warnings) log.warning(w);
+  for (const auto& p : problems) log.error(p);
+  return settings;
 }
 
 // What a batch did to one device, as the child reports it to the daemon, one line each:
 // "<letter>\t<address>\t<identity>". Letters: T tuned (a wanted setting holds), A advised,
-// X refused, F failed, P re-plugged (a departed identity is back).
+// X refused, F failed, P re-plugged (a departed identity is back); R forget what was known of it
+// (first, for every device the batch decides on), B the daemon rebound it (its binds are no hotplug).
 struct Tally {
   std::string identity;
   bool tuned = false, advised = false, refused = false, failed = false;
@@ -268,10 +276,8 @@ class Daemon {
       switch (o.result) {
         case R::Done: letter = 'T'; break;
         case R::Advised: letter = 'A'; break;
-        case R::Refused: letter = 'X'; break;
-        case R::Skipped:
-          if (o.skip != core::SkipReason::HotplugOnly && o.skip != core::SkipReason::Overridden) letter = 'X';
-          break;
+        case R::Refused:
+        case R::Skipped: letter = isRefusal(o) ? 'X' : 0; break;
         case R::Failed: letter = 'F'; break;
         default: break;
       }
@@ -579,11 +585,9 @@ class Daemon {
     // Before READY=1 (coldplug under way) there is no reload to announce: the new settings are
     // simply what the next batch uses.
     if (ready_) sd_notify(0, "RELOADING=1");
-    std::vector<std::string> problems, warnings;
-    auto loaded = loadSettings(paths_.root, paths_.configFile, problems, warnings);
-    for (const auto& w : warnings) log_.warning(w);
+    std::vector<std::string> problems;
+    auto loaded = loadSettings(paths_.root, paths_.configFile, log_, problems);
     if (!loaded) {
-      for (const auto& p : problems) log_.error(p);
       log_.write({Priority::Err,
                   std::string(msgid::kPoliciesRejected),
                   "reload refused: " + (problems.empty() ? std::string("?") : problems.front()) +
@@ -672,11 +676,9 @@ class Daemon {
 }  // namespace
 
 int runDaemon(const DaemonPaths& paths, bool once, const sd::Log& log) {
-  std::vector<std::string> problems, warnings;
-  auto settings = loadSettings(paths.root, paths.configFile, problems, warnings);
-  for (const auto& w : warnings) log.warning(w);
+  std::vector<std::string> problems;
+  auto settings = loadSettings(paths.root, paths.configFile, log, problems);
   if (!settings) {
-    for (const auto& p : problems) log.error(p);
     log.write({Priority::Err,
                std::string(msgid::kPoliciesRejected),
                "not starting: the configuration or the policies are not valid (see above; `iommuctl check`)",

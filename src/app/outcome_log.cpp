@@ -4,6 +4,12 @@
 
 namespace iommud::app {
 
+bool isRefusal(const Outcome& o) {
+  return o.result == Outcome::Result::Refused ||
+         (o.result == Outcome::Result::Skipped && o.skip != core::SkipReason::HotplugOnly &&
+          o.skip != core::SkipReason::Overridden);
+}
+
 adapters::systemd::Entry journalEntry(const Outcome& o, const core::HostFacts& host) {
   using adapters::systemd::Priority;
   using R = Outcome::Result;
@@ -53,12 +59,11 @@ adapters::systemd::Entry journalEntry(const Outcome& o, const core::HostFacts& h
       e.messageId = std::string(msgid::kRefused);
       break;
     case R::Skipped:
-      // A rule that acts only at hotplug, or that a later rule overrides, is no refusal.
-      if (o.skip == core::SkipReason::HotplugOnly || o.skip == core::SkipReason::Overridden) {
-        e.priority = Priority::Debug;
-      } else {
+      if (isRefusal(o)) {
         e.priority = Priority::Notice;
         e.messageId = std::string(msgid::kRefused);
+      } else {
+        e.priority = Priority::Debug;
       }
       break;
     case R::Failed:

@@ -12,4 +12,8 @@ namespace iommud::app {
 /// and the rule (file:line:col) that decided it.
 adapters::systemd::Entry journalEntry(const Outcome& o, const core::HostFacts& host);
 
+/// Whether a skipped change is a refusal: not one that waits for a hotplug, nor one a later rule
+/// overrides.
+bool isRefusal(const Outcome& o);
+
 }  // namespace iommud::app
