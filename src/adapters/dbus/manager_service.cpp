@@ -1,0 +1,296 @@
+#include "adapters/dbus/manager_service.hpp"
+
+#include <systemd/sd-bus.h>
+#include <systemd/sd-event.h>
+
+#include <cerrno>
+#include <cstring>
+
+namespace iommud::adapters::dbus {
+
+std::string oneLine(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) {
+    if (c == '\t' || c == '\n' || c == '\r') c = ' ';
+  }
+  return out;
+}
+
+// --- PendingCall -------------------------------------------------------------------------------
+
+PendingCall::PendingCall(sd_bus_message* m) : m_(sd_bus_message_ref(m)) {}
+
+PendingCall::PendingCall(PendingCall&& other) noexcept : m_(other.m_) {
+  other.m_ = nullptr;
+}
+
+PendingCall& PendingCall::operator=(PendingCall&& other) noexcept {
+  if (this != &other) {
+    if (m_ != nullptr) replyError(kErrorFailed, "the call was dropped");
+    m_ = other.m_;
+    other.m_ = nullptr;
+  }
+  return *this;
+}
+
+PendingCall::~PendingCall() {
+  if (m_ != nullptr) replyError(kErrorFailed, "the call was dropped");
+}
+
+namespace {
+
+int appendActions(sd_bus_message* reply, const std::vector<Action>& actions) {
+  int r = sd_bus_message_open_container(reply, 'a', "(ssss)");
+  for (const auto& a : actions) {
+    if (r < 0) return r;
+    r = sd_bus_message_append(reply, "(ssss)", a.time.c_str(), a.result.c_str(), a.device.c_str(), a.message.c_str());
+  }
+  return r < 0 ? r : sd_bus_message_close_container(reply);
+}
+
+int appendStrings(sd_bus_message* m, const std::vector<std::string>& strings) {
+  int r = sd_bus_message_open_container(m, 'a', "s");
+  for (const auto& s : strings) {
+    if (r < 0) return r;
+    r = sd_bus_message_append_basic(m, 's', s.c_str());
+  }
+  return r < 0 ? r : sd_bus_message_close_container(m);
+}
+
+}  // namespace
+
+void PendingCall::replyActions(const std::vector<Action>& actions) {
+  if (m_ == nullptr) return;
+  sd_bus_message* reply = nullptr;
+  int r = sd_bus_message_new_method_return(m_, &reply);
+  if (r >= 0) r = appendActions(reply, actions);
+  if (r >= 0) r = sd_bus_send(nullptr, reply, nullptr);
+  sd_bus_message_unref(reply);
+  if (r < 0) {
+    replyError(kErrorFailed, std::string("cannot send the answer: ") + std::strerror(-r));
+    return;
+  }
+  m_ = sd_bus_message_unref(m_);
+}
+
+void PendingCall::replyText(const std::string& text) {
+  if (m_ == nullptr) return;
+  (void)sd_bus_reply_method_return(m_, "s", text.c_str());
+  m_ = sd_bus_message_unref(m_);
+}
+
+void PendingCall::replyEmpty() {
+  if (m_ == nullptr) return;
+  (void)sd_bus_reply_method_return(m_, "");
+  m_ = sd_bus_message_unref(m_);
+}
+
+void PendingCall::replyError(const char* name, const std::string& message) {
+  if (m_ == nullptr) return;
+  sd_bus_error e = SD_BUS_ERROR_MAKE_CONST(name, message.c_str());
+  (void)sd_bus_reply_method_error(m_, &e);
+  m_ = sd_bus_message_unref(m_);
+}
+
+// --- the object ----------------------------------------------------------------------------------
+
+namespace {
+
+const ManagerService::Handlers& handlersOf(void* userdata) {
+  return static_cast<ManagerService*>(userdata)->handlers();
+}
+
+// Whether the caller's effective uid is 0; the bus daemon vouches for it.
+int requireRoot(sd_bus_message* m, const char* what, sd_bus_error* error) {
+  sd_bus_creds* creds = nullptr;
+  int r = sd_bus_query_sender_creds(m, SD_BUS_CREDS_EUID | SD_BUS_CREDS_UID, &creds);
+  if (r < 0) return sd_bus_error_set_errnof(error, -r, "cannot tell who is calling: %s", std::strerror(-r));
+  uid_t uid = 0;
+  r = sd_bus_creds_get_euid(creds, &uid);
+  if (r < 0) r = sd_bus_creds_get_uid(creds, &uid);
+  sd_bus_creds_unref(creds);
+  if (r < 0) return sd_bus_error_set_errnof(error, -r, "cannot tell who is calling: %s", std::strerror(-r));
+  if (uid != 0) {
+    return sd_bus_error_setf(error, SD_BUS_ERROR_ACCESS_DENIED, "%s changes the running system and needs root", what);
+  }
+  return 1;
+}
+
+int methodPlan(sd_bus_message* m, void* userdata, sd_bus_error* /*error*/) {
+  int hotplug = 0;
+  const char* device = nullptr;
+  if (int r = sd_bus_message_read(m, "bs", &hotplug, &device); r < 0) return r;
+  handlersOf(userdata).plan(PendingCall(m), hotplug != 0, device);
+  return 1;
+}
+
+int methodApply(sd_bus_message* m, void* userdata, sd_bus_error* error) {
+  int hotplug = 0;
+  const char* device = nullptr;
+  if (int r = sd_bus_message_read(m, "bs", &hotplug, &device); r < 0) return r;
+  if (int r = requireRoot(m, "Apply", error); r <= 0) return r;
+  handlersOf(userdata).apply(PendingCall(m), hotplug != 0, device);
+  return 1;
+}
+
+int methodRevert(sd_bus_message* m, void* userdata, sd_bus_error* error) {
+  const char* device = nullptr;
+  if (int r = sd_bus_message_read(m, "s", &device); r < 0) return r;
+  if (int r = requireRoot(m, "Revert", error); r <= 0) return r;
+  handlersOf(userdata).revert(PendingCall(m), device);
+  return 1;
+}
+
+int methodReload(sd_bus_message* m, void* userdata, sd_bus_error* error) {
+  if (int r = requireRoot(m, "Reload", error); r <= 0) return r;
+  handlersOf(userdata).reload(PendingCall(m));
+  return 1;
+}
+
+// Property getters: sd-bus passes (bus, path, interface, property, reply, userdata, error).
+#define IOMMUD_GETTER(name)                                                                        \
+  int name(sd_bus* /*bus*/, const char* /*path*/, const char* /*iface*/, const char* /*property*/, \
+           sd_bus_message* reply, void* userdata, sd_bus_error* /*error*/)
+
+IOMMUD_GETTER(getVersion) {
+  (void)userdata;
+  return sd_bus_message_append(reply, "s", IOMMUD_VERSION);
+}
+
+IOMMUD_GETTER(getState) {
+  return sd_bus_message_append(reply, "s", handlersOf(userdata).daemon().state.c_str());
+}
+IOMMUD_GETTER(getSummary) {
+  return sd_bus_message_append(reply, "s", handlersOf(userdata).daemon().summary.c_str());
+}
+IOMMUD_GETTER(getStartedAt) {
+  return sd_bus_message_append(reply, "s", handlersOf(userdata).daemon().startedAt.c_str());
+}
+IOMMUD_GETTER(getLastRunAt) {
+  return sd_bus_message_append(reply, "s", handlersOf(userdata).daemon().lastRunAt.c_str());
+}
+IOMMUD_GETTER(getRules) {
+  return sd_bus_message_append(reply, "u", handlersOf(userdata).daemon().rules);
+}
+IOMMUD_GETTER(getRecent) {
+  return appendActions(reply, handlersOf(userdata).daemon().recent);
+}
+
+IOMMUD_GETTER(getVendor) {
+  return sd_bus_message_append(reply, "s", handlersOf(userdata).host().vendor.c_str());
+}
+IOMMUD_GETTER(getMode) {
+  return sd_bus_message_append(reply, "s", handlersOf(userdata).host().mode.c_str());
+}
+
+IOMMUD_GETTER(getGroups) {
+  int r = sd_bus_message_open_container(reply, 'a', "(isas)");
+  for (const auto& g : handlersOf(userdata).host().groups) {
+    if (r >= 0) r = sd_bus_message_open_container(reply, 'r', "isas");
+    if (r >= 0) r = sd_bus_message_append(reply, "is", g.id, g.type.c_str());
+    if (r >= 0) r = appendStrings(reply, g.devices);
+    if (r >= 0) r = sd_bus_message_close_container(reply);
+    if (r < 0) return r;
+  }
+  return r < 0 ? r : sd_bus_message_close_container(reply);
+}
+
+IOMMUD_GETTER(getDevices) {
+  int r = sd_bus_message_open_container(reply, 'a', "(sssib)");
+  for (const auto& d : handlersOf(userdata).host().devices) {
+    if (r < 0) return r;
+    r = sd_bus_message_append(reply, "(sssib)", d.address.c_str(), d.name.c_str(), d.driver.c_str(), d.group,
+                              static_cast<int>(d.untrusted));
+  }
+  return r < 0 ? r : sd_bus_message_close_container(reply);
+}
+
+IOMMUD_GETTER(getFindings) {
+  int r = sd_bus_message_open_container(reply, 'a', "(sss)");
+  for (const auto& f : handlersOf(userdata).host().findings) {
+    if (r < 0) return r;
+    r = sd_bus_message_append(reply, "(sss)", f.id.c_str(), f.severity.c_str(), f.title.c_str());
+  }
+  return r < 0 ? r : sd_bus_message_close_container(reply);
+}
+
+IOMMUD_GETTER(getChanges) {
+  int r = sd_bus_message_open_container(reply, 'a', "(sssssss)");
+  for (const auto& c : handlersOf(userdata).host().changes) {
+    if (r < 0) return r;
+    r = sd_bus_message_append(reply, "(sssssss)", c.time.c_str(), c.device.c_str(), c.object.c_str(), c.key.c_str(),
+                              c.from.c_str(), c.to.c_str(), c.rule.c_str());
+  }
+  return r < 0 ? r : sd_bus_message_close_container(reply);
+}
+
+#undef IOMMUD_GETTER
+
+constexpr uint64_t kChanges = SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE;
+
+const sd_bus_vtable kVtable[] = {
+    SD_BUS_VTABLE_START(0),
+    SD_BUS_PROPERTY("Version", "s", getVersion, 0, SD_BUS_VTABLE_PROPERTY_CONST),
+    SD_BUS_PROPERTY("State", "s", getState, 0, kChanges),
+    SD_BUS_PROPERTY("Summary", "s", getSummary, 0, kChanges),
+    SD_BUS_PROPERTY("StartedAt", "s", getStartedAt, 0, kChanges),
+    SD_BUS_PROPERTY("LastRunAt", "s", getLastRunAt, 0, kChanges),
+    SD_BUS_PROPERTY("Rules", "u", getRules, 0, kChanges),
+    SD_BUS_PROPERTY("RecentActions", "a(ssss)", getRecent, 0, kChanges),
+    SD_BUS_PROPERTY("Vendor", "s", getVendor, 0, kChanges),
+    SD_BUS_PROPERTY("Mode", "s", getMode, 0, kChanges),
+    SD_BUS_PROPERTY("Groups", "a(isas)", getGroups, 0, kChanges),
+    SD_BUS_PROPERTY("Devices", "a(sssib)", getDevices, 0, kChanges),
+    SD_BUS_PROPERTY("Findings", "a(sss)", getFindings, 0, kChanges),
+    SD_BUS_PROPERTY("Changes", "a(sssssss)", getChanges, 0, kChanges),
+    SD_BUS_METHOD_WITH_NAMES("Plan", "bs", SD_BUS_PARAM(hotplug) SD_BUS_PARAM(device), "s", SD_BUS_PARAM(plan_json),
+                             methodPlan, SD_BUS_VTABLE_UNPRIVILEGED),
+    SD_BUS_METHOD_WITH_NAMES("Apply", "bs", SD_BUS_PARAM(hotplug) SD_BUS_PARAM(device), "a(ssss)",
+                             SD_BUS_PARAM(actions), methodApply, SD_BUS_VTABLE_UNPRIVILEGED),
+    SD_BUS_METHOD_WITH_NAMES("Revert", "s", SD_BUS_PARAM(device), "a(ssss)", SD_BUS_PARAM(actions), methodRevert,
+                             SD_BUS_VTABLE_UNPRIVILEGED),
+    SD_BUS_METHOD("Reload", "", "", methodReload, SD_BUS_VTABLE_UNPRIVILEGED),
+    SD_BUS_SIGNAL_WITH_NAMES("Acted", "sa(ssss)", SD_BUS_PARAM(trigger) SD_BUS_PARAM(actions), 0),
+    SD_BUS_VTABLE_END,
+};
+
+}  // namespace
+
+core::Result<std::unique_ptr<ManagerService>> ManagerService::start(sd_event* loop, Handlers handlers) {
+  std::unique_ptr<ManagerService> s(new ManagerService(std::move(handlers)));
+  auto fail = [](int r, const std::string& what) { return core::Error{-r, "", what + ": " + std::strerror(-r)}; };
+  if (int r = sd_bus_open_system(&s->bus_); r < 0) return fail(r, "cannot connect to the system bus");
+  if (int r = sd_bus_add_object_vtable(s->bus_, &s->slot_, kObjectPath, kInterface, kVtable, s.get()); r < 0) {
+    return fail(r, "cannot export " + std::string(kObjectPath));
+  }
+  if (int r = sd_bus_request_name(s->bus_, kBusName, 0); r < 0) {
+    return fail(r, "cannot take the bus name " + std::string(kBusName));
+  }
+  if (int r = sd_bus_attach_event(s->bus_, loop, SD_EVENT_PRIORITY_NORMAL); r < 0) {
+    return fail(r, "cannot attach the bus to the event loop");
+  }
+  return s;
+}
+
+ManagerService::~ManagerService() {
+  sd_bus_slot_unref(slot_);
+  if (bus_ != nullptr) {
+    sd_bus_detach_event(bus_);
+    sd_bus_flush_close_unref(bus_);
+  }
+}
+
+void ManagerService::propertiesChanged() {
+  (void)sd_bus_emit_properties_changed_strv(bus_, kObjectPath, kInterface, nullptr);
+}
+
+void ManagerService::acted(const std::string& trigger, const std::vector<Action>& actions) {
+  sd_bus_message* m = nullptr;
+  int r = sd_bus_message_new_signal(bus_, &m, kObjectPath, kInterface, "Acted");
+  if (r >= 0) r = sd_bus_message_append(m, "s", trigger.c_str());
+  if (r >= 0) r = appendActions(m, actions);
+  if (r >= 0) (void)sd_bus_send(bus_, m, nullptr);
+  sd_bus_message_unref(m);
+}
+
+}  // namespace iommud::adapters::dbus
