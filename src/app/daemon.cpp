@@ -12,11 +12,13 @@
 #include <csignal>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <map>
 #include <memory>
 #include <set>
 #include <utility>
 
+#include "adapters/dbus/manager_service.hpp"
 #include "adapters/sysfs/host_reader.hpp"
 #include "adapters/udev/monitor.hpp"
 #include "app/message_ids.hpp"
@@ -29,6 +31,7 @@
 namespace iommud::app {
 
 namespace sd = adapters::systemd;
+namespace bus = adapters::dbus;
 using Clock = std::chrono::steady_clock;
 using Priority = sd::Priority;
 using R = Outcome::Result;
@@ -93,10 +96,17 @@ std::optional<Settings> loadSettings(const std::string& root, const std::string&
   return settings;
 }
 
-// What a batch did to one device, as the child reports it to the daemon, one line each:
-// "<letter>\t<address>\t<identity>". Letters: T tuned (a wanted setting holds), A advised,
-// X refused, F failed, P re-plugged (a departed identity is back); R forget what was known of it
-// (first, for every device the batch decides on), B the daemon rebound it (its binds are no hotplug).
+// What the child reports to the daemon, one line each, fields separated by tabs:
+// - what a batch did to one device: "<letter>\t<address>\t<identity>". Letters: T tuned (a wanted
+//   setting holds), A advised, X refused, F failed, P re-plugged (a departed identity is back);
+//   R forget what was known of it (first, for every device the batch decides on), B the daemon
+//   rebound it (its binds are no hotplug);
+// - "O\t<time>\t<result>\t<address>\t<message>": an outcome, for RecentActions and D-Bus replies;
+// - "E\t<D-Bus error name>\t<message>": a D-Bus call that could not be done;
+// - "J\t<length>" and then that many bytes: the answer to Plan (JSON, which has line breaks);
+// - "V", then M (vendor, mode), G (group: id, type, addresses joined by ','), D (device: address,
+//   name, driver, group, untrusted 0/1), N (finding: id, severity, title), C (record: time, device,
+//   object, key, from, to, rule) lines: the host as the D-Bus properties show it.
 struct Tally {
   std::string identity;
   bool tuned = false, advised = false, refused = false, failed = false;
@@ -109,8 +119,30 @@ struct Batch {
   [[nodiscard]] bool whole() const { return hot.empty() && cold.empty(); }
 };
 
+// A D-Bus method the worker does.
+struct Call {
+  enum class Kind { Plan, Apply, Revert };
+  Kind kind = Kind::Apply;
+  bool hotplug = false;
+  std::string device;  // a PCI address or a name (netdev, NVMe controller); empty: every device
+};
+
+// One run of the worker: a batch (the default), a D-Bus call, or a read of the host for the
+// D-Bus properties.
+struct Work {
+  Batch batch;
+  std::optional<Call> call;
+  bool view = false;
+};
+
 // A uevent that means the device just appeared to its driver: the moment hotplug rules act. Not
 // a replay (udev's coldplug at boot, `udevadm trigger`): those devices were there before.
+std::string joined(const std::vector<std::string>& parts, char separator) {
+  std::string out;
+  for (size_t i = 0; i < parts.size(); ++i) out += (i == 0 ? "" : std::string(1, separator)) + parts[i];
+  return out;
+}
+
 bool appears(const adapters::udev::UEvent& e) {
   return !e.synthetic && (e.action == "add" || (e.subsystem == "pci" && e.action == "bind"));
 }
@@ -122,6 +154,9 @@ class Daemon {
   Daemon(const Daemon&) = delete;
   Daemon& operator=(const Daemon&) = delete;
   ~Daemon() {
+    calls_.clear();  // their callers hear that they were dropped, while the bus is there
+    childCall_.reset();
+    service_.reset();
     for (auto& [_, s] : debounce_) sd_event_source_unref(s);
     sd_event_source_unref(childSource_);
     sd_event_source_unref(pipeSource_);
@@ -135,7 +170,7 @@ class Daemon {
     if (!begin()) return 1;
     auto lines = reconcileBatch({});
     if (!lines) return 1;
-    absorb(*lines, {});
+    absorb(*lines, true);
     log_.info(statusLine());
     return failed_ ? 1 : 0;
   }
@@ -160,6 +195,7 @@ class Daemon {
     }
     // Sends WATCHDOG=1 at half of $WATCHDOG_USEC when the service manager asks for it; nothing otherwise.
     (void)sd_event_set_watchdog(event_, 1);
+    if (paths_.root == "/") connectBus();  // a synthetic root is no host to answer for on the bus
     // What is there now is no hotplug, whatever udev replays of it later.
     if (auto present = root_.listDir("/sys/bus/pci/devices")) atStart_.insert(present->begin(), present->end());
     coldplugQueued_ = true;
@@ -272,6 +308,7 @@ class Daemon {
     }
     for (const auto& o : done->outcomes) {
       log_.write(journalEntry(o, done->host));
+      outcomeLine(o, lines);
       char letter = 0;
       switch (o.result) {
         case R::Done: letter = 'T'; break;
@@ -294,9 +331,211 @@ class Daemon {
     return true;
   }
 
+  static void outcomeLine(const Outcome& o, std::string& lines) {
+    lines += "O\t" + utcNow() + '\t' + std::string(toString(o.result)) + '\t' + o.device + '\t' +
+             bus::oneLine(o.message) + '\n';
+  }
+
+  static void errorLine(const char* name, const std::string& message, std::string& lines) {
+    lines += std::string("E\t") + name + '\t' + bus::oneLine(message) + '\n';
+  }
+
+  // Runs in the child: the work's lines for the daemon; nullopt when the host could not be read.
+  std::optional<std::string> runWork(const Work& work) {
+    if (work.view) return viewLines();
+    if (!work.call) {
+      auto lines = reconcileBatch(work.batch);
+      // After the start and a reload, the properties are fresh as soon as READY=1 is.
+      if (lines && work.batch.whole() && service_) *lines += viewLines().value_or("");
+      return lines;
+    }
+    const Call& call = *work.call;
+    std::string lines;
+    auto host = adapters::sysfs::readHost(root_);
+    if (!host) {
+      errorLine(bus::kErrorFailed, "cannot read the host: " + host.error().describe(), lines);
+      return lines;
+    }
+    std::vector<std::string> devices;
+    if (!call.device.empty()) {
+      const auto* d = findDevice(*host, call.device);
+      if (d == nullptr) {
+        errorLine(bus::kErrorNoSuchDevice, "no device " + call.device + " on this host", lines);
+        return lines;
+      }
+      devices.push_back(d->address);
+    }
+    const auto trigger = call.hotplug ? core::Trigger::Hotplug : core::Trigger::Coldplug;
+    switch (call.kind) {
+      case Call::Kind::Apply:
+        if (!reconcileSome(trigger, devices, lines)) errorLine(bus::kErrorFailed, "cannot read the host", lines);
+        break;
+      case Call::Kind::Revert: revertLines(devices, *host, lines); break;
+      case Call::Kind::Plan: planLines(trigger, devices, lines); break;
+    }
+    return lines;
+  }
+
+  void revertLines(const std::vector<std::string>& devices, const core::HostFacts& host, std::string& lines) {
+    ApplyContext ctx = context();
+    auto ethtool = NetlinkEthtool::open(host.kernel.upstream.version);
+    if (ethtool) ctx.ethtool = ethtool->get();
+    std::optional<std::string> only;
+    if (!devices.empty()) only = devices.front();
+    for (const auto& o : revertChanges(only, host, ctx)) {
+      auto e = journalEntry(o, host);
+      if (o.result == R::Done) e.messageId = std::string(msgid::kReverted);
+      log_.write(e);
+      outcomeLine(o, lines);
+      if (o.result == R::Done && !o.device.empty()) lines += "R\t" + o.device + "\t\n";
+    }
+  }
+
+  void planLines(core::Trigger trigger, const std::vector<std::string>& devices, std::string& lines) {
+    auto view = readHostView(root_, settings_.policies.policies);
+    if (!view) {
+      errorLine(bus::kErrorFailed, "cannot read the host: " + view.error().describe(), lines);
+      return;
+    }
+    core::PlanOptions po;
+    po.trigger = trigger;
+    po.adviseOnly = settings_.config.adviseOnly;
+    if (!devices.empty()) po.device = devices.front();
+    const auto& st = view->status;
+    auto plan = core::plan({st.host, st.mode, st.findings}, settings_.policies.policies, po);
+    std::string json = planJson(plan, settings_.policies.policies);
+    lines += "J\t" + std::to_string(json.size()) + '\n' + json;
+  }
+
+  // The host as the D-Bus properties show it.
+  std::optional<std::string> viewLines() {
+    auto host = adapters::sysfs::readHost(root_);
+    if (!host) {
+      log_.warning("cannot read the host for the D-Bus properties: " + host.error().describe());
+      return std::nullopt;
+    }
+    auto status = buildStatus(std::move(host).value());
+    std::string out = "V\nM\t" + std::string(core::toString(status.mode.vendor)) + '\t' + status.mode.modeName() + '\n';
+    for (const auto& g : status.host.groups) {
+      out += "G\t" + std::to_string(g.id) + '\t' + (g.type ? std::string(core::toString(*g.type)) : "unknown") + '\t' +
+             joined(g.devices, ',') + '\n';
+    }
+    for (const auto& d : status.host.devices) {
+      std::string name = d.displayName();
+      out += "D\t" + d.address + '\t' + (name == d.address ? "" : name) + '\t' + d.driver.value_or("") + '\t' +
+             (d.group ? std::to_string(*d.group) : "-1") + '\t' + (d.untrusted() ? "1" : "0") + '\n';
+    }
+    for (const auto& f : status.findings) {
+      out += "N\t" + f.id + '\t' + std::string(core::toString(f.severity)) + '\t' + bus::oneLine(f.title) + '\n';
+    }
+    for (const auto& c : readRecords(root_, paths_.state)) {
+      out += "C\t" + c.time + '\t' + c.device + '\t' + bus::oneLine(c.object) + '\t' + c.key + '\t' +
+             bus::oneLine(c.original) + '\t' + bus::oneLine(c.written) + '\t' + c.rule + '\n';
+    }
+    return out;
+  }
+
+  // What the child said besides the tallies.
+  struct Report {
+    std::vector<bus::Action> actions;
+    std::optional<std::pair<std::string, std::string>> error;  // D-Bus error name, message
+    std::optional<std::string> json;                           // Plan's answer
+    std::optional<bus::HostSummary> host;                      // a fresh view
+  };
+
+  static Report parseReport(const std::string& output) {
+    Report out;
+    for (size_t pos = 0; pos < output.size();) {
+      size_t end = output.find('\n', pos);
+      if (end == std::string::npos) end = output.size();
+      std::string_view line(output.data() + pos, end - pos);
+      pos = end + 1;
+      auto f = core::split(line, '\t');
+      auto at = [&](size_t i) { return i < f.size() ? std::string(f[i]) : std::string(); };
+      if (f.empty() || f[0].size() != 1) continue;
+      switch (f[0][0]) {
+        case 'O': out.actions.push_back({at(1), at(2), at(3), at(4)}); break;
+        case 'E': out.error.emplace(at(1), at(2)); break;
+        case 'J': {
+          size_t n = std::strtoul(at(1).c_str(), nullptr, 10);
+          out.json = output.substr(std::min(pos, output.size()), n);
+          pos += n;
+          break;
+        }
+        case 'V': out.host.emplace(); break;
+        case 'M':
+          if (out.host) {
+            out.host->vendor = at(1);
+            out.host->mode = at(2);
+          }
+          break;
+        case 'G':
+          if (out.host) {
+            bus::GroupView g{std::atoi(at(1).c_str()), at(2), {}};
+            const std::string members = at(3);
+            for (auto a : core::split(members, ',')) {
+              if (!a.empty()) g.devices.emplace_back(a);
+            }
+            out.host->groups.push_back(std::move(g));
+          }
+          break;
+        case 'D':
+          if (out.host) out.host->devices.push_back({at(1), at(2), at(3), std::atoi(at(4).c_str()), at(5) == "1"});
+          break;
+        case 'N':
+          if (out.host) out.host->findings.push_back({at(1), at(2), at(3)});
+          break;
+        case 'C':
+          if (out.host) out.host->changes.push_back({at(1), at(2), at(3), at(4), at(5), at(6), at(7)});
+          break;
+        default: break;
+      }
+    }
+    return out;
+  }
+
+  // What a child's work said, beyond the tallies: the D-Bus caller's answer, RecentActions, Acted.
+  void report(Report r, bool exitedOk) {
+    const Work& work = childWork_;
+    lastRunAt_ = utcNow();
+    for (const auto& a : r.actions) {
+      recent_.push_back(a);
+      if (recent_.size() > bus::kRecentActions) recent_.pop_front();
+    }
+    if (childCall_) {
+      bus::PendingCall reply = std::move(*childCall_);
+      childCall_.reset();
+      if (r.error) {
+        reply.replyError(r.error->first.c_str(), r.error->second);
+      } else if (!exitedOk) {
+        reply.replyError(bus::kErrorFailed, "the work was cut short; the journal says why");
+      } else if (work.call->kind == Call::Kind::Plan) {
+        reply.replyText(r.json.value_or(""));
+      } else {
+        reply.replyActions(r.actions);
+      }
+    }
+    if (r.host) hostSummary_ = std::move(*r.host);
+    if (!service_ || work.view) return;
+    if (!r.host && (!work.call || work.call->kind != Call::Kind::Plan)) viewStale_ = true;
+    if (!r.actions.empty()) service_->acted(triggerName(work), r.actions);
+  }
+
+  static std::string triggerName(const Work& w) {
+    if (w.call) {
+      switch (w.call->kind) {
+        case Call::Kind::Apply: return "apply";
+        case Call::Kind::Revert: return "revert";
+        case Call::Kind::Plan: return "plan";
+      }
+    }
+    if (w.batch.whole()) return "coldplug";
+    return w.batch.hot.empty() ? "change" : "hotplug";
+  }
+
   // Takes a batch's tallies into the daemon's view of the devices.
-  void absorb(const std::string& lines, const Batch& batch) {
-    if (batch.whole()) {
+  void absorb(const std::string& lines, bool wholeHost) {
+    if (wholeHost) {
       tallies_.clear();
       failedAt_.clear();
     }
@@ -349,15 +588,24 @@ class Daemon {
 
   // --- the child ---------------------------------------------------------------------------------
 
+  // The next work, most urgent first: the whole host (start, reload), devices that appeared or
+  // changed, D-Bus calls in their order, then a fresh view of the host for the properties.
   void startNext() {
     if (childPid_ > 0 || stopping_) return;
-    Batch batch;
+    Work work;
     if (coldplugQueued_) {
       coldplugQueued_ = false;
       queued_.clear();
     } else if (!queued_.empty()) {
-      for (const auto& [address, hot] : queued_) (hot ? batch.hot : batch.cold).push_back(address);
+      for (const auto& [address, hot] : queued_) (hot ? work.batch.hot : work.batch.cold).push_back(address);
       queued_.clear();
+    } else if (!calls_.empty()) {
+      work.call = calls_.front().first;
+      childCall_.emplace(std::move(calls_.front().second));
+      calls_.pop_front();
+    } else if (service_ && viewStale_) {
+      work.view = true;
+      viewStale_ = false;
     } else {
       return;
     }
@@ -375,7 +623,7 @@ class Daemon {
     }
     if (pid == 0) {
       close(fds[0]);
-      auto lines = reconcileBatch(batch);
+      auto lines = runWork(work);
       const std::string out = lines.value_or("");
       for (size_t off = 0; off < out.size();) {
         ssize_t n = write(fds[1], out.data() + off, out.size() - off);
@@ -388,7 +636,7 @@ class Daemon {
     (void)fcntl(fds[0], F_SETFL, O_NONBLOCK);
     pipe_ = fds[0];
     childPid_ = pid;
-    childBatch_ = std::move(batch);
+    childWork_ = std::move(work);
     childOutput_.clear();
     int r = sd_event_add_io(event_, &pipeSource_, pipe_, EPOLLIN, onPipe, this);
     if (r >= 0) r = sd_event_add_child(event_, &childSource_, pid, WEXITED, onChild, this);
@@ -430,7 +678,11 @@ class Daemon {
       log_.error("the worker for " + describeBatch() + " was killed by signal " + std::to_string(si.si_status) +
                  "; the next start recovers any half-done transaction");
     }
-    absorb(childOutput_, childBatch_);
+    const Work& work = childWork_;
+    const bool wholeHost = (!work.call && !work.view && work.batch.whole()) ||
+                           (work.call && work.call->kind == Call::Kind::Apply && work.call->device.empty());
+    absorb(childOutput_, wholeHost);
+    report(parseReport(childOutput_), si.si_code == CLD_EXITED && si.si_status == 0);
     // The events a failed change's rollback caused while the worker ran are no new plug.
     for (const auto& a : failedAt_) dropPending(a);
     auto now = Clock::now();
@@ -441,8 +693,8 @@ class Daemon {
       log_.debug("reacted to " + a + " in " + std::to_string(ms) + " ms");
       firedAt_.erase(it);
     }
-    const bool coldplug = childBatch_.whole();
-    childBatch_ = {};
+    const bool coldplug = !work.call && !work.view && work.batch.whole();
+    childWork_ = {};
     if (coldplug && !ready_) {
       ready_ = true;
       log_.write({Priority::Info, std::string(msgid::kStarted), "iommud started: " + statusLine(), {}});
@@ -450,6 +702,7 @@ class Daemon {
     } else {
       sd_notifyf(0, "STATUS=%s", statusLine().c_str());
     }
+    if (service_) service_->propertiesChanged();
     if (stopping_) {
       stop();
       return;
@@ -457,15 +710,73 @@ class Daemon {
     startNext();
   }
 
+  // --- D-Bus -------------------------------------------------------------------------------------
+
+  void connectBus() {
+    bus::ManagerService::Handlers h;
+    h.host = [this]() -> const bus::HostSummary& { return hostSummary_; };
+    h.daemon = [this] { return daemonSummary(); };
+    h.plan = [this](bus::PendingCall reply, bool hotplug, std::string device) {
+      enqueue({Call::Kind::Plan, hotplug, std::move(device)}, std::move(reply));
+    };
+    h.apply = [this](bus::PendingCall reply, bool hotplug, std::string device) {
+      enqueue({Call::Kind::Apply, hotplug, std::move(device)}, std::move(reply));
+    };
+    h.revert = [this](bus::PendingCall reply, std::string device) {
+      enqueue({Call::Kind::Revert, false, std::move(device)}, std::move(reply));
+    };
+    h.reload = [this](bus::PendingCall reply) {
+      auto problems = reload();
+      if (problems.empty()) {
+        reply.replyEmpty();
+      } else {
+        reply.replyError(bus::kErrorInvalidPolicy, joined(problems, '\n'));
+      }
+    };
+    auto service = bus::ManagerService::start(event_, std::move(h));
+    if (!service) {
+      log_.notice("no D-Bus API (" + service.error().describe() + "); iommuctl works on the host itself");
+      return;
+    }
+    service_ = std::move(service).value();
+  }
+
+  // A D-Bus call waits for the worker like any batch; a caller that floods is told to wait.
+  static constexpr size_t kMaxWaitingCalls = 32;
+
+  void enqueue(Call call, bus::PendingCall reply) {
+    if (stopping_) {
+      reply.replyError(bus::kErrorStopping, "iommud is stopping");
+      return;
+    }
+    if (calls_.size() >= kMaxWaitingCalls) {
+      reply.replyError(bus::kErrorFailed, std::to_string(calls_.size()) + " calls are waiting already; try later");
+      return;
+    }
+    calls_.emplace_back(std::move(call), std::move(reply));
+    startNext();
+  }
+
+  bus::DaemonSummary daemonSummary() const {
+    return {stopping_ ? "stopping" : (ready_ ? "running" : "starting"),
+            statusLine(),
+            startedAt_,
+            lastRunAt_,
+            static_cast<uint32_t>(settings_.policies.policies.rules.size()),
+            {recent_.begin(), recent_.end()}};
+  }
+
   std::string describeBatch() const {
+    if (childWork_.view) return "the D-Bus view of the host";
+    if (childWork_.call) return "a D-Bus call";
     auto all = batchDevices();
     if (all.empty()) return "the whole host";
     return all.size() == 1 ? all.front() : std::to_string(all.size()) + " devices";
   }
 
   std::vector<std::string> batchDevices() const {
-    auto all = childBatch_.hot;
-    all.insert(all.end(), childBatch_.cold.begin(), childBatch_.cold.end());
+    auto all = childWork_.batch.hot;
+    all.insert(all.end(), childWork_.batch.cold.begin(), childWork_.batch.cold.end());
     return all;
   }
 
@@ -574,14 +885,15 @@ class Daemon {
   static int onSignal(sd_event_source* /*s*/, const struct signalfd_siginfo* si, void* self) {
     auto* d = static_cast<Daemon*>(self);
     if (si->ssi_signo == SIGHUP) {
-      d->reload();
+      (void)d->reload();
     } else {
       d->beginStop();
     }
     return 0;
   }
 
-  void reload() {
+  // The problems that kept the new settings out; empty when they are in force.
+  std::vector<std::string> reload() {
     // Before READY=1 (coldplug under way) there is no reload to announce: the new settings are
     // simply what the next batch uses.
     if (ready_) sd_notify(0, "RELOADING=1");
@@ -607,12 +919,17 @@ class Daemon {
       startNext();
     }
     if (ready_) sd_notifyf(0, "READY=1\nSTATUS=%s", statusLine().c_str());
+    if (service_) service_->propertiesChanged();
+    return problems;
   }
 
   void beginStop() {
     if (stopping_) return;
     stopping_ = true;
     sd_notify(0, "STOPPING=1");
+    for (auto& [_, reply] : calls_) reply.replyError(bus::kErrorStopping, "iommud is stopping");
+    calls_.clear();
+    if (service_) service_->propertiesChanged();
     log_.write({Priority::Info,
                 std::string(msgid::kStopping),
                 childPid_ > 0 ? "stopping after the change under way (" + describeBatch() + ")" : "stopping",
@@ -658,8 +975,17 @@ class Daemon {
   int pipe_ = -1;
   sd_event_source* pipeSource_ = nullptr;
   sd_event_source* childSource_ = nullptr;
-  Batch childBatch_;
+  Work childWork_;
   std::string childOutput_;
+  std::optional<bus::PendingCall> childCall_;  // the D-Bus call the worker answers
+
+  std::unique_ptr<bus::ManagerService> service_;  // nullptr: no system bus, or a synthetic root
+  std::deque<std::pair<Call, bus::PendingCall>> calls_;
+  bus::HostSummary hostSummary_;
+  bool viewStale_ = false;  // the host changed since the properties last read it
+  std::deque<bus::Action> recent_;
+  std::string startedAt_ = utcNow();
+  std::string lastRunAt_;
 
   std::map<std::string, Tally> tallies_;         // address -> what the policies did to it
   std::map<std::string, std::string> departed_;  // identity of a tuned device that went -> its address

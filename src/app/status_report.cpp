@@ -217,6 +217,29 @@ std::string statusJson(const Status& s) {
         .endObject();
   }
   w.endArray();
+  w.key("daemon");
+  if (s.daemon) {
+    const auto& d = *s.daemon;
+    w.beginObject()
+        .field("state", d.state)
+        .field("summary", d.summary)
+        .field("started_at", d.startedAt)
+        .field("last_run_at", d.lastRunAt)
+        .field("rules", static_cast<int>(d.rules));
+    w.key("recent").beginArray();
+    for (const auto& a : d.recent) {
+      w.beginObject()
+          .field("time", a.time)
+          .field("result", a.result)
+          .field("device", a.device)
+          .field("message", a.message)
+          .endObject();
+    }
+    w.endArray();
+    w.endObject();
+  } else {
+    w.null();
+  }
   w.endObject();
   return w.take() + "\n";
 }
@@ -354,6 +377,20 @@ std::string statusText(const Status& s, bool color) {
       for (const auto& r : f.remedies) {
         line("      - " + wrapText(r.action, 8));
         line("        " + st.dim("cost: ") + wrapText(r.securityCost, 14));
+      }
+    }
+  }
+  if (s.daemon) {
+    const auto& d = *s.daemon;
+    line("");
+    line(st.bold("iommud") + " is " + d.state + " (since " + d.startedAt + ", " + std::to_string(d.rules) +
+         " rules): " + d.summary);
+    if (!d.recent.empty()) {
+      constexpr size_t kShown = 10;
+      line("  Last actions" + (d.lastRunAt.empty() ? std::string() : " (last run " + d.lastRunAt + ")") + ":");
+      for (size_t i = d.recent.size() > kShown ? d.recent.size() - kShown : 0; i < d.recent.size(); ++i) {
+        const auto& a = d.recent[i];
+        line(fmt::format("  {} {:<8} {}", a.time, a.result, wrapText(a.message, 32)));
       }
     }
   }

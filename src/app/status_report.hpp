@@ -3,6 +3,7 @@
 #include <string>
 #include <vector>
 
+#include "adapters/dbus/manager_api.hpp"
 #include "app/change_record.hpp"
 #include "core/findings.hpp"
 #include "core/host.hpp"
@@ -15,7 +16,8 @@ struct Status {
   core::HostFacts host;
   core::HostMode mode;
   std::vector<core::Finding> findings;
-  std::vector<ChangeRecord> changes;  // what iommud changed on this host (its records), oldest first
+  std::vector<ChangeRecord> changes;                    // what iommud changed on this host (its records), oldest first
+  std::optional<adapters::dbus::DaemonSummary> daemon;  // the running daemon's own account, over D-Bus
 };
 
 Status buildStatus(core::HostFacts host);

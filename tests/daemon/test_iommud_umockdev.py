@@ -111,7 +111,7 @@ class Iommud:
     """One iommud process with its own configuration, runtime and state directories."""
 
     def __init__(self, host: testbed.Host, work: str, policy_dirs: list[str], *, debounce_ms: int = 50,
-                 args: tuple[str, ...] = (), config_file: str | None = None):
+                 args: tuple[str, ...] = (), config_file: str | None = None, bus_address: str | None = None):
         self.host = host
         self.conf_dir = tempfile.mkdtemp(prefix="conf-", dir=work)
         self.run_dir = tempfile.mkdtemp(prefix="run-", dir=work)
@@ -125,6 +125,8 @@ class Iommud:
         env = host.env(RUNTIME_DIRECTORY=self.run_dir, STATE_DIRECTORY=self.state_dir,
                        CONFIGURATION_DIRECTORY=self.conf_dir, NOTIFY_SOCKET=self.notify.path)
         env.pop("JOURNAL_STREAM", None)  # logs to stderr
+        # The test's own bus, or none: never the machine's system bus.
+        env["DBUS_SYSTEM_BUS_ADDRESS"] = bus_address or f"unix:path={work}/no-system-bus"
         self.log: list[str] = []
         self._log_cond = threading.Condition()
         self.proc = subprocess.Popen([IOMMUD, *args], env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
@@ -183,7 +185,9 @@ class Iommud:
         self.notify.close()
 
 
-class IommudUnderUmockdev(unittest.TestCase):
+class DaemonTestCase(unittest.TestCase):
+    """A testbed host and one iommud on it, with the helpers every daemon test needs (no tests)."""
+
     def setUp(self):
         self.work = tempfile.mkdtemp(prefix="iommud-umockdev-")
         os.chmod(self.work, 0o755)
@@ -266,6 +270,8 @@ class IommudUnderUmockdev(unittest.TestCase):
         self.host.flush()
 
     # (a)
+
+class IommudUnderUmockdev(DaemonTestCase):
     def test_pair_is_set_to_identity_when_replugged_and_left_alone_at_start(self):
         self.make_host()
         d = self.start([self.policies(testbed.pair_identity_rule("hotplug"))], debounce_ms=PAIR_DEBOUNCE_MS)

@@ -10,6 +10,7 @@
 #include <memory>
 #include <thread>
 
+#include "adapters/dbus/manager_client.hpp"
 #include "adapters/state/lock.hpp"
 #include "adapters/sysfs/host_reader.hpp"
 #include "bin/iommuctl/commands.hpp"
@@ -60,14 +61,41 @@ app::TransactionHooks pauseAfterUnbind(const std::string& dir) {
   return hooks;
 }
 
-int report(const std::vector<app::Outcome>& outcomes) {
+// One line per outcome, "done:    what"; 1 when anything failed or was refused.
+int report(const std::vector<adapters::dbus::Action>& actions) {
   int code = 0;
-  for (const auto& o : outcomes) {
-    std::printf("%-8s %s\n", (std::string(app::toString(o.result)) + ":").c_str(), o.message.c_str());
-    if (o.result == app::Outcome::Result::Failed || o.result == app::Outcome::Result::Refused) code = 1;
+  for (const auto& a : actions) {
+    std::printf("%-8s %s\n", (a.result + ":").c_str(), a.message.c_str());
+    if (a.result == app::toString(app::Outcome::Result::Failed) ||
+        a.result == app::toString(app::Outcome::Result::Refused)) {
+      code = 1;
+    }
   }
-  if (outcomes.empty()) std::printf("nothing to do\n");
+  if (actions.empty()) std::printf("nothing to do\n");
   return code;
+}
+
+int report(const std::vector<app::Outcome>& outcomes) {
+  std::vector<adapters::dbus::Action> actions;
+  actions.reserve(outcomes.size());
+  for (const auto& o : outcomes) actions.push_back({"", std::string(app::toString(o.result)), o.device, o.message});
+  return report(actions);
+}
+
+// The running daemon, when there is one: then it is the one writer, and apply and revert are asked
+// of it. nullopt: no daemon (or --root), work on the host here.
+std::optional<adapters::dbus::ManagerClient> runningDaemon(const Globals& globals) {
+  if (globals.root != "/") return std::nullopt;
+  return adapters::dbus::ManagerClient::connect();
+}
+
+// What the daemon answered, printed as a local run would print it.
+int reportFromDaemon(const core::Result<std::vector<adapters::dbus::Action>>& actions, const char* what) {
+  if (!actions) {
+    std::fprintf(stderr, "iommuctl: %s through iommud: %s\n", what, actions.error().describe().c_str());
+    return 1;
+  }
+  return report(*actions);
 }
 
 }  // namespace
@@ -86,6 +114,17 @@ void addApply(CLI::App& app, const Globals& globals, int& code) {
   // Hidden (no group): a test-only pause point for tests/vm.
   cmd->add_option("--test-pause-after-unbind", opts->pauseDir)->group("");
   cmd->callback([&globals, &code, opts] {
+    if (auto daemon = runningDaemon(globals)) {
+      if (!opts->policies.empty() || !opts->pauseDir.empty()) {
+        std::fprintf(stderr,
+                     "iommuctl: iommud is running and applies its own policies; drop --policies (or stop "
+                     "iommud to apply others)\n");
+        code = 1;
+        return;
+      }
+      code = reportFromDaemon(daemon->apply(opts->hotplug, opts->device), "apply");
+      return;
+    }
     adapters::sysfs::Root root(globals.root);
     adapters::sysfs::RootWriter writer(root);
     app::ApplyContext ctx{root, writer, nullptr, {}, app::utcNow, pauseAfterUnbind(opts->pauseDir)};
@@ -128,6 +167,10 @@ void addRevert(CLI::App& app, const Globals& globals, int& code) {
   cmd->add_option("--device", *device, "Revert only what concerns this device (PCI address, netdev or NVMe name)")
       ->option_text("DEVICE");
   cmd->callback([&globals, &code, device] {
+    if (auto daemon = runningDaemon(globals)) {
+      code = reportFromDaemon(daemon->revert(*device), "revert");
+      return;
+    }
     adapters::sysfs::Root root(globals.root);
     adapters::sysfs::RootWriter writer(root);
     app::ApplyContext ctx{root, writer, nullptr, {}, app::utcNow, {}};

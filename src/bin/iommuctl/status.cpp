@@ -1,6 +1,7 @@
 #include <cstdio>
 #include <string>
 
+#include "adapters/dbus/manager_client.hpp"
 #include "adapters/sysfs/host_reader.hpp"
 #include "app/apply.hpp"
 #include "app/status_report.hpp"
@@ -28,6 +29,17 @@ void addStatus(CLI::App& app, const Globals& globals, int& code) {
     }
     auto status = app::buildStatus(std::move(host).value());
     status.changes = app::readRecords(root, app::StatePaths{});
+    if (globals.root == "/") {
+      if (auto daemon = adapters::dbus::ManagerClient::connect()) {
+        auto summary = daemon->daemon();
+        if (summary) {
+          status.daemon = std::move(summary).value();
+        } else {
+          std::fprintf(stderr, "iommuctl: iommud runs but did not say what it did: %s\n",
+                       summary.error().describe().c_str());
+        }
+      }
+    }
     if (opts->json) {
       std::fputs(app::statusJson(status).c_str(), stdout);
       return;
