@@ -690,6 +690,18 @@ facts hotplug $solo $pair_a $pair_b $hp
 journalctl -b -o json MESSAGE_ID=@WEAKENED@ > weakened.json
 journalctl -b -x --no-pager MESSAGE_ID=@WEAKENED@ > weakened-x.txt 2>&1
 
+# (4b) D-Bus: the distribution's dbus-daemon (socket-activated) with the installed bus policy,
+# the daemon under its hardening. iommuctl goes through it; nobody may read, not apply.
+busctl get-property org.iommud1 /org/iommud1 org.iommud1.Manager State > dbus-state.txt 2>&1
+busctl --json=short get-property org.iommud1 /org/iommud1 org.iommud1.Manager Groups > dbus-groups.json 2>&1
+$iommuctl status > dbus-status.txt 2>&1
+$iommuctl apply --device $solo > dbus-apply.txt 2>&1; echo $? > dbus-apply.rc
+setpriv --reuid=65534 --regid=65534 --clear-groups busctl get-property org.iommud1 /org/iommud1 \
+    org.iommud1.Manager Mode > dbus-nobody-mode.txt 2>&1
+setpriv --reuid=65534 --regid=65534 --clear-groups gdbus call --system --dest org.iommud1 \
+    --object-path /org/iommud1 --method org.iommud1.Manager.Apply false "" > dbus-nobody-apply.txt 2>&1
+echo $? > dbus-nobody-apply.rc
+
 # (5) Reloads. PID 1 logs every notification it gets at debug level (SIGRTMIN+22; +23: info).
 kill -s RTMIN+22 1
 reload reload @LOADED@
@@ -753,6 +765,8 @@ systemctl --failed --no-legend > failed-units.txt
 echo "guest uptime at the end: $(cut -d' ' -f1 /proc/uptime)s"
 """
 
+DBUS_POLICY = vmlib.HERE.parent.parent / "dbus" / "org.iommud1.conf"
+
 DAEMON_HOTPLUG_DEADLINE = 60  # seconds from the NVMe's appearance to its group at identity, bound
 
 
@@ -796,6 +810,31 @@ def _marks(path: Path) -> dict[str, float]:
 def _catalog_subject(catalog: Path, message_id: str) -> str | None:
     m = re.search(rf"^-- {message_id}\n(?:.*\n)*?Subject: (.*)$", catalog.read_text(), re.M)
     return m.group(1) if m else None
+
+
+def _dbus_problems(out: Path, solo: tuple[str, str, str]) -> list[str]:
+    """(4b): org.iommud1 on the guest's real system bus, from the hardened service."""
+    problems = []
+    text = {n: (out / n).read_text().strip() for n in
+            ("dbus-state.txt", "dbus-groups.json", "dbus-status.txt", "dbus-apply.txt", "dbus-apply.rc",
+             "dbus-nobody-mode.txt", "dbus-nobody-apply.txt", "dbus-nobody-apply.rc")}
+    if text["dbus-state.txt"] != 's "running"':
+        problems.append(f"busctl get-property State: {text['dbus-state.txt']!r}, not 's \"running\"'")
+    try:
+        groups = {g[0]: g for g in json.loads(text["dbus-groups.json"])["data"]}
+        if groups.get(int(solo[0]), [None, None])[1] != solo[1]:
+            problems.append(f"the Groups property says group {solo[0]} is {groups.get(int(solo[0]))}, sysfs: {solo[1]}")
+    except (ValueError, KeyError, TypeError) as e:
+        problems.append(f"the Groups property: {e}: {text['dbus-groups.json'][:300]!r}")
+    if "iommud is running" not in text["dbus-status.txt"]:
+        problems.append(f"iommuctl status does not show the daemon: {text['dbus-status.txt'][-400:]!r}")
+    if text["dbus-apply.rc"] != "0" or "lock" in text["dbus-apply.txt"]:
+        problems.append(f"iommuctl apply through the daemon exited {text['dbus-apply.rc']}: {text['dbus-apply.txt']!r}")
+    if not text["dbus-nobody-mode.txt"].startswith('s "'):
+        problems.append(f"nobody could not read the Mode property: {text['dbus-nobody-mode.txt']!r}")
+    if text["dbus-nobody-apply.rc"] == "0" or "AccessDenied" not in text["dbus-nobody-apply.txt"]:
+        problems.append(f"Apply as nobody was not refused: {text['dbus-nobody-apply.txt']!r}")
+    return problems
 
 
 def _daemon_problems(out: Path, files: DaemonFiles, notes: list[str], timing: dict[str, float]) -> list[str]:
@@ -1000,6 +1039,8 @@ def _daemon_problems(out: Path, files: DaemonFiles, notes: list[str], timing: di
     if (out / "harness.txt").exists():
         problems.append(f"the guest waited in vain: {(out / 'harness.txt').read_text().strip()}")
 
+    problems += _dbus_problems(out, facts["hotplug"][solo])
+
     # (7) systemd-analyze security: informative
     sec = " ".join(p.read_text() for p in sorted(out.glob("security*.txt")))
     m = re.search(r"Overall exposure level for iommud\.service: ([0-9.]+) (\S+)", sec)
@@ -1032,6 +1073,7 @@ def run_daemon(series: str, iommuctl: Path, files: DaemonFiles, out_dir: Path | 
         "/etc/iommud/policies.d/50-vm-coldplug.toml": DAEMON_COLDPLUG_POLICY,
         "/etc/iommud/policies.d/50-vm-hotplug.toml": DAEMON_HOTPLUG_POLICY,
         **{f"/usr/lib/udev/rules.d/{r.name}": r for r in files.rules},
+        "/usr/share/dbus-1/system.d/org.iommud1.conf": DBUS_POLICY,
     }
     timing: dict[str, float] = {}
 
@@ -1049,7 +1091,7 @@ def run_daemon(series: str, iommuctl: Path, files: DaemonFiles, out_dir: Path | 
               .replace("@LOADED@", MSG_LOADED).replace("@REJECTED@", MSG_REJECTED)
               .replace("@RECOVERED@", MSG_RECOVERED))
     r = vmlib.boot(kernel, _intel(False), script, init="systemd", files_in=files_in, root_files=root,
-                   systemd_wants=["iommud.service"], driver=driver, timeout=540, out_dir=out_dir, echo=echo)
+                   systemd_wants=["dbus.socket", "iommud.service"], driver=driver, timeout=540, out_dir=out_dir, echo=echo)
     problems: list[str] = []
     notes: list[str] = []
     try:
