@@ -100,7 +100,8 @@ std::optional<Settings> loadSettings(const std::string& root, const std::string&
 // - what a batch did to one device: "<letter>\t<address>\t<identity>". Letters: T tuned (a wanted
 //   setting holds), A advised, X refused, F failed, P re-plugged (a departed identity is back);
 //   R forget what was known of it (first, for every device the batch decides on), B the daemon
-//   rebound it (its binds are no hotplug);
+//   rebound it (its binds are no hotplug), U a revert restored it (leave it alone until a re-plug
+//   or a reload, as after F: its policy would otherwise undo the revert at its rebind's events);
 // - "O\t<time>\t<result>\t<address>\t<message>": an outcome, for RecentActions and D-Bus replies;
 // - "E\t<D-Bus error name>\t<message>": a D-Bus call that could not be done;
 // - "J\t<length>" and then that many bytes: the answer to Plan (JSON, which has line breaks);
@@ -135,14 +136,30 @@ struct Work {
   bool view = false;
 };
 
-// A uevent that means the device just appeared to its driver: the moment hotplug rules act. Not
-// a replay (udev's coldplug at boot, `udevadm trigger`): those devices were there before.
+// The devices a change to `address` acts on: a group's type is every endpoint's (its bridges are
+// not counted); anything else is the device's own.
+std::vector<std::string> endpoints(const core::HostFacts& host, const std::string& address, core::ChangeKind kind) {
+  std::vector<std::string> out;
+  const auto* d = host.device(address);
+  const core::Group* group = nullptr;
+  for (const auto& g : host.groups) {
+    if (kind == core::ChangeKind::Domain && d != nullptr && d->group == g.id) group = &g;
+  }
+  for (const auto& a : group != nullptr ? group->devices : std::vector<std::string>{address}) {
+    const auto* m = host.device(a);
+    if (m != nullptr && m->kind() != core::DeviceKind::Bridge) out.push_back(a);
+  }
+  return out;
+}
+
 std::string joined(const std::vector<std::string>& parts, char separator) {
   std::string out;
   for (size_t i = 0; i < parts.size(); ++i) out += (i == 0 ? "" : std::string(1, separator)) + parts[i];
   return out;
 }
 
+// A uevent that means the device just appeared to its driver: the moment hotplug rules act. Not
+// a replay (udev's coldplug at boot, `udevadm trigger`): those devices were there before.
 bool appears(const adapters::udev::UEvent& e) {
   return !e.synthetic && (e.action == "add" || (e.subsystem == "pci" && e.action == "bind"));
 }
@@ -272,26 +289,12 @@ class Daemon {
       const auto* d = done->host.device(address);
       lines += std::string(1, letter) + '\t' + address + '\t' + (d != nullptr ? d->identity() : "") + '\n';
     };
-    // What a group's type does is every endpoint's: the bridges of a group are not counted.
-    auto endpoints = [&](const std::string& address, core::ChangeKind kind) {
-      std::vector<std::string> out;
-      const auto* d = done->host.device(address);
-      const core::Group* group = nullptr;
-      for (const auto& g : done->host.groups) {
-        if (kind == core::ChangeKind::Domain && d != nullptr && d->group == g.id) group = &g;
-      }
-      for (const auto& a : group != nullptr ? group->devices : std::vector<std::string>{address}) {
-        const auto* m = done->host.device(a);
-        if (m != nullptr && m->kind() != core::DeviceKind::Bridge) out.push_back(a);
-      }
-      return out;
-    };
     auto tally = [&](char letter, const std::string& address, core::ChangeKind kind) {
-      for (const auto& a : endpoints(address, kind)) line(letter, a);
+      for (const auto& a : endpoints(done->host, address, kind)) line(letter, a);
     };
     // The daemon forgets what it knew of every device this batch decides on, before the news.
     for (const auto& address : devices) {
-      for (const auto& a : endpoints(address, core::ChangeKind::Domain)) line('R', a);
+      for (const auto& a : endpoints(done->host, address, core::ChangeKind::Domain)) line('R', a);
     }
     for (const auto& address : trigger == core::Trigger::Hotplug ? devices : std::vector<std::string>{}) {
       const auto* d = done->host.device(address);
@@ -387,7 +390,8 @@ class Daemon {
       if (o.result == R::Done) e.messageId = std::string(msgid::kReverted);
       log_.write(e);
       outcomeLine(o, lines);
-      if (o.result == R::Done && !o.device.empty()) lines += "R\t" + o.device + "\t\n";
+      if (o.result != R::Done || o.device.empty()) continue;
+      for (const auto& a : endpoints(host, o.device, o.kind)) lines += "R\t" + a + "\t\nU\t" + a + "\t\n";
     }
   }
 
@@ -422,15 +426,17 @@ class Daemon {
     }
     for (const auto& d : status.host.devices) {
       std::string name = d.displayName();
-      out += "D\t" + d.address + '\t' + (name == d.address ? "" : name) + '\t' + d.driver.value_or("") + '\t' +
-             (d.group ? std::to_string(*d.group) : "-1") + '\t' + (d.untrusted() ? "1" : "0") + '\n';
+      out += "D\t" + d.address + '\t' + (name == d.address ? "" : bus::oneLine(name)) + '\t' +
+             bus::oneLine(d.driver.value_or("")) + '\t' + (d.group ? std::to_string(*d.group) : "-1") + '\t' +
+             (d.untrusted() ? "1" : "0") + '\n';
     }
     for (const auto& f : status.findings) {
       out += "N\t" + f.id + '\t' + std::string(core::toString(f.severity)) + '\t' + bus::oneLine(f.title) + '\n';
     }
     for (const auto& c : readRecords(root_, paths_.state)) {
-      out += "C\t" + c.time + '\t' + c.device + '\t' + bus::oneLine(c.object) + '\t' + c.key + '\t' +
-             bus::oneLine(c.original) + '\t' + bus::oneLine(c.written) + '\t' + c.rule + '\n';
+      out += "C\t" + c.time + '\t' + bus::oneLine(c.device) + '\t' + bus::oneLine(c.object) + '\t' +
+             bus::oneLine(c.key) + '\t' + bus::oneLine(c.original) + '\t' + bus::oneLine(c.written) + '\t' +
+             bus::oneLine(c.rule) + '\n';
     }
     return out;
   }
@@ -497,12 +503,13 @@ class Daemon {
   // What a child's work said, beyond the tallies: the D-Bus caller's answer, RecentActions, Acted.
   void report(Report r, bool exitedOk) {
     const Work& work = childWork_;
-    lastRunAt_ = utcNow();
+    const bool plan = work.call && work.call->kind == Call::Kind::Plan;
+    if (!plan && !work.view) lastRunAt_ = utcNow();
     for (const auto& a : r.actions) {
       recent_.push_back(a);
       if (recent_.size() > bus::kRecentActions) recent_.pop_front();
     }
-    if (childCall_) {
+    if (childCall_ && work.call) {
       bus::PendingCall reply = std::move(*childCall_);
       childCall_.reset();
       if (r.error) {
@@ -515,10 +522,14 @@ class Daemon {
         reply.replyActions(r.actions);
       }
     }
-    if (r.host) hostSummary_ = std::move(*r.host);
-    if (!service_ || work.view) return;
-    if (!r.host && (!work.call || work.call->kind != Call::Kind::Plan)) viewStale_ = true;
+    if (r.host && *r.host != hostSummary_) {
+      hostSummary_ = std::move(*r.host);
+      if (service_) service_->propertiesChanged(bus::ManagerService::Properties::Host);
+    }
+    if (!service_ || work.view || plan) return;
+    if (!r.host) viewStale_ = true;
     if (!r.actions.empty()) service_->acted(triggerName(work), r.actions);
+    service_->propertiesChanged(bus::ManagerService::Properties::Daemon);
   }
 
   static std::string triggerName(const Work& w) {
@@ -537,7 +548,7 @@ class Daemon {
   void absorb(const std::string& lines, bool wholeHost) {
     if (wholeHost) {
       tallies_.clear();
-      failedAt_.clear();
+      leftAlone_.clear();
     }
     for (auto line : core::split(lines, '\n')) {
       auto f = core::split(line, '\t');
@@ -545,9 +556,10 @@ class Daemon {
       std::string address(f[1]);
       if (f[0][0] == 'R') {
         tallies_.erase(address);
-        failedAt_.erase(address);
+        leftAlone_.erase(address);
         continue;
       }
+      if (std::string_view("TAXFPBU").find(f[0][0]) == std::string_view::npos) continue;  // not a tally
       auto& t = tallies_[address];
       t.identity = std::string(f[2]);
       switch (f[0][0]) {
@@ -557,9 +569,10 @@ class Daemon {
         case 'F':
           t.failed = true;
           failed_ = true;
-          failedAt_.insert(address);
+          leftAlone_[address] = "its last change failed";
           break;
         case 'P': departed_.erase(t.identity); break;
+        case 'U': leftAlone_[address] = "it was reverted"; [[fallthrough]];
         case 'B':
           rebound_.insert(address);
           // Its bind events, already in, are the daemon's own: no hotplug.
@@ -609,14 +622,21 @@ class Daemon {
     } else {
       return;
     }
+    // The work is dropped when no worker can be started; a D-Bus caller hears why.
+    auto cannot = [&](const char* what) {
+      std::string why = std::string(what) + ": " + std::strerror(errno);
+      log_.error(why + ", ignoring this work");
+      if (childCall_) childCall_->replyError(bus::kErrorFailed, why);
+      childCall_.reset();
+    };
     int fds[2];
     if (pipe2(fds, O_CLOEXEC) != 0) {
-      log_.error(std::string("cannot create a pipe: ") + std::strerror(errno) + ", ignoring this batch");
+      cannot("cannot create a pipe");
       return;
     }
     pid_t pid = fork();
     if (pid < 0) {
-      log_.error(std::string("cannot fork: ") + std::strerror(errno) + ", ignoring this batch");
+      cannot("cannot fork");
       close(fds[0]);
       close(fds[1]);
       return;
@@ -684,7 +704,7 @@ class Daemon {
     absorb(childOutput_, wholeHost);
     report(parseReport(childOutput_), si.si_code == CLD_EXITED && si.si_status == 0);
     // The events a failed change's rollback caused while the worker ran are no new plug.
-    for (const auto& a : failedAt_) dropPending(a);
+    for (const auto& [a, _] : leftAlone_) dropPending(a);
     auto now = Clock::now();
     for (const auto& a : batchDevices()) {
       auto it = firedAt_.find(a);
@@ -702,7 +722,7 @@ class Daemon {
     } else {
       sd_notifyf(0, "STATUS=%s", statusLine().c_str());
     }
-    if (service_) service_->propertiesChanged();
+    if (service_ && coldplug) service_->propertiesChanged(bus::ManagerService::Properties::Daemon);  // State
     if (stopping_) {
       stop();
       return;
@@ -733,6 +753,10 @@ class Daemon {
         reply.replyError(bus::kErrorInvalidPolicy, joined(problems, '\n'));
       }
     };
+    h.nameLost = [this](const std::string& why) {
+      log_.warning("no D-Bus API: the bus refused the name " + std::string(bus::kBusName) + " (" + why +
+                   "); is /usr/share/dbus-1/system.d/org.iommud1.conf installed?");
+    };
     auto service = bus::ManagerService::start(event_, std::move(h));
     if (!service) {
       log_.notice("no D-Bus API (" + service.error().describe() + "); iommuctl works on the host itself");
@@ -741,16 +765,21 @@ class Daemon {
     service_ = std::move(service).value();
   }
 
-  // A D-Bus call waits for the worker like any batch; a caller that floods is told to wait.
+  // A D-Bus call waits for the worker like any batch. Plan is anyone's: its own, small bound, so
+  // that unprivileged callers cannot crowd out root's Apply and Revert.
   static constexpr size_t kMaxWaitingCalls = 32;
+  static constexpr size_t kMaxWaitingPlans = 4;
 
   void enqueue(Call call, bus::PendingCall reply) {
     if (stopping_) {
       reply.replyError(bus::kErrorStopping, "iommud is stopping");
       return;
     }
-    if (calls_.size() >= kMaxWaitingCalls) {
-      reply.replyError(bus::kErrorFailed, std::to_string(calls_.size()) + " calls are waiting already; try later");
+    const bool plan = call.kind == Call::Kind::Plan;
+    size_t waiting = 0;
+    for (const auto& [c, _] : calls_) waiting += (c.kind == Call::Kind::Plan) == plan ? 1 : 0;
+    if (waiting >= (plan ? kMaxWaitingPlans : kMaxWaitingCalls)) {
+      reply.replyError(bus::kErrorFailed, std::to_string(waiting) + " such calls are waiting already; try later");
       return;
     }
     calls_.emplace_back(std::move(call), std::move(reply));
@@ -813,15 +842,16 @@ class Daemon {
     }
     const bool hot = appears(e) && fresh_.contains(address) && !rebound_.contains(address);
     if (stopping_) return;
-    // After a failed change only a new plug (or a reload) tries again: the rollback's own bind
-    // events would otherwise start the same failing change over and over.
-    if (failedAt_.contains(address)) {
+    // After a failed change or a revert only a new plug (or a reload) acts again: the rollback's
+    // or the revert's own bind events would otherwise start the same failing change over and over,
+    // or undo the revert.
+    if (auto left = leftAlone_.find(address); left != leftAlone_.end()) {
       if (!(e.subsystem == "pci" && e.action == "add")) {
-        log_.debug("ignoring " + e.action + " of " + address +
-                   ": its last change failed; a re-plug or a reload retries");
+        log_.debug("ignoring " + e.action + " of " + address + ": " + left->second +
+                   "; a re-plug or a reload acts again");
         return;
       }
-      failedAt_.erase(address);
+      leftAlone_.erase(left);
     }
     debounce(address, hot);
   }
@@ -839,7 +869,7 @@ class Daemon {
 
   void forget(const std::string& address) {
     dropPending(address);
-    failedAt_.erase(address);
+    leftAlone_.erase(address);
     rebound_.erase(address);
     atStart_.erase(address);
     fresh_.erase(address);
@@ -907,7 +937,7 @@ class Daemon {
                       "; the last good configuration and policies stay in force",
                   {{"IOMMUD_PROBLEMS", std::to_string(problems.size())}}});
     } else {
-      failedAt_.clear();
+      leftAlone_.clear();
       settings_ = std::move(*loaded);
       log_.setMaxPriority(priorityOf(settings_.config.logLevel));
       log_.write({Priority::Info,
@@ -919,7 +949,7 @@ class Daemon {
       startNext();
     }
     if (ready_) sd_notifyf(0, "READY=1\nSTATUS=%s", statusLine().c_str());
-    if (service_) service_->propertiesChanged();
+    if (service_) service_->propertiesChanged(bus::ManagerService::Properties::Daemon);  // Rules
     return problems;
   }
 
@@ -929,7 +959,7 @@ class Daemon {
     sd_notify(0, "STOPPING=1");
     for (auto& [_, reply] : calls_) reply.replyError(bus::kErrorStopping, "iommud is stopping");
     calls_.clear();
-    if (service_) service_->propertiesChanged();
+    if (service_) service_->propertiesChanged(bus::ManagerService::Properties::Daemon);
     log_.write({Priority::Info,
                 std::string(msgid::kStopping),
                 childPid_ > 0 ? "stopping after the change under way (" + describeBatch() + ")" : "stopping",
@@ -987,12 +1017,12 @@ class Daemon {
   std::string startedAt_ = utcNow();
   std::string lastRunAt_;
 
-  std::map<std::string, Tally> tallies_;         // address -> what the policies did to it
-  std::map<std::string, std::string> departed_;  // identity of a tuned device that went -> its address
-  std::set<std::string> failedAt_;               // devices whose last change failed: wait for a re-plug
-  std::set<std::string> rebound_;                // devices the daemon rebound: their binds are not hot
-  std::set<std::string> atStart_;                // PCI functions present when the daemon started
-  std::set<std::string> fresh_;                  // PCI functions plugged in since
+  std::map<std::string, Tally> tallies_;          // address -> what the policies did to it
+  std::map<std::string, std::string> departed_;   // identity of a tuned device that went -> its address
+  std::map<std::string, std::string> leftAlone_;  // failed or reverted -> why; wait for a re-plug
+  std::set<std::string> rebound_;                 // devices the daemon rebound: their binds are not hot
+  std::set<std::string> atStart_;                 // PCI functions present when the daemon started
+  std::set<std::string> fresh_;                   // PCI functions plugged in since
   bool ready_ = false;
   bool stopping_ = false;
   bool failed_ = false;

@@ -202,8 +202,7 @@ class DbusApi(DaemonTestCase):
         r = self.iommuctl("apply", "--hotplug", "--device", NVME_A.address)
         self.assertIn("done:", r.stdout)
         self.assertEqual(self.host.group_type(PAIR), "identity")
-        # The daemon made the change (its log), not iommuctl: iommuctl alone would have found the
-        # writer lock taken.
+        # The daemon made the change (its log), not iommuctl on its own.
         d.wait_log(r"group %d.*identity" % PAIR, start=mark)
         trigger, actions = signals.wait("the apply", lambda s: s[0] == "apply")
         self.assertIn("done", [a[1] for a in actions])
@@ -221,6 +220,28 @@ class DbusApi(DaemonTestCase):
         self.assertIn("done:", r.stdout)
         wait_until("the pair back at DMA-FQ", lambda: self.host.group_type(PAIR) == "DMA-FQ")
         signals.wait("the revert", lambda s: s[0] == "revert")
+
+    def test_a_revert_through_the_daemon_is_not_undone_by_its_own_rebind(self):
+        # A rule that acts at start too: the pair goes to identity at coldplug.
+        d = self.start_on(SYSTEM_LIKE.format(policy=POLICY_FILE), testbed.pair_identity_rule("always"))
+        wait_until("the pair at identity", lambda: self.host.group_type(PAIR) == "identity")
+        mark = d.log_mark()
+        r = self.iommuctl("revert")
+        self.assertIn("done:", r.stdout)
+        self.assertEqual(self.host.group_type(PAIR), "DMA-FQ")
+        # Its rebind's uevents are left alone (those that came while the revert ran are dropped, the
+        # later ones ignored): the rule does not put identity back.
+        d.wait_log(r"ignoring .* of (%s|%s): it was reverted" % (NVME_A.address, NVME_B.address), start=mark)
+        time.sleep(1)  # 20 debounce periods
+        self.assertEqual(self.host.group_type(PAIR), "DMA-FQ")
+        # A reload applies the policies again, as at start.
+        self.bus.call("Reload", None, "()")
+        wait_until("the pair at identity after the reload", lambda: self.host.group_type(PAIR) == "identity")
+
+    def test_an_overlong_device_is_refused_before_it_is_queued(self):
+        self.start_on(PERMISSIVE)
+        r = self.bus.gdbus_as_nobody("Plan", "false", "x" * 100)
+        self.assertIn("org.freedesktop.DBus.Error.InvalidArgs: a device name is at most 64 characters", r.stderr)
 
     def test_a_non_root_caller_is_refused_by_the_bus_policy(self):
         self.start_on(SYSTEM_LIKE.format(policy=POLICY_FILE))

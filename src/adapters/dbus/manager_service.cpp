@@ -103,11 +103,13 @@ const ManagerService::Handlers& handlersOf(void* userdata) {
 // Whether the caller's effective uid is 0; the bus daemon vouches for it.
 int requireRoot(sd_bus_message* m, const char* what, sd_bus_error* error) {
   sd_bus_creds* creds = nullptr;
-  int r = sd_bus_query_sender_creds(m, SD_BUS_CREDS_EUID | SD_BUS_CREDS_UID, &creds);
+  // On a bus connection sd-bus asks the bus (GetConnectionUnixUser): the uid the caller had when it
+  // connected, which the caller cannot forge. One round trip to the bus, which only root can cause
+  // under the shipped bus policy.
+  int r = sd_bus_query_sender_creds(m, SD_BUS_CREDS_EUID, &creds);
   if (r < 0) return sd_bus_error_set_errnof(error, -r, "cannot tell who is calling: %s", std::strerror(-r));
   uid_t uid = 0;
   r = sd_bus_creds_get_euid(creds, &uid);
-  if (r < 0) r = sd_bus_creds_get_uid(creds, &uid);
   sd_bus_creds_unref(creds);
   if (r < 0) return sd_bus_error_set_errnof(error, -r, "cannot tell who is calling: %s", std::strerror(-r));
   if (uid != 0) {
@@ -116,10 +118,21 @@ int requireRoot(sd_bus_message* m, const char* what, sd_bus_error* error) {
   return 1;
 }
 
-int methodPlan(sd_bus_message* m, void* userdata, sd_bus_error* /*error*/) {
+// A device is a PCI address or an interface or NVMe name: short. A longer one is refused before it
+// is queued (a caller could otherwise park megabytes in the queue).
+int checkDevice(const char* device, sd_bus_error* error) {
+  constexpr size_t kMaxDevice = 64;
+  if (std::strlen(device) > kMaxDevice) {
+    return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS, "a device name is at most %zu characters", kMaxDevice);
+  }
+  return 1;
+}
+
+int methodPlan(sd_bus_message* m, void* userdata, sd_bus_error* error) {
   int hotplug = 0;
   const char* device = nullptr;
   if (int r = sd_bus_message_read(m, "bs", &hotplug, &device); r < 0) return r;
+  if (int r = checkDevice(device, error); r <= 0) return r;
   handlersOf(userdata).plan(PendingCall(m), hotplug != 0, device);
   return 1;
 }
@@ -128,6 +141,7 @@ int methodApply(sd_bus_message* m, void* userdata, sd_bus_error* error) {
   int hotplug = 0;
   const char* device = nullptr;
   if (int r = sd_bus_message_read(m, "bs", &hotplug, &device); r < 0) return r;
+  if (int r = checkDevice(device, error); r <= 0) return r;
   if (int r = requireRoot(m, "Apply", error); r <= 0) return r;
   handlersOf(userdata).apply(PendingCall(m), hotplug != 0, device);
   return 1;
@@ -136,6 +150,7 @@ int methodApply(sd_bus_message* m, void* userdata, sd_bus_error* error) {
 int methodRevert(sd_bus_message* m, void* userdata, sd_bus_error* error) {
   const char* device = nullptr;
   if (int r = sd_bus_message_read(m, "s", &device); r < 0) return r;
+  if (int r = checkDevice(device, error); r <= 0) return r;
   if (int r = requireRoot(m, "Revert", error); r <= 0) return r;
   handlersOf(userdata).revert(PendingCall(m), device);
   return 1;
@@ -256,6 +271,17 @@ const sd_bus_vtable kVtable[] = {
 
 }  // namespace
 
+namespace {
+
+int onNameRequested(sd_bus_message* m, void* userdata, sd_bus_error* /*error*/) {
+  const sd_bus_error* e = sd_bus_message_get_error(m);
+  const auto& lost = handlersOf(userdata).nameLost;
+  if (e != nullptr && lost) lost(std::string(e->name) + ": " + (e->message != nullptr ? e->message : ""));
+  return 1;
+}
+
+}  // namespace
+
 core::Result<std::unique_ptr<ManagerService>> ManagerService::start(sd_event* loop, Handlers handlers) {
   std::unique_ptr<ManagerService> s(new ManagerService(std::move(handlers)));
   auto fail = [](int r, const std::string& what) { return core::Error{-r, "", what + ": " + std::strerror(-r)}; };
@@ -263,11 +289,13 @@ core::Result<std::unique_ptr<ManagerService>> ManagerService::start(sd_event* lo
   if (int r = sd_bus_add_object_vtable(s->bus_, &s->slot_, kObjectPath, kInterface, kVtable, s.get()); r < 0) {
     return fail(r, "cannot export " + std::string(kObjectPath));
   }
-  if (int r = sd_bus_request_name(s->bus_, kBusName, 0); r < 0) {
-    return fail(r, "cannot take the bus name " + std::string(kBusName));
-  }
   if (int r = sd_bus_attach_event(s->bus_, loop, SD_EVENT_PRIORITY_NORMAL); r < 0) {
     return fail(r, "cannot attach the bus to the event loop");
+  }
+  // Asynchronously: the start's pass over the devices must not wait for a bus daemon that is
+  // still starting. Its answer arrives in the loop.
+  if (int r = sd_bus_request_name_async(s->bus_, nullptr, kBusName, 0, onNameRequested, s.get()); r < 0) {
+    return fail(r, "cannot ask for the bus name " + std::string(kBusName));
   }
   return s;
 }
@@ -280,8 +308,13 @@ ManagerService::~ManagerService() {
   }
 }
 
-void ManagerService::propertiesChanged() {
-  (void)sd_bus_emit_properties_changed_strv(bus_, kObjectPath, kInterface, nullptr);
+void ManagerService::propertiesChanged(Properties which) {
+  static const char* host[] = {"Vendor", "Mode", "Groups", "Devices", "Findings", "Changes", nullptr};
+  static const char* daemon[] = {"State", "Summary", "StartedAt", "LastRunAt", "Rules", "RecentActions", nullptr};
+  // sd-bus takes char** but does not change the names.
+  char** names =
+      const_cast<char**>(which == Properties::Host ? host : daemon);  // NOLINT(cppcoreguidelines-pro-type-const-cast)
+  (void)sd_bus_emit_properties_changed_strv(bus_, kObjectPath, kInterface, names);
 }
 
 void ManagerService::acted(const std::string& trigger, const std::vector<Action>& actions) {

@@ -47,6 +47,7 @@ class ManagerService {
     std::function<void(PendingCall, bool hotplug, std::string device)> apply;
     std::function<void(PendingCall, std::string device)> revert;
     std::function<void(PendingCall)> reload;
+    std::function<void(const std::string& why)> nameLost;  // the bus refused kBusName
   };
 
   /// Connects to the system bus ($DBUS_SYSTEM_BUS_ADDRESS, else the default socket), exports the
@@ -57,8 +58,12 @@ class ManagerService {
   ManagerService& operator=(const ManagerService&) = delete;
   ~ManagerService();
 
-  /// PropertiesChanged for every property but the constant Version.
-  void propertiesChanged();
+  /// The properties that change together: the host's (Vendor, Mode, Groups, Devices, Findings,
+  /// Changes) when a fresh view differs, the daemon's own (State, Summary, StartedAt, LastRunAt,
+  /// Rules, RecentActions) after work and on state changes.
+  enum class Properties { Host, Daemon };
+  /// PropertiesChanged for one set.
+  void propertiesChanged(Properties which);
   /// The Acted signal: what one batch of work did.
   void acted(const std::string& trigger, const std::vector<Action>& actions);
 
