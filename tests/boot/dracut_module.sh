@@ -4,8 +4,8 @@
 # 90iommud module, which must hold iommud with its libraries, iommud.conf, the policy directories
 # and the pre-trigger hook. The host's files stay untouched: in a mount namespace of its own, the
 # sbindir and /etc get overlays holding the built iommud, a configuration and a policy, and
-# dracut reads a copy of its modules with ours added. Needs root (mounts); without dracut or
-# shellcheck it FAILS with the reason. (initramfs-tools' side is booted in tests/vm: `run boot`.)
+# dracut reads a copy of its modules with ours added. Needs root (mounts); it FAILS with the
+# reason when dracut or shellcheck is missing. (initramfs-tools' side is booted in tests/vm: `run boot`.)
 # Usage: dracut_module.sh BUILD_DIR
 set -euo pipefail
 build=${1:?usage: dracut_module.sh BUILD_DIR}
@@ -44,6 +44,7 @@ ln -s /dev/null "$tmp/etc/upper/iommud/policies.d/40-masked.toml"
 cp -a /usr/lib/dracut/. "$tmp/dracut/"
 cp -a "$pkg/dracut/90iommud" "$tmp/dracut/modules.d/"
 # --no-kernel: the module, not a kernel's drivers, is under test (and no kernel is installed).
+# shellcheck disable=SC2016 # expanded by the inner bash, from its arguments
 unshare -m bash -euc '
   mount --make-rprivate /
   mount -t overlay overlay -o "lowerdir=$2,upperdir=$1/sbin/upper,workdir=$1/sbin/work" "$2"
