@@ -54,16 +54,9 @@ domain = "DMA"
 kind = "nvme"
 """
 
-# Line 5, column 1: an unknown key. What `iommuctl check` prints, iommud logs at boot.
-BROKEN_POLICY = """[[rule]]
-name = "vm-boot-nvme"
-description = "identity for the root NVMe, misspelt (tests/vm boot)"
-when = "boot"
-domian = "identity"
-accept = ["no-isolation"]
-[rule.match]
-kind = "nvme"
-"""
+# The first rule with its `domain` misspelt, on line 5 column 1: an unknown key. What `iommuctl
+# check` prints, iommud logs at boot.
+BROKEN_POLICY = GOOD_POLICY.split("\n\n")[0].replace("\ndomain = ", "\ndomian = ") + "\n"
 BROKEN_ERROR = POLICY_PATH + ":5:1: error: unknown key 'domian'"
 
 # MODULES=list: only what this boot needs (and what the hooks add), not the whole module tree.
