@@ -466,5 +466,29 @@ class IommudUnderUmockdev(unittest.TestCase):
         self.assertEqual(self.host.anomalies, [])
 
 
+    # (f) The boot pass: only the boot rules, the others without a word; a broken policy exits 78.
+    def test_early_applies_only_boot_rules_and_exits_0(self):
+        self.make_host()
+        d = self.start([self.policies(testbed.pair_identity_rule("boot") + "\n" + testbed.NIC_IDENTITY_RULE)],
+                       args=("--once", "--early"))
+        rc = d.wait_exit(60)
+        self.assertEqual(rc, 0, d.log_text())
+        self.wait_pair_identity()
+        self.assertEqual(self.host.writes, PAIR_TRANSACTION)
+        self.assertNotIn("nic-identity", d.log_text())
+        # umockdev's testbed has no /dev/kmsg: the entries come to stderr.
+        self.assertIn("iommud: warning: group", d.log_text())
+
+    def test_early_with_a_broken_policy_exits_78_and_names_the_place(self):
+        self.make_host()
+        d = self.start([self.policies(testbed.pair_identity_rule("boot").replace("domain =", "domian ="))],
+                       args=("--once", "--early"))
+        rc = d.wait_exit(60)
+        self.assertEqual(rc, 78, d.log_text())
+        self.assertRegex(d.log_text(), r"\.toml:4:1: error: unknown key 'domian'")
+        self.assertIn("not applying the boot rules", d.log_text())
+        self.assertEqual(self.host.writes, [])
+
+
 if __name__ == "__main__":
     unittest.main()
