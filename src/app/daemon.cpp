@@ -8,6 +8,7 @@
 #include <systemd/sd-event.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <csignal>
 #include <cstdlib>
@@ -166,8 +167,8 @@ bool appears(const adapters::udev::UEvent& e) {
 
 class Daemon {
  public:
-  Daemon(DaemonPaths paths, const sd::Log& log, Settings settings, bool once)
-      : paths_(std::move(paths)), log_(log), settings_(std::move(settings)), once_(once) {}
+  Daemon(DaemonPaths paths, const sd::Log& log, Settings settings, DaemonOptions options)
+      : paths_(std::move(paths)), log_(log), settings_(std::move(settings)), options_(options) {}
   Daemon(const Daemon&) = delete;
   Daemon& operator=(const Daemon&) = delete;
   ~Daemon() {
@@ -260,7 +261,7 @@ class Daemon {
     std::string lines;
     bool ok = true;
     if (batch.whole()) {
-      ok = reconcileSome(core::Trigger::Coldplug, {}, lines);
+      ok = reconcileSome(options_.early ? core::Trigger::Boot : core::Trigger::Coldplug, {}, lines);
     } else {
       if (!batch.hot.empty()) ok = reconcileSome(core::Trigger::Hotplug, batch.hot, lines);
       if (!batch.cold.empty()) ok = reconcileSome(core::Trigger::Coldplug, batch.cold, lines) && ok;
@@ -1026,29 +1027,35 @@ class Daemon {
   bool ready_ = false;
   bool stopping_ = false;
   bool failed_ = false;
-  bool once_ = false;  // --once: no loop, no child
+  DaemonOptions options_;  // --once: no loop, no child; --early: the boot pass
 };
 
 }  // namespace
 
-int runDaemon(const DaemonPaths& paths, bool once, const sd::Log& log) {
+int runDaemon(const DaemonPaths& paths, const DaemonOptions& options, const sd::Log& log) {
   std::vector<std::string> problems;
   auto settings = loadSettings(paths.root, paths.configFile, log, problems);
   if (!settings) {
     log.write({Priority::Err,
                std::string(msgid::kPoliciesRejected),
-               "not starting: the configuration or the policies are not valid (see above; `iommuctl check`)",
+               std::string(options.early ? "not applying the boot rules" : "not starting") +
+                   ": the configuration or the policies are not valid (see above; `iommuctl check`)",
                {}});
     return kExitConfig;
   }
   sd::Log ours = log;
   ours.setMaxPriority(priorityOf(settings->config.logLevel));
-  log.write({Priority::Info,
-             std::string(msgid::kPoliciesLoaded),
-             "loaded " + std::to_string(settings->policies.policies.rules.size()) + " rules",
-             {}});
-  Daemon daemon(paths, ours, std::move(*settings), once);
-  return once ? daemon.once() : daemon.run();
+  const auto& rules = settings->policies.policies.rules;
+  log.write(
+      {Priority::Info, std::string(msgid::kPoliciesLoaded), "loaded " + std::to_string(rules.size()) + " rules", {}});
+  // At boot, a policy set without boot rules costs nothing: no lock, no reading of the host.
+  if (options.early && std::none_of(rules.begin(), rules.end(),
+                                    [](const core::Rule& r) { return r.enabled && r.when == core::When::Boot; })) {
+    ours.info("no rule has when = \"boot\": nothing to do at boot");
+    return 0;
+  }
+  Daemon daemon(paths, ours, std::move(*settings), options);
+  return options.once ? daemon.once() : daemon.run();
 }
 
 }  // namespace iommud::app

@@ -20,9 +20,15 @@ DaemonPaths daemonPathsFromEnvironment();
 /// (the unit does not restart on it), 1 for anything else that stops it.
 inline constexpr int kExitConfig = 78;
 
+/// How `iommud` runs: as the daemon, or one pass and exit.
+struct DaemonOptions {
+  bool once = false;   // --once: the coldplug apply only, in this process, then exit
+  bool early = false;  // --early (with once): the boot pass, only rules with when = "boot"
+};
+
 /// The daemon: takes the writer lock, recovers, applies the policies to every device (coldplug),
 /// says READY=1, then applies them to each device that appears, until SIGTERM. `once`: the
-/// coldplug apply only, in this process, then exit.
-int runDaemon(const DaemonPaths& paths, bool once, const adapters::systemd::Log& log);
+/// coldplug apply only (with `early`: the boot rules only), in this process, then exit.
+int runDaemon(const DaemonPaths& paths, const DaemonOptions& options, const adapters::systemd::Log& log);
 
 }  // namespace iommud::app

@@ -238,15 +238,24 @@ std::string planJson(const Plan& plan, const PolicySet& policies) {
   return w.take();
 }
 
+namespace {
+std::string_view triggerText(Trigger t) {
+  switch (t) {
+    case Trigger::Coldplug: return "at start: disruptive changes wait for boot or hotplug";
+    case Trigger::Hotplug: return "as if every device had just appeared";
+    case Trigger::Boot: break;
+  }
+  return "at boot, as iommud --early in the initramfs: only rules with when = \"boot\"";
+}
+}  // namespace
+
 std::string planText(const Plan& plan, const Status& status, const PolicySet& policies, bool color) {
   Style st{color};
   std::string out;
   size_t files =
       std::count_if(policies.files.begin(), policies.files.end(), [](const PolicyFile& f) { return !f.masked; });
-  out += fmt::format("{} ({}; {} {}, {} {})\n", st.bold("Plan"),
-                     plan.trigger == Trigger::Coldplug ? "at start: disruptive changes wait for hotplug"
-                                                       : "as if every device had just appeared",
-                     files, files == 1 ? "policy file" : "policy files", policies.rules.size(),
+  out += fmt::format("{} ({}; {} {}, {} {})\n", st.bold("Plan"), triggerText(plan.trigger), files,
+                     files == 1 ? "policy file" : "policy files", policies.rules.size(),
                      policies.rules.size() == 1 ? "rule" : "rules");
   if (policies.rules.empty()) {
     out += fmt::format("  no rules: nothing to plan (policies live in {})\n",

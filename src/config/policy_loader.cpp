@@ -407,11 +407,13 @@ class FileParser : public detail::Checker {
   }
 
   std::optional<core::When> when(const toml::value& v) {
-    return enumValue<core::When>(v, "when", {"hotplug", "always"}, [](std::string_view s) -> std::optional<core::When> {
-      if (s == "hotplug") return core::When::Hotplug;
-      if (s == "always") return core::When::Always;
-      return std::nullopt;
-    });
+    return enumValue<core::When>(v, "when", {"hotplug", "always", "boot"},
+                                 [](std::string_view s) -> std::optional<core::When> {
+                                   if (s == "hotplug") return core::When::Hotplug;
+                                   if (s == "always") return core::When::Always;
+                                   if (s == "boot") return core::When::Boot;
+                                   return std::nullopt;
+                                 });
   }
 
   std::vector<core::Acceptance> accepts(const toml::value& v) {

@@ -14,7 +14,12 @@
 namespace iommud::core {
 
 std::string_view toString(Trigger t) {
-  return t == Trigger::Hotplug ? "hotplug" : "coldplug";
+  switch (t) {
+    case Trigger::Hotplug: return "hotplug";
+    case Trigger::Coldplug: return "coldplug";
+    case Trigger::Boot: break;
+  }
+  return "boot";
 }
 
 std::string_view toString(ChangeKind k) {
@@ -528,6 +533,8 @@ class Planner {
     std::vector<const Rule*> live;
     for (const auto& r : policies_.rules) {
       if (!r.enabled) continue;
+      // At boot only boot rules exist: the others are the daemon's, later, and not worth a word.
+      if (options_.trigger == Trigger::Boot && r.when != When::Boot) continue;
       Eval<false> e(nullptr);
       if (matchHostOnly(r, e)) live.push_back(&r);
     }
@@ -685,14 +692,25 @@ class Planner {
 
   RuleMode modeOf(const Rule& r) const { return options_.adviseOnly ? RuleMode::Advise : r.mode; }
 
-  // A rule acts at coldplug if it says `always`, or says nothing and the change is not disruptive.
+  // A rule acts at coldplug if it says `always`, or says nothing or `boot` and the change is not
+  // disruptive: a boot rule's disruptive changes belong to the moments nothing holds the device
+  // (boot and hotplug). At boot only boot rules are planned at all, and they act fully.
   bool allowedNow(const Rule& r, bool disruptive) const {
-    if (options_.trigger == Trigger::Hotplug || modeOf(r) == RuleMode::Advise) return true;
-    When w = r.when.value_or(disruptive ? When::Hotplug : When::Always);
-    return w == When::Always;
+    if (options_.trigger != Trigger::Coldplug || modeOf(r) == RuleMode::Advise) return true;
+    switch (r.when.value_or(disruptive ? When::Hotplug : When::Always)) {
+      case When::Always: return true;
+      case When::Boot: return !disruptive;
+      case When::Hotplug: break;
+    }
+    return false;
   }
 
   static std::string hotplugOnlyMessage(const Rule& r, const std::string& what) {
+    if (r.when == When::Boot) {
+      return what +
+             " acts only at boot (iommud --early, before anything holds the device) or when the device "
+             "has just appeared (the rule says when = \"boot\"; rebuild the initramfs after changing it)";
+    }
     return what + " acts only when the device has just appeared" +
            (r.when
                 ? std::string(" (the rule says when = \"hotplug\")")
@@ -1046,6 +1064,9 @@ class Planner {
     ch.mode = modeOf(r);
     ch.tradeOff = "does not change DMA isolation";
     if (load) {
+      // The initramfs's /etc is thrown away at switch_root: the daemon writes the file at start
+      // (not disruptive, so a boot rule's line is allowed then).
+      if (options_.trigger == Trigger::Boot) return;
       if (m != nullptr && m->builtin) {
         skip(kind, lead, object, name, p.value, r, SkipReason::Unsupported,
              module + " is built into the kernel: modprobe.d has no effect; put " + module + "." + name + "=" +

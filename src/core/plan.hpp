@@ -12,9 +12,11 @@
 
 namespace iommud::core {
 
-/// What set of events the plan is for: a device that has just appeared (nothing uses it yet), or
-/// start and reload (coldplug), where disruptive changes are held back unless a rule allows them.
-enum class Trigger { Hotplug, Coldplug };
+/// What set of events the plan is for: a device that has just appeared (nothing uses it yet),
+/// start and reload (coldplug), where disruptive changes are held back unless a rule allows them,
+/// or boot (`iommud --early`, before the root filesystem is mounted), where only rules with
+/// `when = "boot"` act, and act fully.
+enum class Trigger { Hotplug, Coldplug, Boot };
 std::string_view toString(Trigger t);
 
 /// What a change touches. The order is the order of application within one device: runtime
@@ -60,7 +62,7 @@ struct Change {
 
 /// Why a rule's wish will not happen.
 enum class SkipReason {
-  HotplugOnly,      // the rule acts only at hotplug and this is a coldplug
+  HotplugOnly,      // the rule acts only at hotplug (or boot) and this is a coldplug
   Untrusted,        // identity or lazy on an untrusted/removable device: never (safety rule)
   NeedsAcceptance,  // the rule weakens isolation without naming the trade-off it accepts
   InUse,            // a rebind is needed and a device of the group is in use

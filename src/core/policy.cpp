@@ -173,7 +173,12 @@ std::string_view toString(RuleMode m) {
   return m == RuleMode::Apply ? "apply" : "advise";
 }
 std::string_view toString(When w) {
-  return w == When::Hotplug ? "hotplug" : "always";
+  switch (w) {
+    case When::Hotplug: return "hotplug";
+    case When::Always: return "always";
+    case When::Boot: break;
+  }
+  return "boot";
 }
 
 std::string_view toString(Risk r) {

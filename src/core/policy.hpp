@@ -119,8 +119,9 @@ struct ParamSetting {
 
 enum class RuleMode { Apply, Advise };
 std::string_view toString(RuleMode m);
-/// When a rule acts: only when the device has just appeared, or also at start and reload.
-enum class When { Hotplug, Always };
+/// When a rule acts: only when the device has just appeared, or also at start and reload, or at
+/// boot before anything holds the device (`iommud --early`, in the initramfs) and when it appears.
+enum class When { Hotplug, Always, Boot };
 std::string_view toString(When w);
 
 /// The protection a rule gives up, named so that accepting it is a deliberate act.

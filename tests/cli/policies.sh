@@ -40,6 +40,12 @@ fi
 if "$iommuctl" explain no-such-device --policies "$src/policies" 2>"$work/err.txt"; then fail "explain of a missing device exited 0"; fi
 grep -q "no device no-such-device" "$work/err.txt" || fail "unhelpful error: $(cat "$work/err.txt")"
 
+# --boot: as iommud --early, only rules with when = "boot"; not together with --hotplug.
+"$iommuctl" plan --boot --policies "$src/policies" >"$work/boot.txt" || fail "plan --boot exited $?"
+grep -q '^Plan (at boot, as iommud --early' "$work/boot.txt" || fail "plan --boot says no boot: $(head -3 "$work/boot.txt")"
+"$iommuctl" plan --boot --json --policies "$src/policies" | grep -q '"trigger": "boot"' || fail "plan --boot --json: no boot trigger"
+if "$iommuctl" plan --boot --hotplug --policies "$src/policies" >/dev/null 2>&1; then fail "plan --boot --hotplug exited 0"; fi
+
 # A broken policy set: plan refuses, with the located error on stderr.
 mkdir "$work/broken" && cp "$src/tests/data/policies/bad/syntax.toml" "$work/broken/"
 if "$iommuctl" plan --policies "$work/broken" 2>"$work/err.txt" >/dev/null; then fail "plan with a broken policy exited 0"; fi

@@ -1,7 +1,8 @@
 """The real iommud under umockdev's preload, on the testbed host of testbed.py: its systemd
 contract (READY=1 after coldplug, STATUS=, RELOADING=1/READY=1 around SIGHUP, STOPPING=1 and exit 0
 on SIGTERM, through a fake NOTIFY_SOCKET), domain changes at hotplug through the emulated driver
-core, refusals, a burst of uevents, a broken reload and --once. Run by ctest (label umockdev) with
+core, refusals, a burst of uevents, a broken reload, --once and --once --early (its log read back from the
+kernel's, as root). Run by ctest (label umockdev) with
 IOMMUD and IOMMUCTL set; by hand:
 IOMMUD=build/bin/iommud IOMMUCTL=build/bin/iommuctl python3 tests/daemon/test_iommud_umockdev.py -v
 (IOMMUD_TEST_LOG=1 prints iommud's log and the emulated kernel's record after each test)."""
@@ -471,6 +472,61 @@ class IommudUnderUmockdev(DaemonTestCase):
         self.assertEqual(self.host.writes, PAIR_TRANSACTION)
         self.assertEqual(self.host.anomalies, [])
 
+
+    # (f) The boot pass: only the boot rules, the others without a word; a broken policy exits 78.
+    # Without a journal it writes to the kernel's log (umockdev does not redirect /dev/kmsg): read
+    # back from there, records written since the test began.
+    def test_early_applies_only_boot_rules_and_exits_0(self):
+        self.make_host()
+        klog = KernelLog()
+        d = self.start([self.policies(testbed.pair_identity_rule("boot") + "\n" + testbed.NIC_IDENTITY_RULE)],
+                       args=("--once", "--early"))
+        rc = d.wait_exit(60)
+        records = klog.iommud()
+        self.assertEqual(rc, 0, f"{d.log_text()}\n{records}")
+        self.wait_pair_identity()
+        self.assertEqual(self.host.writes, PAIR_TRANSACTION)
+        # The identity change is a warning (4) of facility user (1): 1 * 8 + 4.
+        self.assertTrue(any(p == 12 and m.startswith("group ") and "nvme-pair-identity" in m for p, m in records),
+                        records)
+        self.assertFalse(any("nic-identity" in m for _, m in records), records)
+
+    def test_early_with_a_broken_policy_exits_78_and_names_the_place(self):
+        self.make_host()
+        klog = KernelLog()
+        d = self.start([self.policies(testbed.pair_identity_rule("boot").replace("domain =", "domian ="))],
+                       args=("--once", "--early"))
+        rc = d.wait_exit(60)
+        records = klog.iommud()
+        self.assertEqual(rc, 78, f"{d.log_text()}\n{records}")
+        self.assertTrue(any(p == 11 and re.search(r"\.toml:4:1: error: unknown key 'domian'", m) for p, m in records),
+                        records)
+        self.assertTrue(any("not applying the boot rules" in m for _, m in records), records)
+        self.assertEqual(self.host.writes, [])
+
+
+class KernelLog:
+    """The kernel's log from now on (/dev/kmsg, as root): records as (syslog prio+facility, text)."""
+
+    def __init__(self):
+        self.fd = os.open("/dev/kmsg", os.O_RDONLY | os.O_NONBLOCK)
+        os.lseek(self.fd, 0, os.SEEK_END)
+
+    def iommud(self) -> list[tuple[int, str]]:
+        out = []
+        while True:
+            try:
+                record = os.read(self.fd, 8192).decode(errors="replace")
+            except BlockingIOError:
+                break
+            except BrokenPipeError:  # records overwritten meanwhile: go on with the next
+                continue
+            head, _, text = record.partition(";")
+            text = text.split("\n", 1)[0]
+            if text.startswith("iommud: "):
+                out.append((int(head.split(",")[0]), text[len("iommud: "):]))
+        os.close(self.fd)
+        return out
 
 if __name__ == "__main__":
     unittest.main()

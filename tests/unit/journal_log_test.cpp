@@ -188,3 +188,32 @@ TEST(JournalLog, ChoosesTheJournalOnlyWhenJournalStreamNamesStderr) {
     EXPECT_EQ(Log::fromEnvironment().target(), Log::Target::Stderr) << bad;
   }
 }
+
+TEST(KmsgLine, IsOneRecordWithThePriorityAndTheName) {
+  using iommud::adapters::systemd::kmsgLine;
+  EXPECT_EQ(kmsgLine(weakened()), "<4>iommud: 0000:3d:00.0: set group 14 type to identity\n");
+  EXPECT_EQ(kmsgLine(Entry{Priority::Err, "", "a\nb\tc", {}}), "<3>iommud: a b c\n");
+  EXPECT_EQ(kmsgLine(Entry{Priority::Debug, "", "x", {}}), "<7>iommud: x\n");
+}
+
+TEST(KmsgLine, FitsTheKernelsLimitWithoutCuttingACharacter) {
+  using iommud::adapters::systemd::kmsgLine;
+  std::string euros;
+  for (int i = 0; i < 2000; ++i) euros += "\xe2\x82\xac";  // U+20AC, three bytes
+  auto line = kmsgLine(Entry{Priority::Info, "", euros, {}});
+  EXPECT_LE(line.size(), 992U);
+  EXPECT_EQ(line.back(), '\n');
+  std::string body = line.substr(std::string("<6>iommud: ").size());
+  body.pop_back();
+  EXPECT_EQ(body.size() % 3, 0U);
+  EXPECT_EQ(body.substr(0, 3), "\xe2\x82\xac");
+}
+
+TEST(JournalLog, AtEarlyBootPrefersTheJournalThenTheKernelsLog) {
+  {
+    JournalStreamVariable v(stderrDevIno().c_str());
+    EXPECT_EQ(Log::forEarlyBoot().target(), Log::Target::Journal);
+  }
+  JournalStreamVariable v(nullptr);
+  EXPECT_EQ(Log::forEarlyBoot().target(), ::access("/dev/kmsg", W_OK) == 0 ? Log::Target::Kmsg : Log::Target::Stderr);
+}

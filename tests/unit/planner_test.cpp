@@ -707,3 +707,130 @@ TEST(Explain, ListsEveryConditionOfAMatchingAndANearlyMatchingRule) {
   EXPECT_NE(text.find("nearly matches"), std::string::npos) << text;
   EXPECT_NE(text.find("6.12.43"), std::string::npos) << text;
 }
+
+namespace {
+
+// Identity for every NVMe drive at boot, and a runtime parameter of atlantic at start: the first
+// is the initramfs's, the second the daemon's.
+constexpr const char* kBootAndStart = R"(
+[[rule]]
+name = "nvme-boot"
+description = "identity at boot"
+when = "boot"
+domain = "identity"
+accept = ["no-isolation"]
+[rule.match]
+kind = "nvme"
+
+[[rule]]
+name = "nvme-hotplug"
+description = "DMA when hot-plugged"
+when = "hotplug"
+domain = "DMA"
+[rule.match]
+kind = "nvme"
+address = "0000:99:*"
+
+[[rule]]
+name = "itr"
+description = "parameters at start"
+when = "always"
+[rule.match]
+driver = "atlantic"
+[[rule.param]]
+name = "aq_itr"
+value = 0
+)";
+
+bool mentions(const core::Plan& p, const std::string& rule) {
+  auto named = [&](const auto& x) { return x.rule.name == rule; };
+  return std::any_of(p.changes.begin(), p.changes.end(), named) || std::any_of(p.skips.begin(), p.skips.end(), named) ||
+         std::any_of(p.satisfied.begin(), p.satisfied.end(), named);
+}
+
+}  // namespace
+
+TEST(Planner, AtBootPlansOnlyBootRulesAndSaysNothingOfTheOthers) {
+  auto s = statusOf(*twoNvmeOneGroup());
+  auto plan = planOf(s, rules(kBootAndStart), Trigger::Boot);
+  EXPECT_EQ(plan.trigger, Trigger::Boot);
+  ASSERT_EQ(plan.changes.size(), 1U);
+  EXPECT_EQ(plan.changes[0].rule.name, "nvme-boot");
+  EXPECT_EQ(plan.changes[0].to, "identity");
+  EXPECT_TRUE(plan.changes[0].disruptive);
+  EXPECT_FALSE(mentions(plan, "nvme-hotplug"));
+  EXPECT_FALSE(mentions(plan, "itr"));
+}
+
+TEST(Planner, AtBootLeavesOutEveryRuleWithoutWhenBoot) {
+  auto s = statusOf(*twoNvmeOneGroup());
+  auto plan = planOf(s, rules(kAcceptedNvmeIdentity), Trigger::Boot);
+  EXPECT_TRUE(plan.changes.empty());
+  EXPECT_TRUE(plan.skips.empty());
+  EXPECT_TRUE(plan.satisfied.empty());
+}
+
+TEST(Planner, ABootRuleActsAtHotplugToo) {
+  auto s = statusOf(*twoNvmeOneGroup());
+  auto plan = planOf(s, rules(kBootAndStart), Trigger::Hotplug);
+  ASSERT_EQ(plan.changes.size(), 1U);
+  EXPECT_EQ(plan.changes[0].rule.name, "nvme-boot");
+}
+
+TEST(Planner, HoldsABootRulesRebindAtStartAndNamesBoot) {
+  auto s = statusOf(*twoNvmeOneGroup());
+  auto plan = planOf(s, rules(kBootAndStart), Trigger::Coldplug);
+  EXPECT_TRUE(plan.changes.empty());
+  const auto* skip = skipFor(plan, SkipReason::HotplugOnly);
+  ASSERT_NE(skip, nullptr);
+  EXPECT_EQ(skip->rule.name, "nvme-boot");
+  EXPECT_NE(skip->message.find("acts only at boot"), std::string::npos) << skip->message;
+  EXPECT_NE(skip->message.find("when = \"boot\""), std::string::npos) << skip->message;
+}
+
+TEST(Planner, LetsABootRulesHarmlessSettingActAtStart) {
+  auto s = statusOf(*thunderboltNicWithModule());
+  // The parameter rules, marked for boot.
+  std::string text = kParamRules;
+  text.insert(text.find("[rule.match]"), "when = \"boot\"\n");
+  auto boot = rules(text);
+  auto start = planOf(s, boot, Trigger::Coldplug);
+  auto has = [](const core::Plan& p, ChangeKind k) {
+    return std::any_of(p.changes.begin(), p.changes.end(), [&](const core::Change& c) { return c.kind == k; });
+  };
+  EXPECT_TRUE(has(start, ChangeKind::ModuleParam));
+  EXPECT_TRUE(has(start, ChangeKind::ModprobeConf));
+  // At boot the runtime parameter is set, but no modprobe.d file: the initramfs's /etc does not last.
+  auto atBoot = planOf(s, boot, Trigger::Boot);
+  EXPECT_TRUE(has(atBoot, ChangeKind::ModuleParam));
+  EXPECT_FALSE(has(atBoot, ChangeKind::ModprobeConf));
+  EXPECT_EQ(std::count_if(atBoot.skips.begin(), atBoot.skips.end(),
+                          [](const core::Skip& sk) { return sk.kind == ChangeKind::ModprobeConf; }),
+            0);
+}
+
+TEST(Planner, KeepsTheSafetyRulesAtBoot) {
+  auto s = statusOf(*intelBareMetal());  // nvme0 holds / and /boot/efi
+  auto plan = planOf(s, rules(R"(
+[[rule]]
+name = "nvme-boot"
+description = "identity at boot"
+when = "boot"
+domain = "identity"
+accept = ["no-isolation"]
+[rule.match]
+kind = "nvme"
+)"),
+                     Trigger::Boot);
+  const auto* skip = skipFor(plan, SkipReason::InUse);
+  ASSERT_NE(skip, nullptr);
+  EXPECT_NE(skip->message.find("mounted"), std::string::npos) << skip->message;
+}
+
+TEST(Planner, NamesTheBootTriggerInItsText) {
+  auto s = statusOf(*twoNvmeOneGroup());
+  auto p = rules(kBootAndStart);
+  auto text = app::planText(planOf(s, p, Trigger::Boot), s, p, false);
+  EXPECT_NE(text.find("at boot"), std::string::npos) << text;
+  EXPECT_NE(app::planJson(planOf(s, p, Trigger::Boot), p).find("\"trigger\": \"boot\""), std::string::npos);
+}

@@ -332,3 +332,21 @@ TEST(PolicyLoader, KeepsEachDiagnosticOnOneLine) {
   EXPECT_EQ(parsed.diagnostics[0].str().find('\n'), std::string::npos) << parsed.diagnostics[0].str();
   EXPECT_NE(parsed.diagnostics[0].str().find("two\\nlines"), std::string::npos) << parsed.diagnostics[0].str();
 }
+
+TEST(PolicyLoader, ReadsWhenBootAndSaysItBack) {
+  auto parsed = config::parsePolicyText(R"(
+[[rule]]
+name = "root-nvme"
+description = "identity for the root NVMe, before anything holds it"
+when = "boot"
+domain = "identity"
+accept = ["no-isolation"]
+[rule.match]
+kind = "nvme"
+)",
+                                        "p.toml");
+  ASSERT_TRUE(parsed.diagnostics.empty()) << lines(parsed.diagnostics)[0];
+  ASSERT_EQ(parsed.rules.size(), 1U);
+  EXPECT_EQ(parsed.rules[0].when, core::When::Boot);
+  EXPECT_EQ(core::toString(core::When::Boot), "boot");
+}

@@ -483,7 +483,8 @@ def boot(kernel: Kernel, machine: Machine, script: str, *,
          systemd_wants: list[str] | None = None,
          root_files: dict[str, bytes | str | Path] | None = None,
          echo: bool = False,
-         accel_override: str | None = None) -> Result:
+         accel_override: str | None = None,
+         initrd: Path | None = None) -> Result:
     """Boot kernel on machine, run `script` in the guest, power off, report.
 
     init="script": a bash wrapper is PID 1 and runs the script at once (fast).
@@ -503,6 +504,10 @@ def boot(kernel: Kernel, machine: Machine, script: str, *,
     driver: called with a Vm while the guest runs (QMP, console waits), from
     the host side; an exception in it is reported in Result.host_error.
     The guest never outlives `timeout`: QEMU is killed then.
+    initrd: boot this initramfs instead of the harness's (which mounts the
+    host root): the guest's own init then decides everything, the script
+    and files are not used, exit_status stays None and the console is the
+    result (the boot scenario boots an image of Debian's initramfs-tools).
     """
     check_host()
     if init not in ("script", "systemd"):
@@ -547,7 +552,7 @@ def boot(kernel: Kernel, machine: Machine, script: str, *,
         "-m", str(machine.memory_mb), "-smp", str(machine.cpus),
         "-nodefaults", "-no-user-config", "-display", "none", "-no-reboot",
         "-serial", "stdio", "-qmp", f"unix:{qmp_path},server=on,wait=off",
-        "-kernel", str(kernel.vmlinuz), "-initrd", str(initramfs(kernel)),
+        "-kernel", str(kernel.vmlinuz), "-initrd", str(initrd or initramfs(kernel)),
         "-append", " ".join(cmdline),
         *machine.qemu_args(),
         # The host root, read-only; multidevs=remap keeps inode numbers unique

@@ -1,5 +1,6 @@
 #include "adapters/systemd/log.hpp"
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
 // Else sd_journal_sendv is a macro adding CODE_FILE/CODE_LINE/CODE_FUNC of this file, which say nothing.
@@ -50,15 +51,36 @@ bool stderrIsJournalStream() {
   return static_cast<std::uintmax_t>(st.st_dev) == dev && static_cast<std::uintmax_t>(st.st_ino) == ino;
 }
 
+constexpr const char* kKmsg = "/dev/kmsg";
+// devkmsg_write() refuses a record longer than LOG_LINE_MAX (1024 - 32) with EINVAL.
+constexpr size_t kKmsgMax = 960;
+
 // One write(2) per entry, so entries from several threads do not interleave.
-void writeStderr(const std::string& text) {
+void writeAll(int fd, const std::string& text) {
   size_t done = 0;
   while (done < text.size()) {
-    ssize_t n = ::write(STDERR_FILENO, text.data() + done, text.size() - done);
+    ssize_t n = ::write(fd, text.data() + done, text.size() - done);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) return;  // nowhere left to report it
     done += static_cast<size_t>(n);
   }
+}
+
+void writeStderr(const std::string& text) {
+  writeAll(STDERR_FILENO, text);
+}
+
+// Opened for each entry: the kernel rate-limits each open file of /dev/kmsg to 10 records in 5 s
+// (printk.devkmsg=ratelimit, the default), and a boot's worth of entries is more than that.
+bool writeKmsg(const std::string& record) {
+  int fd = ::open(kKmsg, O_WRONLY | O_CLOEXEC | O_NOCTTY);
+  if (fd < 0) return false;
+  ssize_t n = 0;
+  do {
+    n = ::write(fd, record.data(), record.size());
+  } while (n < 0 && errno == EINTR);
+  ::close(fd);
+  return n == static_cast<ssize_t>(record.size());
 }
 
 // The fallback when the journal refuses an entry while stderr is journald's stream: "<N>" before
@@ -106,8 +128,25 @@ std::string stderrLine(const Entry& e) {
   return "iommud: " + std::string(levelWord(e.priority)) + ": " + e.message;
 }
 
+std::string kmsgLine(const Entry& e) {
+  std::string out = "<" + std::to_string(static_cast<int>(e.priority)) + ">iommud: ";
+  std::string_view msg = e.message;
+  if (size_t room = kKmsgMax - out.size(); msg.size() > room) {
+    // Not in the middle of a UTF-8 sequence: the cut goes before the first byte left out's lead byte.
+    while (room > 0 && (static_cast<unsigned char>(msg[room]) & 0xC0) == 0x80) --room;
+    msg = msg.substr(0, room);
+  }
+  for (char c : msg) out += static_cast<unsigned char>(c) < 0x20 || c == 0x7f ? ' ' : c;
+  return out + "\n";
+}
+
 Log Log::fromEnvironment() {
   return Log(stderrIsJournalStream() ? Target::Journal : Target::Stderr);
+}
+
+Log Log::forEarlyBoot() {
+  if (stderrIsJournalStream()) return Log(Target::Journal);
+  return Log(::access(kKmsg, W_OK) == 0 ? Target::Kmsg : Target::Stderr);
 }
 
 Log::Log(Target target, Priority maxPriority)
@@ -126,6 +165,7 @@ void Log::write(const Entry& e) const {
     writeStderr(stderrIsJournal_ ? prefixedLines(e) : stderrLine(e) + "\n");
     return;
   }
+  if (target_ == Target::Kmsg && writeKmsg(kmsgLine(e))) return;
   writeStderr(stderrLine(e) + "\n");
 }
 

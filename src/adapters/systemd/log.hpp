@@ -24,17 +24,21 @@ struct Entry {
   std::vector<Field> fields;
 };
 
-/// Where iommud's entries go: the journal's native protocol (sd_journal_sendv, with fields), or one
-/// line per entry on stderr. Writing is thread-safe and never fails: an entry the journal refuses
-/// is written to stderr instead. (libsystemd drops an entry without a word when journald's socket
-/// does not exist at all; fromEnvironment() picks the journal only when journald is there.)
+/// Where iommud's entries go: the journal's native protocol (sd_journal_sendv, with fields), one
+/// line per entry on stderr, or one line per entry in the kernel's log (/dev/kmsg, at boot before
+/// journald exists: journald reads the kernel's log when it starts, so the lines reach it). Writing is thread-safe and
+/// never fails: an entry the journal refuses is written to stderr instead. (libsystemd drops an entry without a word
+/// when journald's socket does not exist at all; fromEnvironment() picks the journal only when journald is there.)
 class Log {
  public:
-  enum class Target { Journal, Stderr };
+  enum class Target { Journal, Stderr, Kmsg };
 
   /// Journal when stderr is connected to journald (the JOURNAL_STREAM environment variable names
   /// stderr's device:inode, as systemd documents), else stderr.
   static Log fromEnvironment();
+  /// As fromEnvironment(), but the kernel's log instead of stderr when /dev/kmsg can be written
+  /// (`iommud --early` in an initramfs: no journald yet, and the console may be nobody's).
+  static Log forEarlyBoot();
 
   explicit Log(Target target, Priority maxPriority = Priority::Info);
 
@@ -69,6 +73,11 @@ std::vector<std::string> journalFields(const Entry& e);
 /// is not journald, none of which understands the prefix. Fields and MESSAGE_ID are journal-only:
 /// the message must say what happened on its own.
 std::string stderrLine(const Entry& e);
+
+/// The record for /dev/kmsg (with its '\n'): "<4>iommud: message", the syslog priority with the
+/// kernel's default facility (user), newlines and other control characters as spaces so that an
+/// entry is one record, cut to fit the kernel's limit of a record written there.
+std::string kmsgLine(const Entry& e);
 
 /// Whether `name` may be a field of an Entry (see Field).
 bool validFieldName(std::string_view name);

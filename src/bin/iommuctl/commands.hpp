@@ -40,15 +40,19 @@ std::optional<config::Loaded> loadPolicies(const Globals& globals, const std::ve
 struct ReportOptions {
   bool json = false;
   bool hotplug = false;
+  bool boot = false;  // as `iommud --early`: only the boot rules
   std::string color = "auto";
   std::vector<std::string> policies;
 };
-/// Adds --json, --hotplug, --color and --policies to a subcommand.
+/// The trigger --hotplug or --boot asks for (coldplug without either).
+core::Trigger triggerOf(const ReportOptions& opts);
+/// Adds --json, --hotplug, --boot, --color and --policies to a subcommand.
 void addReportOptions(CLI::App* cmd, ReportOptions& opts);
 
 /// Plan options for --hotplug and --device (a name or address; empty: the whole host); nullopt
 /// after saying the device is not on this host.
-std::optional<core::PlanOptions> planOptions(const core::HostFacts& host, bool hotplug, const std::string& device);
+std::optional<core::PlanOptions> planOptions(const core::HostFacts& host, core::Trigger trigger,
+                                             const std::string& device);
 
 /// The device named on the command line, or nullptr after saying it is not on this host.
 const core::PciDevice* deviceNamed(const core::HostFacts& host, const std::string& name);

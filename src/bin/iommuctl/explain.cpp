@@ -26,7 +26,7 @@ void addExplain(CLI::App& app, const Globals& globals, int& code) {
     }
     core::PlanInput in{p->status.host, p->status.mode, p->status.findings};
     core::PlanOptions po;
-    po.trigger = opts->hotplug ? core::Trigger::Hotplug : core::Trigger::Coldplug;
+    po.trigger = triggerOf(*opts);
     po.device = d->address;
     po.reportOverridden = true;
     auto plan = core::plan(in, p->policies.policies, po);

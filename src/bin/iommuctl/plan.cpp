@@ -20,7 +20,7 @@ void addPlan(CLI::App& app, const Globals& globals, int& code) {
       code = 1;
       return;
     }
-    auto po = planOptions(p->status.host, opts->hotplug, opts->device);
+    auto po = planOptions(p->status.host, triggerOf(*opts), opts->device);
     if (!po) {
       code = 1;
       return;

@@ -34,9 +34,10 @@ std::optional<Planning> preparePlanning(const Globals& globals, const std::vecto
   return Planning{std::move(view->status), std::move(loaded).value(), std::move(view->ethtool)};
 }
 
-std::optional<core::PlanOptions> planOptions(const core::HostFacts& host, bool hotplug, const std::string& device) {
+std::optional<core::PlanOptions> planOptions(const core::HostFacts& host, core::Trigger trigger,
+                                             const std::string& device) {
   core::PlanOptions po;
-  po.trigger = hotplug ? core::Trigger::Hotplug : core::Trigger::Coldplug;
+  po.trigger = trigger;
   if (!device.empty()) {
     const auto* d = deviceNamed(host, device);
     if (d == nullptr) return std::nullopt;
@@ -61,11 +62,19 @@ void addPoliciesOption(CLI::App* cmd, std::vector<std::string>& dirs) {
 
 void addReportOptions(CLI::App* cmd, ReportOptions& opts) {
   cmd->add_flag("--json", opts.json, "Print JSON (schema in docs/plan-json.md)");
-  cmd->add_flag("--hotplug", opts.hotplug,
-                "Decide as if the devices had just appeared (what hotplug would do), not as at start");
+  auto* hotplug = cmd->add_flag("--hotplug", opts.hotplug,
+                                "Decide as if the devices had just appeared (what hotplug would do), not as at start");
+  cmd->add_flag("--boot", opts.boot,
+                "Decide as `iommud --early` does at boot: only rules with when = \"boot\", disruptive changes allowed")
+      ->excludes(hotplug);
   cmd->add_option("--color", opts.color, "Colour the output: auto (on a terminal), always, never")
       ->check(CLI::IsMember({"auto", "always", "never"}));
   addPoliciesOption(cmd, opts.policies);
+}
+
+core::Trigger triggerOf(const ReportOptions& opts) {
+  if (opts.boot) return core::Trigger::Boot;
+  return opts.hotplug ? core::Trigger::Hotplug : core::Trigger::Coldplug;
 }
 
 bool useColor(const std::string& option) {
