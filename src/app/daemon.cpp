@@ -570,11 +570,15 @@ class Daemon {
         case 'F':
           t.failed = true;
           failed_ = true;
-          leftAlone_[address] = "its last change failed";
+          // (A device plugged in again meanwhile is a new try.)
+          if (!pluggedMeanwhile_.contains(address)) leftAlone_[address] = "its last change failed";
           break;
         case 'P': departed_.erase(t.identity); break;
         case 'U': leftAlone_[address] = "it was reverted"; [[fallthrough]];
         case 'B':
+          // Plugged in again while the worker ran (a PCI remove, then add): a new device, whose
+          // events are no echo of the worker's rebind.
+          if (pluggedMeanwhile_.contains(address)) break;
           rebound_.insert(address);
           // Its bind events, already in, are the daemon's own: no hotplug.
           hot_.erase(address);
@@ -659,6 +663,7 @@ class Daemon {
     childPid_ = pid;
     childWork_ = std::move(work);
     childOutput_.clear();
+    pluggedMeanwhile_.clear();
     int r = sd_event_add_io(event_, &pipeSource_, pipe_, EPOLLIN, onPipe, this);
     if (r >= 0) r = sd_event_add_child(event_, &childSource_, pid, WEXITED, onChild, this);
     if (r < 0) {  // cannot happen short of running out of memory: wait here rather than lose the child
@@ -840,6 +845,7 @@ class Daemon {
     if (plugged) {
       fresh_.insert(address);
       rebound_.erase(address);
+      if (childPid_ > 0) pluggedMeanwhile_.insert(address);
     }
     const bool hot = appears(e) && fresh_.contains(address) && !rebound_.contains(address);
     if (stopping_) return;
@@ -1024,6 +1030,7 @@ class Daemon {
   std::set<std::string> rebound_;                 // devices the daemon rebound: their binds are not hot
   std::set<std::string> atStart_;                 // PCI functions present when the daemon started
   std::set<std::string> fresh_;                   // PCI functions plugged in since
+  std::set<std::string> pluggedMeanwhile_;        // PCI functions plugged in while the worker runs
   bool ready_ = false;
   bool stopping_ = false;
   bool failed_ = false;
