@@ -148,6 +148,15 @@ class FleetExport(DaemonTestCase):
         d.wait_log(r"textfile/iommud\.prom says this already", start=mark)
         d.wait_log(r"features\.d/iommud says this already", start=mark)
         self.assertEqual(os.stat(prom).st_mtime_ns, mtime, "the textfile was rewritten with the same metrics")
+
+        # A reload that turns an export off removes its file: it would go stale.
+        with open(d.config_file) as f:
+            text = f.read()
+        with open(d.config_file, "w") as f:
+            f.write(text.replace("[nfd]\nenabled = true", "[nfd]\nenabled = false"))
+        self.reload(d)
+        wait_until("the NFD file to go", lambda: not os.path.exists(nfd), 10)
+        self.assertTrue(os.path.exists(prom))
         self.stop(d)
 
     def test_an_unwritable_directory_is_logged_once_and_the_daemon_keeps_running(self):
