@@ -9,19 +9,23 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <csignal>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <deque>
 #include <map>
 #include <memory>
 #include <set>
+#include <string_view>
 #include <utility>
 
 #include "adapters/dbus/manager_service.hpp"
 #include "adapters/sysfs/host_reader.hpp"
 #include "adapters/udev/monitor.hpp"
+#include "app/fleet_files.hpp"
 #include "app/message_ids.hpp"
 #include "app/outcome_log.hpp"
 #include "app/plan_report.hpp"
@@ -104,11 +108,14 @@ std::optional<Settings> loadSettings(const std::string& root, const std::string&
 //   rebound it (its binds are no hotplug), U a revert restored it (leave it alone until a re-plug
 //   or a reload, as after F: its policy would otherwise undo the revert at its rebind's events);
 // - "O\t<time>\t<result>\t<address>\t<message>": an outcome, for RecentActions and D-Bus replies;
+// - "K\t<counter>": the outcome just before counts in that counter (Counters::add);
+// - "W\t<path>\t<error>": a fleet export was written, or was not (error empty: up to date);
 // - "E\t<D-Bus error name>\t<message>": a D-Bus call that could not be done;
 // - "J\t<length>" and then that many bytes: the answer to Plan (JSON, which has line breaks);
-// - "V", then M (vendor, mode), G (group: id, type, addresses joined by ','), D (device: address,
-//   name, driver, group, untrusted 0/1), N (finding: id, severity, title), C (record: time, device,
-//   object, key, from, to, rule) lines: the host as the D-Bus properties show it.
+// - "V" (the worker read the host for the view), then, only when the D-Bus API is up, M (vendor,
+//   mode), G (group: id, type, addresses joined by ','), D (device: address, name, driver, group,
+//   untrusted 0/1), N (finding: id, severity, title), C (record: time, device, object, key, from,
+//   to, rule) lines: the host as the D-Bus properties show it.
 struct Tally {
   std::string identity;
   bool tuned = false, advised = false, refused = false, failed = false;
@@ -312,7 +319,7 @@ class Daemon {
     }
     for (const auto& o : done->outcomes) {
       log_.write(journalEntry(o, done->host));
-      outcomeLine(o, lines);
+      outcomeLine(o, false, lines);
       char letter = 0;
       switch (o.result) {
         case R::Done: letter = 'T'; break;
@@ -335,9 +342,18 @@ class Daemon {
     return true;
   }
 
-  static void outcomeLine(const Outcome& o, std::string& lines) {
+  static void outcomeLine(const Outcome& o, bool revert, std::string& lines) {
     lines += "O\t" + utcNow() + '\t' + std::string(toString(o.result)) + '\t' + o.device + '\t' +
              bus::oneLine(o.message) + '\n';
+    if (auto counter = counterKey(o, revert)) lines += "K\t" + std::string(*counter) + '\n';
+  }
+
+  // The counters as a child's lines add to them.
+  static Counters counted(Counters counters, std::string_view lines) {
+    for (auto line : core::split(lines, '\n')) {
+      if (line.starts_with("K\t")) counters.add(line.substr(2));
+    }
+    return counters;
   }
 
   static void errorLine(const char* name, const std::string& message, std::string& lines) {
@@ -346,11 +362,11 @@ class Daemon {
 
   // Runs in the child: the work's lines for the daemon; nullopt when the host could not be read.
   std::optional<std::string> runWork(const Work& work) {
-    if (work.view) return viewLines();
+    if (work.view) return viewLines(counters_);
     if (!work.call) {
       auto lines = reconcileBatch(work.batch);
-      // After the start and a reload, the properties are fresh as soon as READY=1 is.
-      if (lines && work.batch.whole() && service_) *lines += viewLines().value_or("");
+      // After the start and a reload, the properties and the exports are fresh as soon as READY=1 is.
+      if (lines && work.batch.whole() && wantsView()) *lines += viewLines(counted(counters_, *lines)).value_or("");
       return lines;
     }
     const Call& call = *work.call;
@@ -390,7 +406,7 @@ class Daemon {
       auto e = journalEntry(o, host);
       if (o.result == R::Done) e.messageId = std::string(msgid::kReverted);
       log_.write(e);
-      outcomeLine(o, lines);
+      outcomeLine(o, true, lines);
       if (o.result != R::Done || o.device.empty()) continue;
       for (const auto& a : endpoints(host, o.device, o.kind)) lines += "R\t" + a + "\t\nU\t" + a + "\t\n";
     }
@@ -412,15 +428,40 @@ class Daemon {
     lines += "J\t" + std::to_string(json.size()) + '\n' + json;
   }
 
-  // The host as the D-Bus properties show it.
-  std::optional<std::string> viewLines() {
+  // Whether anyone wants a view of the host after it may have changed: the D-Bus properties, the
+  // fleet exports.
+  [[nodiscard]] bool wantsView() const { return service_ || exportTargets().any(); }
+
+  [[nodiscard]] ExportTargets exportTargets() const {
+    const auto& c = settings_.config;
+    ExportTargets t;
+    if (c.prometheus) t.prometheusFile = c.prometheusDirectory + "/" + std::string(kPrometheusFile);
+    if (c.nfd) t.nfdFile = c.nfdFile;
+    return t;
+  }
+
+  // Writes the fleet exports that changed; "W" lines for the daemon, which logs their errors.
+  std::string exportLines(const Status& status, const Counters& counters) {
+    std::string out;
+    for (const auto& r : writeExports(exportTargets(), status, counters, std::time(nullptr))) {
+      if (r.error.empty()) log_.debug(r.written ? "wrote " + r.path : r.path + " says this already");
+      out += "W\t" + r.path + '\t' + bus::oneLine(r.error) + '\n';
+    }
+    return out;
+  }
+
+  // The host as the D-Bus properties show it, after writing the fleet exports of it.
+  std::optional<std::string> viewLines(const Counters& counters) {
     auto host = adapters::sysfs::readHost(root_);
     if (!host) {
-      log_.warning("cannot read the host for the D-Bus properties: " + host.error().describe());
+      log_.warning("cannot read the host for its view (D-Bus properties, fleet exports): " + host.error().describe());
       return std::nullopt;
     }
     auto status = buildStatus(std::move(host).value());
-    std::string out = "V\nM\t" + std::string(core::toString(status.mode.vendor)) + '\t' + status.mode.modeName() + '\n';
+    std::string exported = exportLines(status, counters);
+    if (!service_) return "V\n" + exported;
+    std::string out =
+        exported + "V\nM\t" + std::string(core::toString(status.mode.vendor)) + '\t' + status.mode.modeName() + '\n';
     for (const auto& g : status.host.groups) {
       out += "G\t" + std::to_string(g.id) + '\t' + (g.type ? std::string(core::toString(*g.type)) : "unknown") + '\t' +
              joined(g.devices, ',') + '\n';
@@ -448,6 +489,8 @@ class Daemon {
     std::optional<std::pair<std::string, std::string>> error;  // D-Bus error name, message
     std::optional<std::string> json;                           // Plan's answer
     std::optional<bus::HostSummary> host;                      // a fresh view
+    Counters counters;                                         // what the outcomes add
+    std::vector<std::pair<std::string, std::string>> exports;  // path, error
   };
 
   static Report parseReport(const std::string& output) {
@@ -462,6 +505,8 @@ class Daemon {
       if (f.empty() || f[0].size() != 1) continue;
       switch (f[0][0]) {
         case 'O': out.actions.push_back({at(1), at(2), at(3), at(4)}); break;
+        case 'K': out.counters.add(at(1)); break;
+        case 'W': out.exports.emplace_back(at(1), at(2)); break;
         case 'E': out.error.emplace(at(1), at(2)); break;
         case 'J': {
           size_t n = std::strtoul(at(1).c_str(), nullptr, 10);
@@ -523,14 +568,29 @@ class Daemon {
         reply.replyActions(r.actions);
       }
     }
+    counters_ += r.counters;
+    for (const auto& [path, error] : r.exports) exported(path, error);
     if (r.host && *r.host != hostSummary_) {
       hostSummary_ = std::move(*r.host);
       if (service_) service_->propertiesChanged(bus::ManagerService::Properties::Host);
     }
-    if (!service_ || work.view || plan) return;
+    if (!wantsView() || work.view || plan) return;
     if (!r.host) viewStale_ = true;
+    if (!service_) return;
     if (!r.actions.empty()) service_->acted(triggerName(work), r.actions);
     service_->propertiesChanged(bus::ManagerService::Properties::Daemon);
+  }
+
+  // An export that cannot be written is said once per reason, not at every change of the host.
+  void exported(const std::string& path, const std::string& error) {
+    auto& last = exportErrors_[path];
+    if (error == last) return;
+    if (error.empty()) {
+      log_.notice("fleet export: " + path + " is written again");
+    } else {
+      log_.warning("fleet export: cannot write " + error + " (said again only when the reason changes), ignoring");
+    }
+    last = error;
   }
 
   static std::string triggerName(const Work& w) {
@@ -555,12 +615,12 @@ class Daemon {
       auto f = core::split(line, '\t');
       if (f.size() != 3 || f[0].size() != 1) continue;
       std::string address(f[1]);
+      if (std::string_view("RTAXFPBU").find(f[0][0]) == std::string_view::npos) continue;  // not a tally
       if (f[0][0] == 'R') {
         tallies_.erase(address);
         leftAlone_.erase(address);
         continue;
       }
-      if (std::string_view("TAXFPBU").find(f[0][0]) == std::string_view::npos) continue;  // not a tally
       auto& t = tallies_[address];
       t.identity = std::string(f[2]);
       switch (f[0][0]) {
@@ -621,7 +681,7 @@ class Daemon {
       work.call = calls_.front().first;
       childCall_.emplace(std::move(calls_.front().second));
       calls_.pop_front();
-    } else if (service_ && viewStale_) {
+    } else if (wantsView() && viewStale_) {
       work.view = true;
       viewStale_ = false;
     } else {
@@ -945,7 +1005,9 @@ class Daemon {
                   {{"IOMMUD_PROBLEMS", std::to_string(problems.size())}}});
     } else {
       leftAlone_.clear();
+      const auto before = exportTargets();
       settings_ = std::move(*loaded);
+      dropExports(before);
       log_.setMaxPriority(priorityOf(settings_.config.logLevel));
       log_.write({Priority::Info,
                   std::string(msgid::kPoliciesLoaded),
@@ -958,6 +1020,19 @@ class Daemon {
     if (ready_) sd_notifyf(0, "READY=1\nSTATUS=%s", statusLine().c_str());
     if (service_) service_->propertiesChanged(bus::ManagerService::Properties::Daemon);  // Rules
     return problems;
+  }
+
+  // An export turned off (or moved) by a reload goes: what it says would grow stale.
+  void dropExports(const ExportTargets& before) {
+    const auto now = exportTargets();
+    for (const auto& [was, is] :
+         {std::pair(before.prometheusFile, now.prometheusFile), std::pair(before.nfdFile, now.nfdFile)}) {
+      if (!was || was == is) continue;
+      if (unlink(was->c_str()) != 0 && errno != ENOENT) {
+        log_.warning("fleet export: cannot remove " + *was + ": " + std::strerror(errno) + ", ignoring");
+      }
+      exportErrors_.erase(*was);
+    }
   }
 
   void beginStop() {
@@ -983,6 +1058,16 @@ class Daemon {
           auto e = journalEntry(o, *host);
           if (o.result == R::Done) e.messageId = std::string(msgid::kReverted);
           log_.write(e);
+          if (auto counter = counterKey(o, true)) counters_.add(*counter);
+        }
+        // What the exports say outlives the daemon: say what the revert left.
+        if (exportTargets().any()) {
+          if (auto after = adapters::sysfs::readHost(root_)) {
+            for (const auto& r :
+                 writeExports(exportTargets(), buildStatus(std::move(after).value()), counters_, std::time(nullptr))) {
+              exported(r.path, r.error);
+            }
+          }
         }
       } else {
         log_.error("cannot revert on stop: " + host.error().describe());
@@ -1019,7 +1104,9 @@ class Daemon {
   std::unique_ptr<bus::ManagerService> service_;  // nullptr: no system bus, or a synthetic root
   std::deque<std::pair<Call, bus::PendingCall>> calls_;
   bus::HostSummary hostSummary_;
-  bool viewStale_ = false;  // the host changed since the properties last read it
+  bool viewStale_ = false;  // the host changed since the properties and the exports last read it
+  Counters counters_;       // what the workers did, for the Prometheus export
+  std::map<std::string, std::string> exportErrors_;  // export path -> why it was last not written ("": it was)
   std::deque<bus::Action> recent_;
   std::string startedAt_ = utcNow();
   std::string lastRunAt_;

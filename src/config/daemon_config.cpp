@@ -30,18 +30,23 @@ namespace {
 
 using detail::typeName;
 
+bool hasControlCharacters(const std::string& s) {
+  return std::any_of(s.begin(), s.end(), [](char c) { return static_cast<unsigned char>(c) < 0x20U; });
+}
+
 // The file is a handful of lines; nothing in it nests deeper than an array.
 constexpr detail::TextRules kConfigText{kMaxConfigBytes, 8, "configuration files",
                                         "the configuration never needs that"};
 
-// Validates iommud.conf. A table (issue 9's [prometheus], [nfd]) is one more top-level key
-// whose handler runs forEachKey over the table with that table's own keys.
+// Validates iommud.conf. A table ([prometheus], [nfd]) is one more top-level key whose handler
+// runs forEachKey over the table with that table's own keys.
 class ConfigParser : public detail::Checker {
  public:
   using Checker::Checker;
 
   void parseTop(const toml::value& top, DaemonConfig& config) {
-    forEachKey(top, "the top level", {"log-level", "debounce-ms", "advise-only", "revert-on-stop", "policy-dirs"},
+    forEachKey(top, "the top level",
+               {"log-level", "debounce-ms", "advise-only", "revert-on-stop", "policy-dirs", "prometheus", "nfd"},
                [&](const std::string& k, const toml::value& v) {
                  if (k == "log-level") config.logLevel = logLevel(v).value_or(config.logLevel);
                  if (k == "debounce-ms") {
@@ -50,10 +55,51 @@ class ConfigParser : public detail::Checker {
                  if (k == "advise-only") config.adviseOnly = boolean(v, k).value_or(config.adviseOnly);
                  if (k == "revert-on-stop") config.revertOnStop = boolean(v, k).value_or(config.revertOnStop);
                  if (k == "policy-dirs") config.policyDirs = policyDirs(v);
+                 if (k == "prometheus") prometheus(v, config);
+                 if (k == "nfd") nfd(v, config);
                });
   }
 
  private:
+  void prometheus(const toml::value& table, DaemonConfig& config) {
+    if (!isTable(table, "prometheus")) return;
+    forEachKey(table, "[prometheus]", {"enabled", "directory"}, [&](const std::string& k, const toml::value& v) {
+      if (k == "enabled") config.prometheus = boolean(v, k).value_or(config.prometheus);
+      if (k == "directory") config.prometheusDirectory = path(v, k, false).value_or(config.prometheusDirectory);
+    });
+  }
+
+  void nfd(const toml::value& table, DaemonConfig& config) {
+    if (!isTable(table, "nfd")) return;
+    forEachKey(table, "[nfd]", {"enabled", "file"}, [&](const std::string& k, const toml::value& v) {
+      if (k == "enabled") config.nfd = boolean(v, k).value_or(config.nfd);
+      if (k == "file") config.nfdFile = path(v, k, true).value_or(config.nfdFile);
+    });
+  }
+
+  bool isTable(const toml::value& v, const std::string& name) {
+    if (v.is_table()) return true;
+    error(v, "'" + name + "' must be a table ([" + name + "] with its keys below), not " + typeName(v));
+    return false;
+  }
+
+  // An absolute path; a file's name must not start with '.': node-feature-discovery skips dot
+  // files (that is how writers hide their temporary files from it).
+  std::optional<std::string> path(const toml::value& v, const std::string& key, bool file) {
+    auto s = string(v, key);
+    if (!s) return std::nullopt;
+    if (s->empty() || s->front() != '/') {
+      error(v, "'" + key + "' is \"" + *s + "\"; give an absolute path");
+    } else if (hasControlCharacters(*s)) {
+      error(v, "'" + key + "' must not hold control characters");
+    } else if (file && (s->back() == '/' || s->substr(s->rfind('/') + 1).front() == '.')) {
+      error(v, "'" + key + "' is \"" + *s + "\"; name a file whose name does not start with '.'");
+    } else {
+      return s;
+    }
+    return std::nullopt;
+  }
+
   std::optional<LogLevel> logLevel(const toml::value& v) {
     static constexpr std::array kLevels = {LogLevel::Error, LogLevel::Warning, LogLevel::Notice, LogLevel::Info,
                                            LogLevel::Debug};
@@ -93,7 +139,7 @@ class ConfigParser : public detail::Checker {
         error(e, "'" + key + "' entries must not be empty");
       } else if (s->front() != '/') {
         error(e, "'" + key + "' entry \"" + *s + "\" is relative; give an absolute path");
-      } else if (std::any_of(s->begin(), s->end(), [](char c) { return static_cast<unsigned char>(c) < 0x20U; })) {
+      } else if (hasControlCharacters(*s)) {
         error(e, "'" + key + "' entries must not hold control characters");
       } else if (std::find(out.begin(), out.end(), *s) != out.end()) {
         warning(e, "'" + key + "' names \"" + *s + "\" twice; the first counts");

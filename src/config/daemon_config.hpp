@@ -20,6 +20,12 @@ struct DaemonConfig {
   bool adviseOnly = false;                  // plan and log, change nothing (every rule as if mode = "advise")
   bool revertOnStop = false;                // restore what iommud changed when the service stops
   std::vector<std::string> policyDirs;      // empty: the default layers (defaultPolicyDirs())
+  // [prometheus]: a node_exporter textfile-collector file, <directory>/iommud.prom (docs/metrics.md).
+  bool prometheus = false;
+  std::string prometheusDirectory = "/var/lib/prometheus/node-exporter";  // Debian's textfile directory
+  // [nfd]: a feature file for node-feature-discovery's `local` source (docs/metrics.md).
+  bool nfd = false;
+  std::string nfdFile = "/etc/kubernetes/node-feature-discovery/features.d/iommud";
 };
 
 /// A configuration file read and checked, with everything wrong with it.

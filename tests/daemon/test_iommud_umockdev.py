@@ -112,14 +112,15 @@ class Iommud:
     """One iommud process with its own configuration, runtime and state directories."""
 
     def __init__(self, host: testbed.Host, work: str, policy_dirs: list[str], *, debounce_ms: int = 50,
-                 args: tuple[str, ...] = (), config_file: str | None = None, bus_address: str | None = None):
+                 args: tuple[str, ...] = (), config_file: str | None = None, bus_address: str | None = None,
+                 extra_conf: str = ""):
         self.host = host
         self.conf_dir = tempfile.mkdtemp(prefix="conf-", dir=work)
         self.run_dir = tempfile.mkdtemp(prefix="run-", dir=work)
         self.state_dir = tempfile.mkdtemp(prefix="state-", dir=work)
         self.notify = NotifySocket(tempfile.mkdtemp(prefix="notify-", dir=work))
         conf = (f'log-level = "debug"\ndebounce-ms = {debounce_ms}\nadvise-only = false\nrevert-on-stop = false\n'
-                f"policy-dirs = [{', '.join(repr(d).replace(chr(39), chr(34)) for d in policy_dirs)}]\n")
+                f"policy-dirs = [{', '.join(repr(d).replace(chr(39), chr(34)) for d in policy_dirs)}]\n" + extra_conf)
         self.config_file = config_file or os.path.join(self.conf_dir, "iommud.conf")
         with open(self.config_file, "w") as f:
             f.write(conf)

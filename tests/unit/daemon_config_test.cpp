@@ -25,7 +25,8 @@ std::vector<std::string> report(const std::string& text) {
   return lines(config::parseDaemonConfig(text, "iommud.conf"));
 }
 
-const std::string kAllowed = "expected one of: log-level, debounce-ms, advise-only, revert-on-stop, policy-dirs";
+const std::string kAllowed =
+    "expected one of: log-level, debounce-ms, advise-only, revert-on-stop, policy-dirs, prometheus, nfd";
 
 void expectDefaults(const DaemonConfig& c) {
   EXPECT_EQ(c.logLevel, LogLevel::Info);
@@ -33,6 +34,10 @@ void expectDefaults(const DaemonConfig& c) {
   EXPECT_FALSE(c.adviseOnly);
   EXPECT_FALSE(c.revertOnStop);
   EXPECT_TRUE(c.policyDirs.empty());
+  EXPECT_FALSE(c.prometheus);
+  EXPECT_EQ(c.prometheusDirectory, "/var/lib/prometheus/node-exporter");
+  EXPECT_FALSE(c.nfd);
+  EXPECT_EQ(c.nfdFile, "/etc/kubernetes/node-feature-discovery/features.d/iommud");
 }
 
 // A temporary directory, removed on destruction.
@@ -163,9 +168,47 @@ TEST(DaemonConfig, AnUnknownKeyIsAnErrorThatListsTheAllowedKeys) {
 }
 
 TEST(DaemonConfig, AnUnknownTableIsAnError) {
+  EXPECT_EQ(report("debounce-ms = 100\n\n[grafana]\nport = 9100\n"),
+            (std::vector<std::string>{"iommud.conf:3:2: error: unknown key 'grafana' in the top level; " + kAllowed}));
+}
+
+TEST(DaemonConfig, ReadsTheFleetExportTables) {
+  auto loaded = config::parseDaemonConfig(R"([prometheus]
+enabled = true
+directory = "/srv/textfiles"
+
+[nfd]
+enabled = true
+file = "/run/nfd/features.d/iommud"
+)",
+                                          "iommud.conf");
+  ASSERT_TRUE(loaded.ok()) << testing::PrintToString(lines(loaded));
+  EXPECT_TRUE(loaded.diagnostics.empty());
+  EXPECT_TRUE(loaded.config.prometheus);
+  EXPECT_EQ(loaded.config.prometheusDirectory, "/srv/textfiles");
+  EXPECT_TRUE(loaded.config.nfd);
+  EXPECT_EQ(loaded.config.nfdFile, "/run/nfd/features.d/iommud");
+}
+
+TEST(DaemonConfig, ReportsEveryErrorOfTheFleetExportTables) {
   EXPECT_EQ(
-      report("debounce-ms = 100\n\n[prometheus]\nport = 9100\n"),
-      (std::vector<std::string>{"iommud.conf:3:2: error: unknown key 'prometheus' in the top level; " + kAllowed}));
+      report(R"(prometheus = true
+[nfd]
+enabled = "yes"
+file = "/etc/kubernetes/node-feature-discovery/features.d/.iommud"
+port = 1
+)"),
+      (std::vector<std::string>{
+          "iommud.conf:1:14: error: 'prometheus' must be a table ([prometheus] with its keys below), not a "
+          "boolean",
+          "iommud.conf:3:11: error: 'enabled' must be true or false, not a string",
+          "iommud.conf:4:8: error: 'file' is \"/etc/kubernetes/node-feature-discovery/features.d/.iommud\"; name a "
+          "file whose name does not start with '.'",
+          "iommud.conf:5:1: error: unknown key 'port' in [nfd]; expected one of: enabled, file"}));
+  EXPECT_EQ(report("[prometheus]\ndirectory = \"textfiles\"\n[nfd]\nfile = \"/etc/nfd/\"\n"),
+            (std::vector<std::string>{
+                "iommud.conf:2:13: error: 'directory' is \"textfiles\"; give an absolute path",
+                "iommud.conf:4:8: error: 'file' is \"/etc/nfd/\"; name a file whose name does not start with '.'"}));
 }
 
 TEST(DaemonConfig, ASyntaxErrorIsOneLocatedLine) {
@@ -222,10 +265,15 @@ TEST(DaemonConfig, TheShippedFileParsesWithoutDiagnosticsToTheDefaults) {
 TEST(DaemonConfig, EachCommentedKeyOfTheShippedFileIsItsDefault) {
   std::ifstream in(fs::path(IOMMUD_TEST_DATA) / ".." / ".." / "etc" / "iommud.conf");
   std::string line;
+  std::string table;  // a commented "#[table]" line: the keys below are its
   int keys = 0;
   while (std::getline(in, line)) {
     if (line.size() < 2 || line[0] != '#' || line[1] == ' ') continue;
-    auto loaded = config::parseDaemonConfig(line.substr(1), "iommud.conf");
+    if (line[1] == '[') {
+      table = line.substr(1) + '\n';
+      continue;
+    }
+    auto loaded = config::parseDaemonConfig(table + line.substr(1), "iommud.conf");
     ASSERT_TRUE(loaded.diagnostics.empty()) << line << ": " << testing::PrintToString(lines(loaded));
     ++keys;
     if (line.starts_with("#policy-dirs")) {
@@ -235,5 +283,5 @@ TEST(DaemonConfig, EachCommentedKeyOfTheShippedFileIsItsDefault) {
       expectDefaults(loaded.config);
     }
   }
-  EXPECT_EQ(keys, 5);
+  EXPECT_EQ(keys, 9);
 }

@@ -1,9 +1,11 @@
 #include <cstdio>
+#include <ctime>
 #include <string>
 
 #include "adapters/dbus/manager_client.hpp"
 #include "adapters/sysfs/host_reader.hpp"
 #include "app/apply.hpp"
+#include "app/fleet_export.hpp"
 #include "app/status_report.hpp"
 #include "bin/iommuctl/commands.hpp"
 
@@ -13,10 +15,15 @@ void addStatus(CLI::App& app, const Globals& globals, int& code) {
   auto* cmd = app.add_subcommand("status", "Show the IOMMU, its groups and devices, and known problems");
   struct Options {
     bool json = false;
+    std::string format = "text";
     std::string color = "auto";
   };
   auto opts = std::make_shared<Options>();
-  cmd->add_flag("--json", opts->json, "Print JSON (schema in docs/status-json.md)");
+  auto* format = cmd->add_option("--format", opts->format,
+                                 "text, json (docs/status-json.md), prometheus (a node_exporter textfile) or nfd "
+                                 "(a node-feature-discovery feature file); both in docs/metrics.md")
+                     ->check(CLI::IsMember({"text", "json", "prometheus", "nfd"}));
+  cmd->add_flag("--json", opts->json, "Same as --format=json")->excludes(format);
   cmd->add_option("--color", opts->color, "Colour the output: auto (on a terminal), always, never")
       ->check(CLI::IsMember({"auto", "always", "never"}));
   cmd->callback([&globals, &code, opts] {
@@ -40,8 +47,17 @@ void addStatus(CLI::App& app, const Globals& globals, int& code) {
         }
       }
     }
-    if (opts->json) {
+    if (opts->json || opts->format == "json") {
       std::fputs(app::statusJson(status).c_str(), stdout);
+      return;
+    }
+    if (opts->format == "prometheus") {
+      // The counters are the daemon's, which D-Bus does not carry: iommuctl says 0 for them.
+      std::fputs(app::prometheusText(status, {}, std::time(nullptr)).c_str(), stdout);
+      return;
+    }
+    if (opts->format == "nfd") {
+      std::fputs(app::nfdFeatures(status).c_str(), stdout);
       return;
     }
     std::fputs(app::statusText(status, useColor(opts->color)).c_str(), stdout);

@@ -1,0 +1,192 @@
+#include "app/fleet_export.hpp"
+
+#include <utility>
+#include <vector>
+
+#include "app/outcome_log.hpp"
+
+namespace iommud::app {
+
+void Counters::add(std::string_view key) {
+  const std::pair<std::string_view, uint64_t*> counters[] = {{"done", &done},         {"advised", &advised},
+                                                             {"refused", &refused},   {"failed", &failed},
+                                                             {"reverted", &reverted}, {"revert-failed", &revertFailed},
+                                                             {"drift", &drift}};
+  for (const auto& [name, value] : counters) {
+    if (name == key) ++*value;
+  }
+}
+
+Counters& Counters::operator+=(const Counters& other) {
+  done += other.done;
+  advised += other.advised;
+  refused += other.refused;
+  failed += other.failed;
+  reverted += other.reverted;
+  revertFailed += other.revertFailed;
+  drift += other.drift;
+  return *this;
+}
+
+std::optional<std::string_view> counterKey(const Outcome& o, bool revert) {
+  using R = Outcome::Result;
+  switch (o.result) {
+    case R::Done: return revert ? "reverted" : "done";
+    case R::Failed: return revert ? "revert-failed" : "failed";
+    case R::Drift: return "drift";
+    case R::Advised: return "advised";
+    case R::Refused:
+    case R::Skipped:
+      if (isRefusal(o)) return "refused";
+      break;
+    case R::Kept: break;
+  }
+  return std::nullopt;
+}
+
+namespace {
+
+constexpr std::string_view kTimestamp = "iommud_last_update_timestamp_seconds";
+
+// The text format's label value escapes: backslash, double quote, line feed.
+std::string escaped(std::string_view v) {
+  std::string out;
+  for (char c : v) {
+    if (c == '\\' || c == '"') out += '\\';
+    out += c == '\n' ? std::string("\\n") : std::string(1, c);
+  }
+  return out;
+}
+
+/// One metric family, written only when it has samples.
+class Family {
+ public:
+  Family(std::string_view name, std::string_view type, std::string_view help) : name_(name) {
+    head_ = "# HELP " + name_ + ' ' + std::string(help) + "\n# TYPE " + name_ + ' ' + std::string(type) + '\n';
+  }
+  // `labels`: name, value pairs.
+  Family& sample(const std::vector<std::pair<std::string_view, std::string>>& labels, uint64_t value) {
+    samples_ += name_;
+    for (size_t i = 0; i < labels.size(); ++i) {
+      samples_ += (i == 0 ? "{" : ",") + std::string(labels[i].first) + "=\"" + escaped(labels[i].second) + '"';
+    }
+    samples_ += (labels.empty() ? " " : "} ") + std::to_string(value) + '\n';
+    return *this;
+  }
+  void to(std::string& out) const {
+    if (!samples_.empty()) out += head_ + samples_;
+  }
+
+ private:
+  std::string name_, head_, samples_;
+};
+
+}  // namespace
+
+std::string prometheusText(const Status& status, const Counters& counters, std::optional<int64_t> updatedAt) {
+  std::string out;
+  const auto& mode = status.mode;
+  Family("iommud_iommu_present", "gauge", "Whether the host has an IOMMU (1) or not (0).")
+      .sample({}, mode.present ? 1 : 0)
+      .to(out);
+  Family("iommud_iommu_info", "gauge",
+         "The IOMMU's vendor and the default domain type of trusted devices (mode); always 1.")
+      .sample({{"vendor", std::string(core::toString(mode.vendor))}, {"mode", mode.modeName()}}, 1)
+      .to(out);
+  Family cachingMode("iommud_iommu_unit_caching_mode", "gauge",
+                     "Whether an Intel VT-d unit has Caching Mode (an emulated IOMMU: every map is a VM exit; "
+                     "forces strict invalidation).");
+  Family rwbf("iommud_iommu_unit_rwbf", "gauge",
+              "Whether an Intel VT-d unit needs its write buffer flushed (RWBF) on every mapping change.");
+  Family npCache("iommud_iommu_unit_np_cache", "gauge",
+                 "Whether an AMD-Vi unit caches non-present entries (NpCache: an emulated IOMMU; forces strict "
+                 "invalidation).");
+  for (const auto& u : status.host.units) {
+    if (u.intel) {
+      cachingMode.sample({{"unit", u.name}}, u.intel->cachingMode() ? 1 : 0);
+      rwbf.sample({{"unit", u.name}}, u.intel->rwbf() ? 1 : 0);
+    }
+    if (u.amd) npCache.sample({{"unit", u.name}}, u.amd->npCache() ? 1 : 0);
+  }
+  cachingMode.to(out);
+  rwbf.to(out);
+  npCache.to(out);
+  Family groupInfo("iommud_group_info", "gauge",
+                   "An IOMMU group and its default domain type as the kernel reads it "
+                   "(DMA, DMA-FQ, identity, blocked, unmanaged, unknown); always 1.");
+  Family groupDevices("iommud_group_devices", "gauge", "The number of devices in an IOMMU group.");
+  for (const auto& g : status.host.groups) {
+    const std::string id = std::to_string(g.id);
+    groupInfo.sample({{"group", id}, {"type", g.type ? std::string(core::toString(*g.type)) : "unknown"}}, 1);
+    groupDevices.sample({{"group", id}}, g.devices.size());
+  }
+  groupInfo.to(out);
+  groupDevices.to(out);
+  Family finding("iommud_finding", "gauge",
+                 "A known problem present on this host, by its id and severity (info, warning, error); always 1.");
+  for (const auto& f : status.findings) {
+    finding.sample({{"id", f.id}, {"severity", std::string(core::toString(f.severity))}}, 1);
+  }
+  finding.to(out);
+  Family("iommud_changes_total", "counter",
+         "Changes the policies asked for since iommud started, by result: done, advised (advise mode), refused "
+         "(unsafe or impossible), failed.")
+      .sample({{"result", "done"}}, counters.done)
+      .sample({{"result", "advised"}}, counters.advised)
+      .sample({{"result", "refused"}}, counters.refused)
+      .sample({{"result", "failed"}}, counters.failed)
+      .to(out);
+  Family("iommud_reverts_total", "counter",
+         "Values iommud restored (revert, revert-on-stop) since it started, by result: done, failed.")
+      .sample({{"result", "done"}}, counters.reverted)
+      .sample({{"result", "failed"}}, counters.revertFailed)
+      .to(out);
+  Family("iommud_drift_total", "counter",
+         "Values a revert left alone since iommud started because someone else had changed them since.")
+      .sample({}, counters.drift)
+      .to(out);
+  if (updatedAt) {
+    Family(kTimestamp, "gauge", "When iommud's view of the host last changed, in seconds since the epoch.")
+        .sample({}, static_cast<uint64_t>(*updatedAt))
+        .to(out);
+  }
+  return out;
+}
+
+bool sameMetrics(std::string_view a, std::string_view b) {
+  auto body = [](std::string_view t) {
+    auto at = t.find("# HELP " + std::string(kTimestamp) + ' ');
+    return at == std::string_view::npos ? t : t.substr(0, at);
+  };
+  return body(a) == body(b);
+}
+
+std::string nfdFeatures(const Status& status) {
+  // Explicitly namespaced: NFD prefixes bare names with feature.node.kubernetes.io/ only for now
+  // (its DisableAutoPrefix gate), and that namespace needs no -extra-label-ns on nfd-master.
+  const std::string ns = "feature.node.kubernetes.io/iommud-";
+  std::string out =
+      "# iommud's view of this host's IOMMU, for node-feature-discovery's local source (iommud docs/metrics.md)\n";
+  out += ns + "iommu-vendor=" + std::string(core::toString(status.mode.vendor)) + '\n';
+  out += ns + "iommu-mode=" + status.mode.modeName() + '\n';
+  bool warning = false;
+  for (const auto& f : status.findings) warning = warning || f.severity != core::Severity::Info;
+  out += ns + "findings-warning=" + (warning ? "true" : "false") + '\n';
+  // Whether every device of a kind is in a group of type identity; no label without such devices.
+  auto identity = [&](core::DeviceKind kind, std::string_view name) {
+    bool any = false;
+    bool all = true;
+    for (const auto& d : status.host.devices) {
+      if (d.kind() != kind) continue;
+      any = true;
+      const auto* g = d.group ? status.host.group(*d.group) : nullptr;
+      all = all && g != nullptr && g->type == core::DomainType::Identity;
+    }
+    if (any) out += ns + std::string(name) + "-identity=" + (all ? "true" : "false") + '\n';
+  };
+  identity(core::DeviceKind::Nvme, "nvme");
+  identity(core::DeviceKind::Nic, "nic");
+  return out;
+}
+
+}  // namespace iommud::app

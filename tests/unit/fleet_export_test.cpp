@@ -1,0 +1,200 @@
+#include "app/fleet_export.hpp"
+
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "app/fleet_files.hpp"
+#include "support/scenarios.hpp"
+#include "unit/golden.hpp"
+#include "unit/test_host.hpp"
+
+using namespace iommud;
+using namespace iommud::testing;
+namespace fs = std::filesystem;
+
+namespace {
+
+app::Counters someCounters() {
+  app::Counters c;
+  for (const char* k :
+       {"done", "done", "advised", "refused", "failed", "reverted", "revert-failed", "drift", "bogus"}) {
+    c.add(k);
+  }
+  return c;
+}
+
+constexpr int64_t kWhen = 1790000000;
+
+// Label names and values as Kubernetes accepts them (NFD publishes them as node labels): a name of
+// at most 63 characters and a value of at most 63, alphanumerics at both ends, '-', '_', '.'
+// between; a DNS-subdomain prefix before '/'.
+bool validLabelPart(std::string_view s, bool allowEmpty) {
+  if (s.empty()) return allowEmpty;
+  auto alnum = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) != 0; };
+  if (s.size() > 63 || !alnum(s.front()) || !alnum(s.back())) return false;
+  return std::all_of(s.begin(), s.end(), [&](char c) { return alnum(c) || c == '-' || c == '_' || c == '.'; });
+}
+
+// Checks a feature file against NFD's documented syntax (docs/usage/customization-guide.md, "Input
+// format"): "# " comments (no "# +" directives from us), `<namespace>/<name>[=<value>]` lines.
+void expectValidFeatureFile(const std::string& text) {
+  ASSERT_LE(text.size(), 65536U);  // NFD ignores larger files
+  ASSERT_FALSE(text.empty());
+  ASSERT_EQ(text.back(), '\n');
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.starts_with("#")) {
+      EXPECT_FALSE(line.starts_with("# +")) << line;
+      continue;
+    }
+    auto eq = line.find('=');
+    ASSERT_NE(eq, std::string::npos) << line;
+    std::string key = line.substr(0, eq);
+    std::string value = line.substr(eq + 1);
+    auto slash = key.find('/');
+    ASSERT_NE(slash, std::string::npos) << "no namespace: " << line;
+    EXPECT_EQ(key.substr(0, slash), "feature.node.kubernetes.io") << line;
+    EXPECT_TRUE(validLabelPart(key.substr(slash + 1), false)) << line;
+    EXPECT_TRUE(validLabelPart(value, true)) << line;
+  }
+}
+
+class TempDir {
+ public:
+  TempDir() {
+    std::string templ = (fs::temp_directory_path() / "iommud-fleet-XXXXXX").string();
+    path_ = mkdtemp(templ.data());
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  ~TempDir() {
+    std::error_code ec;
+    fs::permissions(path_, fs::perms::owner_all, ec);
+    fs::remove_all(path_, ec);
+  }
+  [[nodiscard]] const fs::path& path() const { return path_; }
+
+ private:
+  fs::path path_;
+};
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p);
+  return {(std::istreambuf_iterator<char>(in)), {}};
+}
+
+}  // namespace
+
+TEST(PrometheusText, MatchesTheGoldenFileForAnIntelGuest) {
+  expectGolden("golden/intel_guest_caching_mode.prom",
+               app::prometheusText(statusOf(*intelGuestCachingMode()), someCounters(), kWhen));
+}
+
+TEST(PrometheusText, MatchesTheGoldenFileForAThunderboltNic) {
+  expectGolden("golden/thunderbolt_nic.prom", app::prometheusText(statusOf(*thunderboltNic()), {}, kWhen));
+}
+
+TEST(PrometheusText, SaysThereIsNoIommuAndLeavesOutFamiliesWithoutSamples) {
+  auto text = app::prometheusText(statusOf(*noIommu()), {}, std::nullopt);
+  EXPECT_NE(text.find("iommud_iommu_present 0\n"), std::string::npos);
+  EXPECT_NE(text.find("iommud_iommu_info{vendor=\"none\",mode=\"off\"} 1\n"), std::string::npos);
+  EXPECT_EQ(text.find("iommud_group_info"), std::string::npos);
+  EXPECT_EQ(text.find("iommud_last_update_timestamp_seconds"), std::string::npos);
+  EXPECT_NE(text.find("iommud_changes_total{result=\"done\"} 0\n"), std::string::npos);
+}
+
+TEST(PrometheusText, ShowsAmdNpCache) {
+  auto text = app::prometheusText(statusOf(*amdNewFeatures()), {}, kWhen);
+  EXPECT_NE(text.find("# TYPE iommud_iommu_unit_np_cache gauge\n"), std::string::npos);
+  EXPECT_EQ(text.find("iommud_iommu_unit_rwbf"), std::string::npos);
+}
+
+TEST(PrometheusText, CountsEachCounterItsOwnKey) {
+  auto text = app::prometheusText(statusOf(*intelBareMetal()), someCounters(), kWhen);
+  for (const char* line : {"iommud_changes_total{result=\"done\"} 2", "iommud_changes_total{result=\"advised\"} 1",
+                           "iommud_changes_total{result=\"refused\"} 1", "iommud_changes_total{result=\"failed\"} 1",
+                           "iommud_reverts_total{result=\"done\"} 1", "iommud_reverts_total{result=\"failed\"} 1",
+                           "iommud_drift_total 1", "iommud_last_update_timestamp_seconds 1790000000"}) {
+    EXPECT_NE(text.find(std::string(line) + '\n'), std::string::npos) << line;
+  }
+}
+
+TEST(PrometheusText, IsTheSameMetricsWhateverTheTimestamp) {
+  auto s = statusOf(*intelBareMetal());
+  EXPECT_TRUE(app::sameMetrics(app::prometheusText(s, {}, kWhen), app::prometheusText(s, {}, kWhen + 60)));
+  EXPECT_TRUE(app::sameMetrics(app::prometheusText(s, {}, kWhen), app::prometheusText(s, {}, std::nullopt)));
+  EXPECT_FALSE(app::sameMetrics(app::prometheusText(s, {}, kWhen), app::prometheusText(s, someCounters(), kWhen)));
+}
+
+TEST(CounterKey, CountsRevertsApartAndRefusalsOnlyWhenTheyAreRefusals) {
+  app::Outcome o;
+  o.result = app::Outcome::Result::Done;
+  EXPECT_EQ(app::counterKey(o, false), "done");
+  EXPECT_EQ(app::counterKey(o, true), "reverted");
+  o.result = app::Outcome::Result::Failed;
+  EXPECT_EQ(app::counterKey(o, true), "revert-failed");
+  o.result = app::Outcome::Result::Drift;
+  EXPECT_EQ(app::counterKey(o, true), "drift");
+  o.result = app::Outcome::Result::Kept;
+  EXPECT_EQ(app::counterKey(o, true), std::nullopt);
+  o.result = app::Outcome::Result::Skipped;
+  o.skip = core::SkipReason::HotplugOnly;
+  EXPECT_EQ(app::counterKey(o, false), std::nullopt);
+  o.result = app::Outcome::Result::Refused;
+  EXPECT_EQ(app::counterKey(o, false), "refused");
+}
+
+TEST(NfdFeatures, MatchesTheGoldenFileForAThunderboltNic) {
+  expectGolden("golden/thunderbolt_nic.nfd", app::nfdFeatures(statusOf(*thunderboltNic())));
+}
+
+TEST(NfdFeatures, FollowsNfdsSyntaxOnEveryNamedHost) {
+  for (const auto& host :
+       {intelBareMetal(), intelGuestCachingMode(), thunderboltNic(), twoNvmeOneGroup(), noIommu(), amdNewFeatures()}) {
+    expectValidFeatureFile(app::nfdFeatures(statusOf(*host)));
+  }
+}
+
+TEST(NfdFeatures, SaysWhetherNvmeGroupsAreIdentityAndLeavesOutKindsNotPresent) {
+  auto text = app::nfdFeatures(statusOf(*twoNvmeOneGroup()));
+  EXPECT_NE(text.find("feature.node.kubernetes.io/iommud-nvme-identity=false\n"), std::string::npos);
+  auto none = app::nfdFeatures(statusOf(*noIommu()));
+  EXPECT_NE(none.find("feature.node.kubernetes.io/iommud-iommu-mode=off\n"), std::string::npos);
+}
+
+TEST(WriteExports, WritesBothReadableByAllAndLeavesUnchangedFilesAlone) {
+  TempDir dir;
+  app::ExportTargets targets{(dir.path() / "iommud.prom").string(), (dir.path() / "iommud").string()};
+  auto status = statusOf(*thunderboltNic());
+  ::umask(077);
+  auto first = app::writeExports(targets, status, {}, kWhen);
+  ASSERT_EQ(first.size(), 2U);
+  for (const auto& r : first) {
+    EXPECT_TRUE(r.written) << r.path << ": " << r.error;
+    struct stat st {};
+    ASSERT_EQ(::stat(r.path.c_str(), &st), 0);
+    EXPECT_EQ(st.st_mode & 0777U, 0644U) << r.path;
+  }
+  ::umask(022);
+  EXPECT_EQ(slurp(dir.path() / "iommud"), app::nfdFeatures(status));
+  auto again = app::writeExports(targets, status, {}, kWhen + 60);
+  for (const auto& r : again) EXPECT_FALSE(r.written) << r.path;
+  EXPECT_NE(slurp(dir.path() / "iommud.prom").find("iommud_last_update_timestamp_seconds 1790000000"),
+            std::string::npos);
+  auto counted = app::writeExports(targets, status, someCounters(), kWhen + 120);
+  EXPECT_TRUE(counted[0].written);
+  EXPECT_FALSE(counted[1].written);
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir.path()), fs::directory_iterator()), 2);  // no temporary left
+}
+
+TEST(WriteExports, NamesTheFileAndTheReasonWhenTheDirectoryIsMissing) {
+  TempDir dir;
+  auto path = (dir.path() / "missing" / "iommud.prom").string();
+  auto r = app::writeExports({path, std::nullopt}, statusOf(*thunderboltNic()), {}, kWhen);
+  ASSERT_EQ(r.size(), 1U);
+  EXPECT_EQ(r[0].error, path + ": No such file or directory");
+}
