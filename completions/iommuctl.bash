@@ -36,7 +36,7 @@ _iommuctl_devices()
         target=$(readlink -- "$path") || continue
         [[ $target == */nvme/* || $target == */nvme-subsystem/* ]] && devices+=("$name")
     done
-    COMPREPLY=($(compgen -W "${devices[*]}" -- "$cur"))
+    mapfile -t COMPREPLY < <(compgen -W "${devices[*]}" -- "$cur")
     # Readline splits words at ':': what it inserts is the part after the last colon typed.
     __ltrim_colon_completions "$cur"
 }
@@ -64,6 +64,8 @@ _iommuctl()
                 ;;
         esac
     done
+    # A tilde typed on the line is not expanded in COMP_WORDS.
+    # shellcheck disable=SC2088
     [[ $root == '~/'* ]] && root=$HOME/${root#\~/}
 
     if [[ -z $command ]]; then
@@ -74,10 +76,10 @@ _iommuctl()
                 ;;
         esac
         if [[ $cur == -* ]]; then
-            COMPREPLY=($(compgen -W '--help --root' -- "$cur"))
+            mapfile -t COMPREPLY < <(compgen -W '--help --root' -- "$cur")
             [[ ${COMPREPLY-} == *= ]] && compopt -o nospace
         else
-            COMPREPLY=($(compgen -W "$commands" -- "$cur"))
+            mapfile -t COMPREPLY < <(compgen -W "$commands" -- "$cur")
         fi
         return
     fi
@@ -96,11 +98,11 @@ _iommuctl()
 
     case $prev in
         --format)
-            [[ $command == status ]] && COMPREPLY=($(compgen -W 'text json prometheus nfd' -- "$cur"))
+            [[ $command == status ]] && mapfile -t COMPREPLY < <(compgen -W 'text json prometheus nfd' -- "$cur")
             return
             ;;
         --color)
-            COMPREPLY=($(compgen -W 'auto always never' -- "$cur"))
+            mapfile -t COMPREPLY < <(compgen -W 'auto always never' -- "$cur")
             return
             ;;
         --policies)
@@ -115,7 +117,7 @@ _iommuctl()
     $split && return
 
     if [[ $cur == -* ]]; then
-        COMPREPLY=($(compgen -W "$opts" -- "$cur"))
+        mapfile -t COMPREPLY < <(compgen -W "$opts" -- "$cur")
         return
     fi
     case $command in

@@ -2,6 +2,8 @@
 # Prints, one per line, what zsh's completion system (compinit) offers for LINE, completing at
 # its end, with the completion functions of FPATH_DIR (which holds _iommuctl):
 #   zsh -f complete.zsh FPATH_DIR LINE
+# compinit reads every completion function on $fpath (about a second); with $IOMMUD_ZCOMPDUMP set
+# it keeps what it found in that file for the next call.
 # An interactive zsh in a pseudo-terminal (zsh/zpty) gets LINE and a TAB bound to complete-word;
 # compadd is wrapped so that every match completion adds (after zsh's own matching against the
 # word) is printed instead of inserted, between two markers. The same technique as zsh's own
@@ -12,13 +14,15 @@ fpath_dir=${1:?usage: complete.zsh FPATH_DIR LINE}
 line=${2?usage: complete.zsh FPATH_DIR LINE}
 [[ -r $fpath_dir/_iommuctl ]] || { print -u2 "complete.zsh: no $fpath_dir/_iommuctl"; exit 2 }
 
+compinit_args=-D
+[[ -n ${IOMMUD_ZCOMPDUMP:-} ]] && compinit_args="-d ${(q)IOMMUD_ZCOMPDUMP}"
 setup=$(mktemp) || exit 2
 trap 'rm -f $setup; zpty -d capture 2>/dev/null' EXIT
 cat >$setup <<SETUP
 PROMPT='' RPROMPT='' PS2=''
 unsetopt zle_bracketed_paste 2>/dev/null
 fpath=(${(q)fpath_dir:A} \$fpath)
-autoload -Uz compinit && compinit -u -D
+autoload -Uz compinit && compinit -u $compinit_args
 bindkey '^I' complete-word
 zstyle ':completion:*' insert-tab false
 zstyle ':completion:*' list-grouped false
