@@ -9,13 +9,8 @@ set -euo pipefail
 iommuctl=${1:?usage: $0 PATH_TO_IOMMUCTL SOURCE_DIR}
 src=${2:?usage: $0 PATH_TO_IOMMUCTL SOURCE_DIR}
 here=$(cd "$(dirname "$0")" && pwd)
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-failures=0
-fail() {
-  echo "FAIL: $*" >&2
-  failures=$((failures + 1))
-}
+# shellcheck source=SCRIPTDIR/../support/failures.sh
+source "$(dirname "$0")/../support/failures.sh"
 
 command -v zsh >/dev/null || { echo "FAIL: zsh is not installed (Debian package zsh: scripts/setup --tests)" >&2; exit 1; }
 [[ -r /usr/share/bash-completion/bash_completion ]] \
@@ -45,7 +40,7 @@ help_options() {
 }
 # The scripts themselves: shellcheck for bash, zsh's own parser for zsh.
 command -v shellcheck >/dev/null || { echo "FAIL: shellcheck is not installed (scripts/setup --tests)" >&2; exit 1; }
-shellcheck "$src/completions/iommuctl.bash" "$here"/*.sh "$here/complete.bash" || fail "shellcheck"
+shellcheck -x "$src/completions/iommuctl.bash" "$here"/*.sh "$here/complete.bash" "$src/tests/support/failures.sh" || fail "shellcheck"
 zsh -n "$src/completions/_iommuctl" || fail "zsh -n _iommuctl"
 zsh -n "$here/complete.zsh" || fail "zsh -n complete.zsh"
 
@@ -111,8 +106,5 @@ expect zsh "iommuctl check $work/po" pol pol.toml polx
 expect bash "iommuctl snapshot $work/po" "$work/pol" "$work/pol.toml" "$work/polx"
 expect zsh "iommuctl snapshot $work/po" pol pol.toml polx
 
-if ((failures)); then
-  echo "$failures failure(s)" >&2
-  exit 1
-fi
-echo "completion: bash and zsh agree with iommuctl --help and the devices of $root"
+finish
+echo "completion: bash and zsh agree with iommuctl --help and with the devices of a snapshot of this host"

@@ -11,15 +11,10 @@ iommuctl=${2:?usage: $0 MAN_BUILD_DIR PATH_TO_IOMMUCTL SOURCE_DIR PAGE...}
 src=${3:?usage: $0 MAN_BUILD_DIR PATH_TO_IOMMUCTL SOURCE_DIR PAGE...}
 shift 3
 (($# > 0)) || { echo "FAIL: no pages given" >&2; exit 1; }
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-failures=0
-fail() {
-  echo "FAIL: $*" >&2
-  failures=$((failures + 1))
-}
+# shellcheck source=SCRIPTDIR/../support/failures.sh
+source "$(dirname "$0")/../support/failures.sh"
 command -v shellcheck >/dev/null || { echo "FAIL: shellcheck is not installed (scripts/setup --tests)" >&2; exit 1; }
-shellcheck "$0" || fail "shellcheck $0"
+shellcheck -x "$0" || fail "shellcheck $0"
 command -v man >/dev/null || { echo "FAIL: man is not installed (Debian package man-db: scripts/setup --tests)" >&2; exit 1; }
 
 # groff's warnings for a page, as lintian's groff-message check asks for them.
@@ -86,7 +81,4 @@ done
 ((generated >= 4)) || fail "only $generated examples are taken from policies/ (@POLICY_RULE)"
 ((written >= 2)) || fail "only $written hand-written policy examples were found"
 
-if ((failures)); then
-  echo "$failures failure(s)" >&2
-  exit 1
-fi
+finish
