@@ -76,7 +76,7 @@ _iommuctl()
                 ;;
         esac
         if [[ $cur == -* ]]; then
-            mapfile -t COMPREPLY < <(compgen -W '--help --root' -- "$cur")
+            mapfile -t COMPREPLY < <(compgen -W '--help --version --root' -- "$cur")
             [[ ${COMPREPLY-} == *= ]] && compopt -o nospace
         else
             mapfile -t COMPREPLY < <(compgen -W "$commands" -- "$cur")
