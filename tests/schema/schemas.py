@@ -26,7 +26,7 @@ def _all() -> dict[str, dict]:
 
 
 def validator(name: str) -> Draft202012Validator:
-    """A validator of one schema that resolves the others' $ids ("urn:iommud:schema:NAME:1")."""
+    """A validator of one schema that resolves references to the others ("plan.schema.json#/$defs/change")."""
     docs = _all()
     try:
         from referencing import Registry, Resource  # jsonschema >= 4.18

@@ -130,7 +130,7 @@ class Schemas(unittest.TestCase):
             s = schemas.load(name)
             Draft202012Validator.check_schema(s)
             self.assertEqual(s["$schema"], "https://json-schema.org/draft/2020-12/schema")
-            self.assertEqual(s["$id"], f"urn:iommud:schema:{name}:1")
+            self.assertEqual(s["$id"], f"https://iommud.invalid/schema/1/{name}.schema.json")
             self.assertTrue(s.get("title") and s.get("description"), name)
             self.assertEqual(s["properties"]["schema_version"], {"description": s["properties"]["schema_version"]
                                                                  ["description"], "const": 1})
@@ -146,7 +146,7 @@ class Schemas(unittest.TestCase):
             ref = node.get("$ref", "")
             if ref.startswith("#/$defs/"):
                 return False  # a local ref: checked where it is defined
-            return ref.startswith("urn:iommud:schema:")
+            return ref.split("#")[0] in {f"{n}.schema.json" for n in schemas.NAMES}
 
         def walk(name, node, path):
             if isinstance(node, dict):
