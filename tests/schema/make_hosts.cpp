@@ -32,6 +32,8 @@ int run(const std::filesystem::path& out) {
       {"thunderbolt-nic", t::thunderboltNic},
       {"thunderbolt-nic-with-module", t::thunderboltNicWithModule},
       {"two-nvme-one-group", [] { return t::twoNvmeOneGroup(); }},
+      // Linux 6.1: a group of several devices keeps its type (kernel-too-old).
+      {"two-nvme-one-group-6.1", [] { return t::twoNvmeOneGroup("6.1.90-1"); }},
       {"vfio-group", t::vfioGroup},
   };
   std::filesystem::create_directories(out);
