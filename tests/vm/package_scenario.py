@@ -59,6 +59,9 @@ snapshot() {  # snapshot FILE: every path under /etc /usr /var /run but the excl
     find /etc /usr /var /run \( @PRUNE@ \) -prune -o -printf '%y %p\n' | LC_ALL=C sort > "$1"
 }
 units=/lib/systemd/system
+# The guest's root is the host's: the test starts from a host without iommud.
+dpkg-query -W iommud > /dev/null 2>&1 && problem "the host has iommud installed (dpkg): purge it, the test needs a clean start"
+[[ -e /etc/iommud ]] && problem "the host has /etc/iommud: the test needs a host without it"
 # The host is a container image whose policy-rc.d forbids starting services; the guest is a
 # machine, where invoke-rc.d/deb-systemd-invoke start what a package enables.
 rm -f /usr/sbin/policy-rc.d
