@@ -975,6 +975,17 @@ class Planner {
            hotplugOnlyMessage(r, "setting " + std::string(toString(kind)) + " resets the link on many drivers; it"));
       return;
     }
+    // A safety rule, not a default: at start (package installation, restart, `iommuctl apply`)
+    // no rule, not even one saying when = "always", resets the link of a NIC that carries traffic.
+    if (disruptive && options_.trigger == Trigger::Coldplug && modeOf(r) == RuleMode::Apply && !c.dev->inUse.empty()) {
+      skip(kind, c.dev->address, n.name, key, to, r, SkipReason::InUse,
+           n.name + " is in use (" + c.dev->inUse.front().detail + "): setting " + std::string(toString(kind)) +
+               " resets the link on many drivers, which iommud never does to a NIC in use at start, whatever "
+               "the rule's `when`; it acts when the device next appears, or now with `iommuctl apply --hotplug "
+               "--device " +
+               n.name + "`");
+      return;
+    }
     Change ch;
     ch.kind = kind;
     ch.device = c.dev->address;

@@ -65,7 +65,8 @@ enum class SkipReason {
   HotplugOnly,      // the rule acts only at hotplug (or boot) and this is a coldplug
   Untrusted,        // identity or lazy on an untrusted/removable device: never (safety rule)
   NeedsAcceptance,  // the rule weakens isolation without naming the trade-off it accepts
-  InUse,            // a rebind is needed and a device of the group is in use
+  InUse,            // a rebind is needed and a device of the group is in use, or (at start) a
+                    // link reset is needed and the NIC carries traffic
   NeverUnbind,      // vfio-pci or an SR-IOV PF with VFs in the group
   GroupUncovered,   // the group also holds a device no rule covers
   Conflict,         // rules disagree on one setting

@@ -456,6 +456,40 @@ rx = 16384
   EXPECT_NE(skipFor(plan, SkipReason::Unsupported), nullptr);
 }
 
+// A safety rule at start: no rule resets the link of a NIC that carries traffic, even one that
+// says when = "always" (package installation and restarts start the daemon on a running machine).
+constexpr const char* kAlwaysRings = R"(
+[[rule]]
+name = "always-rings"
+description = "largest rings, at start too"
+when = "always"
+[rule.match]
+kind = "nic"
+[rule.rings]
+rx = "max"
+)";
+
+TEST(Planner, NeverResetsTheLinkOfANicInUseAtStart) {
+  auto s = statusOf(*thunderboltNic());
+  setEthtool(s, kNic, atlanticDefaults());
+  auto* nic = s.host.device(kNic);
+  ASSERT_NE(nic, nullptr);
+  const std::string name = nic->netdevs.front().name;
+  nic->inUse = {{core::InUseReason::Kind::NetRoute, name + " is up and carries routes"}};
+  auto start = planOf(s, rules(kAlwaysRings), Trigger::Coldplug);
+  EXPECT_TRUE(start.changes.empty());
+  const auto* skip = skipFor(start, SkipReason::InUse);
+  ASSERT_NE(skip, nullptr);
+  EXPECT_EQ(skip->rule.name, "always-rings");
+  EXPECT_NE(skip->message.find("carries routes"), std::string::npos) << skip->message;
+  EXPECT_NE(skip->message.find("iommuctl apply --hotplug --device " + name), std::string::npos) << skip->message;
+  // A device that has just appeared is the admin's to reset, in use or not; and a NIC carrying no
+  // traffic is changed at start, as the rule says.
+  EXPECT_EQ(planOf(s, rules(kAlwaysRings), Trigger::Hotplug).changes.size(), 1U);
+  nic->inUse.clear();
+  EXPECT_EQ(planOf(s, rules(kAlwaysRings), Trigger::Coldplug).changes.size(), 1U);
+}
+
 TEST(Planner, PlanOfATunedHostIsEmpty) {
   auto s = statusOf(*thunderboltNic());
   auto tuned = atlanticDefaults();

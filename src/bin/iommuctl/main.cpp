@@ -7,6 +7,7 @@ int main(int argc, char** argv) {
   try {
     CLI::App app{"iommuctl: see and tune what the IOMMU costs and protects, device by device"};
     app.require_subcommand(1);
+    app.set_version_flag("--version", IOMMUD_VERSION);
     iommud::ctl::Globals globals;
     app.add_option("--root", globals.root, "Read the host under DIR (a snapshot or a synthetic root)")
         ->option_text("DIR")
