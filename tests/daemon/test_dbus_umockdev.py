@@ -24,6 +24,8 @@ import xml.etree.ElementTree as ET
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import testbed  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "schema"))
+import schemas  # noqa: E402  (docs/schema, python3-jsonschema)
 from test_iommud_umockdev import IOMMUCTL, PAIR, DaemonTestCase  # noqa: E402
 from testbed import NVME_A, NVME_B, wait_until  # noqa: E402
 
@@ -212,6 +214,7 @@ class DbusApi(DaemonTestCase):
 
         status = json.loads(self.iommuctl("status", "--json").stdout)
         self.assertEqual(status["daemon"]["state"], "running")
+        self.assertEqual(schemas.problems("status", status), [], "status --json with the daemon's section")
         self.assertTrue(any(a["result"] == "done" for a in status["daemon"]["recent"]))
         text = self.iommuctl("status").stdout
         self.assertRegex(text, r"iommud is running \(since ")
@@ -260,7 +263,7 @@ class DbusApi(DaemonTestCase):
         r = self.bus.busctl_as_nobody("--json=short", "call", NAME, PATH, IFACE, "Plan", "bs", "true", "")
         self.assertEqual(r.returncode, 0, r.stderr)
         plan = json.loads(json.loads(r.stdout)["data"][0])
-        self.assertIn("changes", plan)
+        self.assertEqual(schemas.problems("plan", plan), [], "the Plan method's JSON")
         self.assertTrue(any(c.get("group") == PAIR for c in plan["changes"]), plan["changes"])
 
     def test_a_non_root_caller_is_refused_by_iommud_on_an_open_bus(self):
@@ -321,6 +324,7 @@ class DbusApi(DaemonTestCase):
         status = json.loads(r.stdout[r.stdout.index("{"):])
         self.assertIsNone(status["daemon"])
         self.assertEqual([c["to"] for c in status["changes"]], ["identity"])
+        self.assertEqual(schemas.problems("status", status), [], "status --json with iommuctl's own record")
 
     def daemon_policy_dir(self) -> str:
         dirs = [os.path.join(self.work, e) for e in os.listdir(self.work) if e.startswith("policies-")]

@@ -14,6 +14,8 @@ sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import testbed  # noqa: E402
 from testbed import NIC, NVME_A, NVME_B, SOLO_NVME, TB_DOWN, TB_UP  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "schema"))
+import schemas  # noqa: E402  (docs/schema, python3-jsonschema)
 
 IOMMUCTL = os.environ.get("IOMMUCTL", "iommuctl")
 
@@ -32,8 +34,14 @@ class IommuctlUnderUmockdev(unittest.TestCase):
         self.assertEqual(r.returncode, 0, f"iommuctl {' '.join(args)} exited {r.returncode}: {r.stderr}")
         return r.stdout
 
+    def json_of(self, schema, *args):
+        """iommuctl's JSON, valid against docs/schema/SCHEMA.schema.json."""
+        doc = json.loads(self.iommuctl(*args))
+        self.assertEqual(schemas.problems(schema, doc), [], f"iommuctl {' '.join(args)}")
+        return doc
+
     def status(self):
-        return json.loads(self.iommuctl("status", "--json"))
+        return self.json_of("status", "status", "--json")
 
     def policies(self, text):
         d = tempfile.mkdtemp(dir=self.work)
@@ -97,7 +105,7 @@ class IommuctlUnderUmockdev(unittest.TestCase):
         self.assertIn("untrusted-bounce", [f["id"] for f in s["findings"]])
 
     def test_plan_at_hotplug_sets_the_pair_to_identity_and_refuses_the_untrusted_nic(self):
-        plan = json.loads(self.iommuctl("plan", "--hotplug", "--json", "--policies", self.policies(PAIR_IDENTITY)))
+        plan = self.json_of("plan", "plan", "--hotplug", "--json", "--policies", self.policies(PAIR_IDENTITY))
         self.assertEqual(plan["trigger"], "hotplug")
         domain = [c for c in plan["changes"] if c["kind"] == "domain"]
         self.assertEqual(len(domain), 1, plan["changes"])
@@ -114,7 +122,7 @@ class IommuctlUnderUmockdev(unittest.TestCase):
                          ("untrusted", "identity", "nic-identity"))
 
     def test_plan_at_coldplug_leaves_the_pair_for_hotplug(self):
-        plan = json.loads(self.iommuctl("plan", "--json", "--policies", self.policies(PAIR_IDENTITY)))
+        plan = self.json_of("plan", "plan", "--json", "--policies", self.policies(PAIR_IDENTITY))
         self.assertEqual(plan["trigger"], "coldplug")
         self.assertEqual([c for c in plan["changes"] if c["kind"] == "domain"], [])
         pair = [s for s in plan["skips"] if s["device"] in (NVME_A.address, NVME_B.address)]

@@ -5,7 +5,8 @@ Input is a directory written by guest/collect-status: the boot log
 (groups.txt), the IOMMU units' sysfs cap/ecap/features (units.txt) and
 iommuctl's JSON (status.json).  The kernel's facts are parsed here, without
 any of iommuctl's code, and every field of the JSON that has a kernel
-counterpart is checked against it.
+counterpart is checked against it.  The JSON is also validated against
+docs/schema/status.schema.json (tests/schema/schemas.py, python3-jsonschema).
 
 Everything returns a list of problems (strings); empty means agreement.
 """
@@ -15,7 +16,11 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
+import sys
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "schema"))
+import schemas  # noqa: E402
 
 # Findings that only make sense with an active IOMMU.
 IOMMU_FINDINGS = {
@@ -169,6 +174,8 @@ def check(d: Path, prefix: str = "") -> tuple[KernelFacts, list[str]]:
         s = json.loads((d / f"{prefix}status.json").read_text())
     except json.JSONDecodeError as e:
         return k, [f"status.json is not JSON: {e}"]
+
+    problems += [f"schema: {p}" for p in schemas.problems("status", s)]
 
     def expect(what: str, got, want) -> None:
         if got != want:

@@ -42,6 +42,8 @@ MUTATIONS = {
     "IOMMU made up": ("none-6.1", lambda d: d["iommu"].update(present=True), "iommu.present"),
     "finding without IOMMU": ("none-6.1", lambda d: d["findings"].append({"id": "default-on"}),
                               "finding default-on"),
+    "member the schema lacks": ("vtd-cm0-6.1", lambda d: d["iommu"].update(units_total=1), "schema: at /iommu"),
+    "mode the schema lacks": ("amd-pt-6.1", lambda d: d["iommu"].update(mode="passthrough"), "schema: at /iommu/mode"),
 }
 
 

@@ -76,7 +76,7 @@ struct HostSummary {
 /// The daemon's own state: what the properties State, Summary, StartedAt, LastRunAt, Rules and
 /// RecentActions say.
 struct DaemonSummary {
-  std::string state;    // starting, running, reloading, stopping
+  std::string state;    // starting, running, stopping (a reload keeps "running")
   std::string summary;  // "N devices tuned, N advised, N refused, N failed" (as STATUS=)
   std::string startedAt;
   std::string lastRunAt;  // when the last batch of work ended, or empty

@@ -61,7 +61,8 @@ void addPoliciesOption(CLI::App* cmd, std::vector<std::string>& dirs) {
 }
 
 void addReportOptions(CLI::App* cmd, ReportOptions& opts) {
-  cmd->add_flag("--json", opts.json, "Print JSON (schema in docs/plan-json.md)");
+  cmd->add_flag("--json", opts.json,
+                "Print JSON (schema: " IOMMUD_SCHEMA_DIR "/plan.schema.json or explain.schema.json)");
   auto* hotplug = cmd->add_flag("--hotplug", opts.hotplug,
                                 "Decide as if the devices had just appeared (what hotplug would do), not as at start");
   cmd->add_flag("--boot", opts.boot,

@@ -20,8 +20,9 @@ void addStatus(CLI::App& app, const Globals& globals, int& code) {
   };
   auto opts = std::make_shared<Options>();
   auto* format = cmd->add_option("--format", opts->format,
-                                 "text, json (docs/status-json.md), prometheus (a node_exporter textfile) or nfd "
-                                 "(a node-feature-discovery feature file); both in docs/metrics.md")
+                                 "text, json (schema: " IOMMUD_SCHEMA_DIR
+                                 "/status.schema.json), prometheus (a node_exporter "
+                                 "textfile) or nfd (a node-feature-discovery feature file)")
                      ->check(CLI::IsMember({"text", "json", "prometheus", "nfd"}));
   cmd->add_flag("--json", opts->json, "Same as --format=json")->excludes(format);
   cmd->add_option("--color", opts->color, "Colour the output: auto (on a terminal), always, never")
