@@ -22,7 +22,8 @@ struct Status {
 
 Status buildStatus(core::HostFacts host);
 
-/// Version of the `--json` schema (docs/status-json.md, docs/schema/status.schema.json); bumped on incompatible changes.
+/// Version of the `--json` schema (docs/status-json.md, docs/schema/status.schema.json); bumped on incompatible
+/// changes.
 inline constexpr int kStatusSchemaVersion = 1;
 
 /// The `--json` document (docs/status-json.md), newline-terminated.
