@@ -39,7 +39,7 @@ struct DomainChange {
 Result<DomainChange> prepareDomainChange(const HostFacts& host, int id, DomainType to);
 
 /// What the running kernel does not allow, in words, or nullopt (unknown version: the write tells).
-/// Read-only before 5.11, no DMA-FQ before 5.15, one device per group before 6.4 (kernel.md §2.1).
+/// Read-only before 5.11, no DMA-FQ before 5.15, one device per group before 6.4 (docs/kernel.md §2.1).
 std::optional<std::string> domainKernelLimit(const Group& group, DomainType to, bool live,
                                              const std::optional<KernelVersion>& version);
 
@@ -47,7 +47,7 @@ std::optional<std::string> domainKernelLimit(const Group& group, DomainType to, 
 /// DMA themselves (driver_managed_dma: pcieport, pci-stub) hold no DMA ownership of the group.
 bool driverBlocksTypeWrite(std::string_view driver, const std::optional<KernelVersion>& version);
 
-/// The kernel's answer to a write of `type`, explained for this kernel version (kernel.md §2.2):
+/// The kernel's answer to a write of `type`, explained for this kernel version (docs/kernel.md §2.2):
 /// EPERM on 6.4+ and EBUSY on 5.11-6.3 mean a driver is still bound, EINVAL means a device of the
 /// group (or its trust status) forbids the type, or (before 6.4) that the group has several devices.
 std::string explainTypeWriteError(int error, const std::optional<KernelVersion>& version, size_t groupDevices);

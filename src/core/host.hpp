@@ -253,7 +253,7 @@ struct HostFacts {
 /// when VT-d is off by default or the config is not known.
 std::string intelDefaultOnSymbol(const KernelInfo& kernel);
 
-/// Marks devices behind a Thunderbolt/USB4 tunnel (kernel.md §5, §9). sysfs has no direct
+/// Marks devices behind a Thunderbolt/USB4 tunnel (docs/kernel.md §5, §9). sysfs has no direct
 /// flag, so the evidence is: an Intel Thunderbolt bridge upstream of the device, or a
 /// `removable` device on a host that has a Thunderbolt/USB4 domain.
 void detectTunnels(HostFacts& host);

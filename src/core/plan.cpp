@@ -878,7 +878,7 @@ class Planner {
     plan_.changes.push_back(std::move(ch));
   }
 
-  // What the running kernel cannot do (kernel.md §2.1), or nullopt.
+  // What the running kernel cannot do (docs/kernel.md §2.1), or nullopt.
   void planEthtool() {
     for (const auto& c : devices_) {
       planEthtoolKind(c, c.rings, ChangeKind::Rings, ringKeys(), true);

@@ -94,7 +94,7 @@ std::vector<std::string> FakeKernel::groupDevices(int group) const {
   return out;
 }
 
-// iommu_group_store_type(), as kernel.md §2.2 paraphrases it, for version_.
+// iommu_group_store_type(), as docs/kernel.md §2.2 paraphrases it, for version_.
 core::Result<Done> FakeKernel::writeType(int group, std::string_view value) {
   const std::string path = "/sys/kernel/iommu_groups/" + std::to_string(group) + "/type";
   if (version_ < KernelVersion{5, 11, 0}) return err(EACCES, path);  // read-only attribute

@@ -16,7 +16,7 @@ namespace iommud::testing {
 
 /// An in-process kernel behind the sysfs-writer interface, over a synthetic root (FakeHost): it
 /// answers writes of group `type`, driver `bind`/`unbind` and module parameters as the given kernel
-/// version does (kernel.md §2.2), and really moves the driver links and rewrites the type file,
+/// version does (docs/kernel.md §2.2), and really moves the driver links and rewrites the type file,
 /// so that reading the root afterwards shows what the kernel would.
 class FakeKernel final : public adapters::sysfs::SysfsWriter {
  public:

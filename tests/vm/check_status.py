@@ -30,7 +30,7 @@ IOMMU_FINDINGS = {
 # Every finding id this checker has a rule for; others are reported, not judged.
 KNOWN_FINDINGS = IOMMU_FINDINGS | {"cmdline-conflict"}
 
-# kernel.md 3.1: the VT-d iotlb_sync_map regression, first in 6.10; fixed in
+# docs/kernel.md §3.1: the VT-d iotlb_sync_map regression, first in 6.10; fixed in
 # 6.12.43, 6.15.11, 6.16.2 and 6.17.  Half-open [lo, hi) ranges.
 IOTLB_SYNC_MAP_AFFECTED = [((6, 10, 0), (6, 12, 43)), ((6, 13, 0), (6, 15, 11)),
                            ((6, 16, 0), (6, 16, 2))]

@@ -1,7 +1,7 @@
 #pragma once
 
 // The ethtool generic netlink messages as bytes: requests are encoded and answers decoded here,
-// with no socket (kernel.md §8, include/uapi/linux/ethtool_netlink.h). Netlink integers are in
+// with no socket (docs/kernel.md §8, include/uapi/linux/ethtool_netlink.h). Netlink integers are in
 // host byte order. Every decoder checks lengths before it reads: bad input is an Error, never UB.
 
 #include <cstdint>
