@@ -60,6 +60,12 @@ const core::PciDevice* deviceNamed(const core::HostFacts& host, const std::strin
 /// Adds `--policies DIR` (repeatable) to a subcommand.
 void addPoliciesOption(CLI::App* cmd, std::vector<std::string>& dirs);
 
+/// The command line with the options of a subcommand that were written before it moved to just
+/// after it, so that `iommuctl --json status` means `iommuctl status --json`. The main command's
+/// own options (--root) are accepted after the subcommand as they are: the subcommands fall
+/// through to it. Anything it does not recognise stays where it is, for CLI11 to report.
+std::vector<std::string> optionsAnywhere(const CLI::App& app, const std::vector<std::string>& args);
+
 /// Whether to colour: --color=always, or auto on a terminal without NO_COLOR.
 bool useColor(const std::string& option);
 

@@ -1,5 +1,7 @@
 #include <cstdio>
 #include <exception>
+#include <string>
+#include <vector>
 
 #include "bin/iommuctl/commands.hpp"
 
@@ -7,6 +9,9 @@ int main(int argc, char** argv) {
   try {
     CLI::App app{"iommuctl: see and tune what the IOMMU costs and protects, device by device"};
     app.require_subcommand(1);
+    // Options anywhere, as systemctl takes them: a subcommand passes what it does not know (--root)
+    // to the main command, and optionsAnywhere() moves a subcommand's options written before it.
+    app.fallthrough();
     app.set_version_flag("--version", IOMMUD_VERSION);
     iommud::ctl::Globals globals;
     app.add_option("--root", globals.root, "Read the host under DIR (a snapshot or a synthetic root)")
@@ -20,7 +25,10 @@ int main(int argc, char** argv) {
     iommud::ctl::addApply(app, globals, code);
     iommud::ctl::addRevert(app, globals, code);
     iommud::ctl::addSnapshot(app, globals, code);
-    CLI11_PARSE(app, argc, argv);
+    auto args = iommud::ctl::optionsAnywhere(app, std::vector<std::string>(argv, argv + argc));
+    std::vector<char*> argvAnywhere;
+    for (auto& a : args) argvAnywhere.push_back(a.data());
+    CLI11_PARSE(app, static_cast<int>(argvAnywhere.size()), argvAnywhere.data());
     return code;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "iommuctl: internal error: %s\n", e.what());
