@@ -23,8 +23,11 @@ config::Loaded loadPolicies(const PolicySources& sources) {
     return config::loadPolicies(sources.dirs, sources.files, options);
   std::string prefix = sources.root == "/" ? "" : sources.root;
   while (!prefix.empty() && prefix.back() == '/') prefix.pop_back();
+  // The host's layers are the host's (under --root, the captured host's); the shipped layer is
+  // this program's own.
   std::vector<std::string> dirs;
-  for (const auto& d : config::defaultPolicyDirs()) dirs.push_back(prefix + d);
+  for (const auto& d : config::hostPolicyDirs()) dirs.push_back(prefix + d);
+  dirs.push_back(config::shippedPolicyDir());
   return config::loadPolicies(dirs, {}, options);
 }
 
@@ -257,6 +260,13 @@ std::string planText(const Plan& plan, const Status& status, const PolicySet& po
   out += fmt::format("{} ({}; {} {}, {} {})\n", st.bold("Plan"), triggerText(plan.trigger), files,
                      files == 1 ? "policy file" : "policy files", policies.rules.size(),
                      policies.rules.size() == 1 ? "rule" : "rules");
+  const auto shipped = config::shippedPolicyDir();
+  if (shipped != config::installedPolicyDir() &&
+      std::any_of(policies.files.begin(), policies.files.end(),
+                  [&](const PolicyFile& f) { return f.path.starts_with(shipped + "/"); })) {
+    out += fmt::format("  shipped policies: {} (beside this program, which runs uninstalled; installed: {})\n", shipped,
+                       config::installedPolicyDir());
+  }
   if (policies.rules.empty()) {
     out += fmt::format("  no rules: nothing to plan (policies live in {})\n",
                        fmt::join(config::defaultPolicyDirs(), ", "));

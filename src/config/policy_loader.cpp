@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <filesystem>
 #include <functional>
 #include <map>
 
@@ -584,8 +585,31 @@ Loaded combine(std::vector<core::PolicyFile> files, std::vector<ParsedFile> pars
   return out;
 }
 
+std::vector<std::string> hostPolicyDirs() {
+  return {"/etc/iommud/policies.d", "/run/iommud/policies.d"};
+}
+
+std::string installedPolicyDir() {
+  return IOMMUD_SHIPPED_POLICY_DIR;
+}
+
+std::string shippedPolicyDir() {
+  std::error_code ec;
+  const auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    auto beside = exe.parent_path().parent_path() / "share/iommud/policies";
+    if (std::filesystem::is_directory(beside, ec)) {
+      auto real = std::filesystem::canonical(beside, ec);
+      if (!ec) return real.string();
+    }
+  }
+  return installedPolicyDir();
+}
+
 std::vector<std::string> defaultPolicyDirs() {
-  return {"/etc/iommud/policies.d", "/run/iommud/policies.d", IOMMUD_SHIPPED_POLICY_DIR};
+  auto dirs = hostPolicyDirs();
+  dirs.push_back(shippedPolicyDir());
+  return dirs;
 }
 
 }  // namespace iommud::config

@@ -64,6 +64,14 @@ Loaded combine(std::vector<core::PolicyFile> files, std::vector<ParsedFile> pars
 
 /// The layers, highest precedence first: admin, runtime, shipped.
 std::vector<std::string> defaultPolicyDirs();
+/// The host's own layers, admin and runtime (read under `--root` when one is given).
+std::vector<std::string> hostPolicyDirs();
+/// The shipped layer, which belongs to the program, not to the host: `../share/iommud/policies`
+/// beside the running executable's directory when that exists (a build tree, where CMake links it
+/// to the source tree's policies/, or a relocated install), else the install's datadir.
+std::string shippedPolicyDir();
+/// Where the install puts the shipped layer (what shippedPolicyDir() says when installed).
+std::string installedPolicyDir();
 
 struct LoadOptions {
   /// When set (running as root: 0), files and their directories must be owned by this uid and
