@@ -48,14 +48,21 @@ import select
 import shutil
 import socket
 import struct
+import sys
 import threading
 import time
 from typing import Callable
 
-import gi
+try:
+    import gi
 
-gi.require_version("UMockdev", "1.0")
-from gi.repository import UMockdev  # noqa: E402  (after require_version)
+    gi.require_version("UMockdev", "1.0")
+    from gi.repository import UMockdev  # noqa: E402  (after require_version)
+except (ImportError, ValueError) as missing:
+    # One line that says what to install, not a traceback (bench/run-daemon and the tests alike).
+    raise SystemExit(f"{os.path.basename(sys.argv[0])}: needs umockdev and its Python bindings ({missing}): "
+                     "install the Debian packages umockdev, gir1.2-umockdev-1.0 and python3-gi "
+                     "(scripts/setup --tests does)") from None
 
 PRELOAD = "libumockdev-preload.so.0"
 
