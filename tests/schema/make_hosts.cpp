@@ -35,6 +35,7 @@ int run(const std::filesystem::path& out) {
       // Linux 6.1: a group of several devices keeps its type (kernel-too-old).
       {"two-nvme-one-group-6.1", [] { return t::twoNvmeOneGroup("6.1.90-1"); }},
       {"vfio-group", t::vfioGroup},
+      {"workstation", t::workstation},
   };
   std::filesystem::create_directories(out);
   for (const auto& [name, make] : hosts) {

@@ -238,6 +238,99 @@ std::unique_ptr<FakeHost> thunderboltNicWithModule() {
   return h;
 }
 
+std::unique_ptr<FakeHost> workstation() {
+  auto h = debian612();
+  h->cmdline("BOOT_IMAGE=/vmlinuz-6.12.38+deb12-amd64 root=UUID=5d2c0f1e ro quiet");
+  h->intelUnit("dmar0", kIntelBareCap, kIntelBareEcap);
+  h->intelUnit("dmar1", kIntelBareCap, kIntelBareEcap);
+  h->pci({.address = "0000:00:00.0", .device = 0x4660, .classCode = 0x060000});
+  h->pci({.address = "0000:00:02.0", .device = 0x4680, .classCode = 0x030000, .driver = "i915", .removable = "fixed"});
+  h->pci({.address = "0000:00:0d.2",
+          .device = 0x463e,
+          .classCode = 0x0c0340,
+          .driver = "thunderbolt",
+          .removable = "fixed"});
+  h->pci(
+      {.address = "0000:00:1f.6", .device = 0x1a1c, .classCode = 0x020000, .driver = "e1000e", .removable = "fixed"});
+  // The root disk, alone behind its root port.
+  h->bridge("0000:00:06.0", "", 0x8086, 0x464d);
+  h->pci({.address = "0000:01:00.0",
+          .parent = "0000:00:06.0",
+          .vendor = 0x144d,
+          .device = 0xa80c,
+          .classCode = 0x010802,
+          .driver = "nvme",
+          .removable = "fixed",
+          .subVendor = 0x144d,
+          .subDevice = 0xa801});
+  // Two scratch drives behind a PCIe switch without ACS: one group.
+  h->bridge("0000:00:1c.0", "", 0x8086, 0x7ab8);
+  h->bridge("0000:02:00.0", "0000:00:1c.0", 0x10b5, 0x8747);
+  h->bridge("0000:03:08.0", "0000:02:00.0", 0x10b5, 0x8747);
+  h->bridge("0000:03:10.0", "0000:02:00.0", 0x10b5, 0x8747);
+  for (const char* addr : {"0000:04:00.0", "0000:05:00.0"}) {
+    h->pci({.address = addr,
+            .parent = addr == std::string("0000:04:00.0") ? "0000:03:08.0" : "0000:03:10.0",
+            .vendor = 0x144d,
+            .device = 0xa80a,
+            .classCode = 0x010802,
+            .driver = "nvme",
+            .removable = "fixed"});
+  }
+  // The Thunderbolt 4 port, an enclosure's switch and the AQC100 behind it.
+  h->bridge("0000:00:07.0", "", 0x8086, 0x466e);
+  h->pci({.address = "0000:06:00.0",
+          .parent = "0000:00:07.0",
+          .device = 0x15ef,
+          .classCode = 0x060400,
+          .driver = "pcieport",
+          .removable = "removable"});
+  h->pci({.address = "0000:07:01.0",
+          .parent = "0000:06:00.0",
+          .device = 0x15ef,
+          .classCode = 0x060400,
+          .driver = "pcieport",
+          .removable = "removable"});
+  h->pci({.address = "0000:08:00.0",
+          .parent = "0000:07:01.0",
+          .vendor = 0x1d6a,
+          .device = 0x00b1,
+          .classCode = 0x020000,
+          .driver = "atlantic",
+          .removable = "removable",
+          .subVendor = 0x1d6a,
+          .subDevice = 0x0001});
+  h->group(0, "DMA-FQ\n", {"0000:00:02.0"});
+  h->group(1, "DMA-FQ\n", {"0000:00:00.0"});
+  h->group(5, "DMA-FQ\n", {"0000:00:0d.2"});
+  h->group(6, "DMA-FQ\n", {"0000:00:07.0"});
+  h->group(8, "DMA-FQ\n", {"0000:00:06.0"});
+  h->group(12, "DMA-FQ\n", {"0000:01:00.0"});
+  h->group(13, "DMA-FQ\n", {"0000:00:1f.6"});
+  h->group(14, "DMA-FQ\n",
+           {"0000:00:1c.0", "0000:02:00.0", "0000:03:08.0", "0000:03:10.0", "0000:04:00.0", "0000:05:00.0"});
+  h->group(15, "DMA\n", {"0000:06:00.0"});
+  h->group(16, "DMA\n", {"0000:07:01.0"});
+  h->group(17, "DMA\n", {"0000:08:00.0"});
+  h->netdev("0000:00:1f.6", {.name = "eno1", .ifindex = 2});
+  h->netdev("0000:08:00.0", {.name = "enp8s0", .ifindex = 4, .up = true, .operstate = "up"});
+  h->routes(
+      "eno1\t00000000\t0102A8C0\t0003\t0\t0\t100\t00000000\t0\t0\t0\n"
+      "eno1\t0002A8C0\t00000000\t0001\t0\t0\t100\t00FFFFFF\t0\t0\t0\n");
+  h->nvme("0000:01:00.0", "nvme0", "Samsung SSD 990 PRO 2TB", "S6Z2NJ0W412345K",
+          {{"nvme0n1", "259:0", {{"nvme0n1p1", "259:1"}, {"nvme0n1p2", "259:2"}}, {}}});
+  h->nvme("0000:04:00.0", "nvme1", "SAMSUNG MZQL23T8HCLS-00A07", "S64HNE0R100001", {{"nvme1n1", "259:3", {}, {}}});
+  h->nvme("0000:05:00.0", "nvme2", "SAMSUNG MZQL23T8HCLS-00A07", "S64HNE0R100002", {{"nvme2n1", "259:4", {}, {}}});
+  h->mountinfo(
+      "22 1 259:2 / / rw,relatime shared:1 - ext4 /dev/nvme0n1p2 rw,errors=remount-ro\n"
+      "23 22 259:1 / /boot/efi rw,relatime shared:2 - vfat /dev/nvme0n1p1 rw\n"
+      "25 22 0:22 / /proc rw,nosuid - proc proc rw\n");
+  h->swaps("");
+  h->thunderboltDomain("domain0", "user", true);
+  h->swiotlb(32768, 1210, 4400);
+  return h;
+}
+
 std::unique_ptr<FakeHost> twoNvmeOneGroup(const char* debianVersion) {
   auto h = std::make_unique<FakeHost>("6.12.30+deb12-amd64");
   h->procVersion(std::string("Linux version 6.12.30+deb12-amd64 (debian-kernel@lists.debian.org) #1 SMP "

@@ -25,6 +25,12 @@ std::unique_ptr<FakeHost> thunderboltNic();
 /// The same, with the atlantic module in /sys/module: aq_itr writable, aq_itr_rx read-only.
 std::unique_ptr<FakeHost> thunderboltNicWithModule();
 /// Two NVMe drives behind one bridge in one group, Intel, kernel 6.12.30 (affected).
+/// A workstation on Debian 12's 6.12.38 (VT-d, lazy by default, before the 6.12.43 fix): the
+/// integrated GPU, an onboard NIC carrying the default route, the root NVMe, two scratch NVMe
+/// drives behind one PCIe switch (one IOMMU group: the VT-d regression), and a 10 GbE Thunderbolt
+/// NIC (AQC100, atlantic) in an enclosure: untrusted, strict, bouncing. The README's captured
+/// host (docs/examples/workstation.tar is its snapshot).
+std::unique_ptr<FakeHost> workstation();
 std::unique_ptr<FakeHost> twoNvmeOneGroup(const char* debianVersion = "6.12.30-1");
 /// A GPU bound to vfio-pci under iommu=pt.
 std::unique_ptr<FakeHost> vfioGroup();
