@@ -12,9 +12,9 @@ struct Known {
   bool takesValue = false;
 };
 std::optional<Known> lookUp(const CLI::App& app, const std::string& name) {
-  if (const auto* opt = app.get_option_no_throw(name)) return Known{true, opt->get_type_size() > 0};
+  if (const auto* opt = app.get_option_no_throw(name)) return Known{true, opt->get_expected_min() > 0};
   for (const auto* sub : app.get_subcommands({})) {
-    if (const auto* opt = sub->get_option_no_throw(name)) return Known{false, opt->get_type_size() > 0};
+    if (const auto* opt = sub->get_option_no_throw(name)) return Known{false, opt->get_expected_min() > 0};
   }
   return std::nullopt;
 }

@@ -57,6 +57,7 @@ void addPoliciesOption(CLI::App* cmd, std::vector<std::string>& dirs) {
                   "Read policies from DIR instead of /etc/iommud/policies.d, /run/iommud/policies.d and "
                   "/usr/share/iommud/policies (repeatable; the first has the highest precedence)")
       ->option_text("DIR")
+      ->allow_extra_args(false)  // one directory per --policies: a positional after it stays one
       ->check(CLI::ExistingDirectory);
 }
 
