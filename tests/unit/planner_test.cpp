@@ -149,7 +149,8 @@ TEST(Planner, RefusesIdentityAndLazyForANicBehindAnExternalFacingPort) {
     const auto* skip = skipFor(plan, SkipReason::Untrusted);
     ASSERT_NE(skip, nullptr) << domain;
     EXPECT_EQ(skip->device, "0000:06:00.0");
-    EXPECT_NE(skip->message.find("untrusted"), std::string::npos);
+    EXPECT_NE(skip->message.find("is untrusted (removable, below an external-facing port)"), std::string::npos)
+        << skip->message;
   }
 }
 
