@@ -75,6 +75,8 @@ except OSError as e:
 # debugfs as systemd mounts it on a host: iommuctl reads the swiotlb pool there.
 [[ -e /sys/kernel/debug/dma_pools || -e /sys/kernel/debug/swiotlb ]] || mount -t debugfs debugfs /sys/kernel/debug
 ls -a /sys/kernel/debug/swiotlb > swiotlb-dir.txt 2>&1
+n=0; [[ -r /sys/kernel/debug/swiotlb/io_tlb_nslabs ]] && read -r n < /sys/kernel/debug/swiotlb/io_tlb_nslabs
+echo "$n" > swiotlb-nslabs.txt
 read -r path < /sys/bus/pci/devices/$port/firmware_node/path; echo "$path" > port-acpi-path.txt
 /vm/in/collect-status "$iommuctl" || exit 1
 
@@ -174,8 +176,11 @@ def problems(out: Path, notes: list[str]) -> list[str]:
         probs.append(f"untrusted-bounce findings for {[f.get('devices') for f in bounce]}, want one for {NIC}")
     swiotlb = (out / "swiotlb-dir.txt").read_text().split()
     notes.append(f"/sys/kernel/debug/swiotlb holds {[n for n in swiotlb if n not in ('.', '..')]}")
-    if "io_tlb_nslabs" not in swiotlb and bounce and "swiotlb is inactive" not in bounce[0].get("summary", ""):
-        probs.append("no swiotlb pool in the guest (no io_tlb_nslabs), the finding does not say swiotlb is inactive")
+    nslabs = int((out / "swiotlb-nslabs.txt").read_text())
+    if status.get("swiotlb", {}).get("nslabs") != nslabs:
+        probs.append(f"swiotlb.nslabs: iommuctl says {status.get('swiotlb', {}).get('nslabs')}, the guest {nslabs}")
+    if bounce and ("swiotlb is inactive" in bounce[0].get("summary", "")) != (nslabs == 0):
+        probs.append(f"the guest's pool has {nslabs} slabs, the finding says: {bounce[0].get('summary')}")
 
     # 2. The shipped policy's rings and coalescing, applied at hotplug.
     rc = (out / "apply-shipped.rc").read_text().strip()
