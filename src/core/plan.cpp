@@ -783,7 +783,8 @@ class Planner {
           *std::find_if(g.endpoints.begin(), g.endpoints.end(), [](const PciDevice* d) { return d->untrusted(); });
       refuse(SkipReason::Untrusted,
              u->displayName() + " is untrusted (" +
-                 (u->thunderbolt ? "behind a Thunderbolt/USB4 port" : "on a removable port") + "): " +
+                 (u->thunderbolt ? "behind a Thunderbolt/USB4 port" : "removable, below an external-facing port") +
+                 "): " +
                  (*target == DomainType::Identity
                       ? "the kernel refuses identity for it, and it would give that device all of memory"
                       : "lazy invalidation would leave freed buffers reachable by the device iommud trusts least") +

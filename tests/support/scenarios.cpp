@@ -331,6 +331,49 @@ std::unique_ptr<FakeHost> workstation() {
   return h;
 }
 
+std::unique_ptr<FakeHost> externalPortGuest() {
+  auto h = std::make_unique<FakeHost>("6.12.117+deb12-amd64");
+  h->procVersion(
+      "Linux version 6.12.117+deb12-amd64 (debian-kernel@lists.debian.org) (x86_64-linux-gnu-gcc-12 (Debian "
+      "12.2.0-14+deb12u1) 12.2.0, GNU ld (GNU Binutils for Debian) 2.40) #1 SMP PREEMPT_DYNAMIC Debian "
+      "6.12.117-1~deb12u1 (2026-11-14)");
+  h->cmdline("console=ttyS0 quiet panic=-1");
+  h->config(kDebianLazy);
+  h->firmwareTable("DMAR");
+  h->firmwareTable("SSDT");
+  h->intelUnit("dmar0", kQemuCm0Cap, kQemuCm0Ecap);
+  h->pci({.address = "0000:00:00.0", .device = 0x29c0, .classCode = 0x060000});
+  // The kernel writes `removable` only for devices below an external-facing port: the ports and
+  // the internal NIC have no such file.
+  h->bridge("0000:00:03.0", "", 0x1b36, 0x000c);
+  h->pci({.address = "0000:04:00.0",
+          .parent = "0000:00:03.0",
+          .device = 0x10d3,
+          .classCode = 0x020000,
+          .driver = "e1000e",
+          .subVendor = 0x8086,
+          .subDevice = 0x0000});
+  h->bridge("0000:00:10.0", "", 0x1b36, 0x000c);
+  h->pci({.address = "0000:06:00.0",
+          .parent = "0000:00:10.0",
+          .device = 0x10d3,
+          .classCode = 0x020000,
+          .driver = "e1000e",
+          .removable = "removable",
+          .subVendor = 0x8086,
+          .subDevice = 0x0000});
+  h->group(0, "DMA-FQ\n", {"0000:00:00.0"});
+  h->group(3, "DMA-FQ\n", {"0000:00:03.0"});
+  h->group(7, "DMA-FQ\n", {"0000:00:10.0"});
+  h->group(11, "DMA-FQ\n", {"0000:04:00.0"});
+  h->group(12, "DMA\n", {"0000:06:00.0"});
+  h->netdev("0000:04:00.0", {.name = "enp4s0", .ifindex = 2, .up = false, .operstate = "down"});
+  h->netdev("0000:06:00.0", {.name = "enp6s0", .ifindex = 3, .up = false, .operstate = "down"});
+  // 1 GiB, nothing above 4 GiB: no swiotlb pool, and the kernel leaves its directory empty.
+  fs::create_directories(h->root() / "sys/kernel/debug/swiotlb");
+  return h;
+}
+
 std::unique_ptr<FakeHost> twoNvmeOneGroup(const char* debianVersion) {
   auto h = std::make_unique<FakeHost>("6.12.30+deb12-amd64");
   h->procVersion(std::string("Linux version 6.12.30+deb12-amd64 (debian-kernel@lists.debian.org) #1 SMP "

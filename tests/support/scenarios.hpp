@@ -24,6 +24,10 @@ std::unique_ptr<FakeHost> noIommu();
 std::unique_ptr<FakeHost> thunderboltNic();
 /// The same, with the atlantic module in /sys/module: aq_itr writable, aq_itr_rx read-only.
 std::unique_ptr<FakeHost> thunderboltNicWithModule();
+/// The tests/vm untrusted guest (Debian 6.12.117, VT-d CM=0, 1 GiB): an e1000e at 06:00.0 behind
+/// the root port 00:10.0 that an SSDT marks external-facing, removable, its group strict DMA while
+/// the others are DMA-FQ; a trusted e1000e at 04:00.0; debugfs's swiotlb directory empty (no pool).
+std::unique_ptr<FakeHost> externalPortGuest();
 /// Two NVMe drives behind one bridge in one group, Intel, kernel 6.12.30 (affected).
 /// A workstation on Debian 12's 6.12.38 (VT-d, lazy by default, before the 6.12.43 fix): the
 /// integrated GPU, an onboard NIC carrying the default route, the root NVMe, two scratch NVMe
@@ -39,5 +43,7 @@ inline constexpr const char* kIntelBareCap = "d2008c40660462";
 inline constexpr const char* kIntelBareEcap = "f050da";
 inline constexpr const char* kQemuCap = "d2008c22260286";
 inline constexpr const char* kQemuEcap = "f00f4a";
+inline constexpr const char* kQemuCm0Cap = "d2008c22260206";  // caching-mode=off
+inline constexpr const char* kQemuCm0Ecap = "f42";
 
 }  // namespace iommud::testing

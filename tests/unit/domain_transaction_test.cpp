@@ -290,6 +290,32 @@ TEST(DomainTransaction, TheKernelsErrnoIsExplainedForItsVersion) {
   EXPECT_NE(core::explainTypeWriteError(EACCES, k612, 1).find("CAP_SYS_ADMIN"), std::string::npos);
 }
 
+// What Debian's kernels answered in tests/vm (the untrusted scenario) to direct writes of the type
+// of the group of a NIC below an external-facing port. 6.12: identity with e1000e bound EPERM,
+// unbound EINVAL (nothing in dmesg); DMA-FQ it took, which is why iommud must refuse it. 6.1:
+// identity bound EBUSY, DMA-FQ and identity unbound EINVAL.
+TEST(DomainTransaction, TheErrnosOfAnUntrustedGroupAreExplained) {
+  for (const auto& [error, version] : {std::pair{EPERM, k612}, std::pair{EBUSY, k61}}) {
+    auto bound = core::explainTypeWriteError(error, version, 1);
+    EXPECT_NE(bound.find("a driver is still bound"), std::string::npos) << bound;
+  }
+  for (const auto& version : {k612, k61}) {
+    auto refused = core::explainTypeWriteError(EINVAL, version, 1);
+    EXPECT_NE(refused.find("untrusted (below an external-facing port)"), std::string::npos) << refused;
+    EXPECT_EQ(refused.find("dmesg"), std::string::npos) << refused;  // 6.12 logs nothing then
+  }
+}
+
+TEST(DomainTransaction, PreflightRefusesWhatTheKernelWouldAllowForAnUntrustedGroup) {
+  Fixture f(externalPortGuest(), k612);
+  auto facts = f.facts();
+  for (auto to : {DomainType::DmaFq, DomainType::Identity}) {
+    auto c = core::prepareDomainChange(facts, 12, to);
+    ASSERT_FALSE(c.ok()) << toString(to);
+    EXPECT_NE(c.error().message.find("is untrusted"), std::string::npos) << c.error().message;
+  }
+}
+
 TEST(DomainTransaction, WithoutCapabilitiesTheWriteFailsAndNothingStaysUnbound) {
   Fixture f(singleNvme("6.12.30-amd64"), k612);
   f.kernel.dropCapabilities();

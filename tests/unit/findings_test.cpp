@@ -61,6 +61,18 @@ TEST(Findings, UntrustedBounceWarnsWhenSwiotlbIsInactive) {
   EXPECT_NE(f->summary.find("swiotlb is inactive"), std::string::npos);
 }
 
+TEST(Findings, UntrustedNicBehindAnExternalFacingPortWithoutASwiotlbPool) {
+  // The tests/vm untrusted guest: the kernel said "DMA bounce buffers are inactive" for this NIC.
+  auto s = statusOf(*externalPortGuest());
+  EXPECT_EQ(findingIds(s), (Ids{"default-on", "untrusted-bounce"}));
+  const auto* f = findingById(s, "untrusted-bounce");
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(f->devices, (std::vector<std::string>{"0000:06:00.0"}));
+  EXPECT_EQ(f->groups, (std::vector<int>{12}));
+  EXPECT_NE(f->summary.find("external-facing port"), std::string::npos);
+  EXPECT_NE(f->summary.find("swiotlb is inactive"), std::string::npos);
+}
+
 TEST(Findings, CachingModeInAGuest) {
   auto s = statusOf(*intelGuestCachingMode());
   EXPECT_EQ(findingIds(s), (Ids{"caching-mode"}));  // intel_iommu=on: translation was asked for

@@ -67,6 +67,26 @@ TEST(HostReader, ReadsIntelUnitsGroupsAndDevices) {
   EXPECT_EQ(h.swiotlb.usedHiwater, 12U);
 }
 
+TEST(HostReader, ReadsAnEmptySwiotlbDirectoryAsNoPool) {
+  // Recorded from the tests/vm untrusted guest (1 GiB): the directory is there, empty.
+  auto h = read(*iommud::testing::externalPortGuest());
+  EXPECT_EQ(h.swiotlb.nslabs, 0U);
+  EXPECT_FALSE(h.swiotlb.used);
+  EXPECT_TRUE(h.unreadable.empty());
+  const auto* nic = h.device("0000:06:00.0");
+  ASSERT_NE(nic, nullptr);
+  EXPECT_EQ(nic->removable, Removable::Removable);
+  EXPECT_TRUE(nic->untrusted());
+  EXPECT_FALSE(nic->thunderbolt);
+  EXPECT_EQ(h.device("0000:04:00.0")->removable, Removable::Absent);
+}
+
+TEST(HostReader, LeavesTheSwiotlbPoolUnknownWithoutDebugfs) {
+  auto h = iommud::testing::externalPortGuest();
+  std::filesystem::remove(h->root() / "sys/kernel/debug/swiotlb");
+  EXPECT_FALSE(read(*h).swiotlb.nslabs);
+}
+
 TEST(HostReader, SaysWhyAMountedNvmeIsInUse) {
   auto h = read(*iommud::testing::intelBareMetal());
   const auto* nvme = h.device("0000:01:00.0");

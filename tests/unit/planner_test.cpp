@@ -116,6 +116,44 @@ TEST(ShippedPolicies, ThunderboltNicRingsWaitForHotplugAtStart) {
   EXPECT_NE(skipFor(plan, SkipReason::HotplugOnly), nullptr);
 }
 
+// The kernel treats a NIC below an external-facing port as it treats one in a Thunderbolt
+// enclosure (strict DMA, bounce buffers) even with no Thunderbolt domain in sight: the tests/vm
+// untrusted guest. The shipped rings rule is for every untrusted NIC; the e1000e's values are
+// those ethtool read there.
+TEST(ShippedPolicies, UntrustedNicBehindAnExternalFacingPortGetsRingsAndCoalescingAtHotplug) {
+  auto s = statusOf(*externalPortGuest());
+  core::EthtoolState e;
+  e.read = true;
+  e.rings = {{"rx", 256}, {"tx", 256}};
+  e.ringsMax = {{"rx", 4096}, {"tx", 4096}};
+  e.coalesce = {{"rx-usecs", 3}};
+  setEthtool(s, "0000:06:00.0", e);
+  setEthtool(s, "0000:04:00.0", e);
+  auto p = shipped();
+  auto plan = planOf(s, p, Trigger::Hotplug);
+  std::vector<std::string> got;
+  for (const auto& c : plan.changes) got.push_back(c.device + " " + c.key + " " + c.to + " " + c.rule.name);
+  EXPECT_EQ(got, (std::vector<std::string>{"0000:06:00.0 rx 4096 thunderbolt-nic-rings",
+                                           "0000:06:00.0 tx 4096 thunderbolt-nic-rings",
+                                           "0000:06:00.0 rx-usecs 128 thunderbolt-nic-rings"}));
+}
+
+TEST(Planner, RefusesIdentityAndLazyForANicBehindAnExternalFacingPort) {
+  auto s = statusOf(*externalPortGuest());
+  for (const char* domain : {"identity", "DMA-FQ"}) {
+    auto p =
+        rules(std::string("[[rule]]\nname = \"user\"\ndescription = \"d\"\ndomain = \"") + domain +
+              "\"\naccept = [\"no-isolation\", \"lazy-invalidation\"]\n[rule.match]\naddress = \"0000:06:00.0\"\n");
+    auto plan = planOf(s, p, Trigger::Hotplug);
+    EXPECT_TRUE(plan.changes.empty()) << domain;
+    const auto* skip = skipFor(plan, SkipReason::Untrusted);
+    ASSERT_NE(skip, nullptr) << domain;
+    EXPECT_EQ(skip->device, "0000:06:00.0");
+    EXPECT_NE(skip->message.find("is untrusted (removable, below an external-facing port)"), std::string::npos)
+        << skip->message;
+  }
+}
+
 TEST(ShippedPolicies, TwoNvmeInOneGroupOnAnAffectedKernelAreAdvisedIdentity) {
   auto s = statusOf(*twoNvmeOneGroup());
   auto p = shipped();

@@ -64,6 +64,14 @@ class KernelFacts:
     forced_strict: bool  # a driver forced strict ("due to virtualization")
     groups: dict[int, tuple[str, list[str]]]  # id -> (type, members)
     classes: dict[str, str]  # PCI address -> class (0x060400)
+    # PCI address -> sysfs `removable` ("removable", "fixed", "unknown", "-" absent); None when
+    # the snapshot predates removable.txt (testdata recorded before it).
+    removable: dict[str, str] | None = None
+
+    def untrusted(self, address: str) -> bool:
+        """The kernel marks a device below an external-facing port removable and untrusted by
+        the same rule (docs/kernel.md §5); sysfs shows only the first."""
+        return (self.removable or {}).get(address) == "removable"
 
     @property
     def vendor(self) -> str:
@@ -124,8 +132,11 @@ def read_facts(d: Path, prefix: str = "") -> KernelFacts:
         groups[int(gid)] = (gtype, sorted(members))
 
     classes = dict(line.split() for line in text("pci.txt").splitlines())
+    removable = None
+    if (d / f"{prefix}removable.txt").is_file():
+        removable = dict(line.split() for line in text("removable.txt").splitlines())
     return KernelFacts(release, text("cmdline.txt").strip(), version, units, default_type,
-                       default_by_cmdline, tlb_policy, forced_strict, groups, classes)
+                       default_by_cmdline, tlb_policy, forced_strict, groups, classes, removable)
 
 
 def expected_findings(k: KernelFacts) -> set[str]:
@@ -146,7 +157,12 @@ def expected_findings(k: KernelFacts) -> set[str]:
     if affected and noop_flush and any(
             t in ("DMA", "DMA-FQ") and len(_endpoints(members, k.classes)) >= 2 for t, members in k.groups.values()):
         out.add("vtd-iotlb-sync-map")
-    # No scenario has untrusted devices, VFIO, an Arm SMMU or conflicting options.
+    # An untrusted NIC or NVMe in a translated group: strict DMA and swiotlb bounce.
+    translated = {m for t, members in k.groups.values() if t in ("DMA", "DMA-FQ") for m in members}
+    if any(k.untrusted(a) and a in translated and k.classes.get(a, "")[:6] in ("0x0200", "0x0108")
+           for a in k.classes):
+        out.add("untrusted-bounce")
+    # No scenario has VFIO, an Arm SMMU or conflicting options.
     return out
 
 
@@ -228,6 +244,18 @@ def check(d: Path, prefix: str = "") -> tuple[KernelFacts, list[str]]:
             continue
         expect(f"group {gid} type", g.get("type"), gtype)
         expect(f"group {gid} devices", sorted(g.get("devices", [])), members)
+
+    # Each device's removable state as sysfs has it, and untrusted exactly where the kernel's is.
+    if k.removable is not None:
+        devices = {d.get("address"): d for d in s.get("devices", [])}
+        for address in sorted(devices):
+            kr = k.removable.get(address)
+            if kr is None:
+                continue  # not a PCI function the guest listed
+            expect(f"{address} removable", devices[address].get("removable"), None if kr == "-" else kr)
+            expect(f"{address} untrusted", devices[address].get("untrusted"), k.untrusted(address))
+        for address in sorted(a for a in k.removable if k.untrusted(a) and a not in devices):
+            problems.append(f"{address}: removable (untrusted) to the kernel, not among iommuctl's devices")
 
     ids = {f.get("id") for f in s.get("findings", [])}
     want = expected_findings(k)

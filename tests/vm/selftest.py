@@ -20,6 +20,10 @@ def group(d, gid):
     return next(g for g in d["groups"] if g["id"] == gid)
 
 
+def device(d, address):
+    return next(x for x in d["devices"] if x["address"] == address)
+
+
 # name -> (fixture, mutation of the JSON, text the problem report must contain)
 MUTATIONS = {
     "wrong cmdline": ("vtd-cm1-6.12", lambda d: d["kernel"].update(cmdline="x"), "kernel.cmdline"),
@@ -42,6 +46,19 @@ MUTATIONS = {
     "IOMMU made up": ("none-6.1", lambda d: d["iommu"].update(present=True), "iommu.present"),
     "finding without IOMMU": ("none-6.1", lambda d: d["findings"].append({"id": "default-on"}),
                               "finding default-on"),
+    "untrusted lost": ("untrusted-6.12", lambda d: device(d, "0000:06:00.0").update(untrusted=False),
+                       "0000:06:00.0 untrusted"),
+    "trusted made untrusted": ("untrusted-6.12", lambda d: device(d, "0000:04:00.0").update(untrusted=True),
+                               "0000:04:00.0 untrusted"),
+    "removable lost": ("untrusted-6.12", lambda d: device(d, "0000:06:00.0").update(removable=None),
+                       "0000:06:00.0 removable"),
+    "untrusted device dropped": ("untrusted-6.12", lambda d: d["devices"].remove(device(d, "0000:06:00.0")),
+                                 "0000:06:00.0: removable (untrusted) to the kernel"),
+    "untrusted-bounce lost": ("untrusted-6.12",
+                              lambda d: d.update(findings=[f for f in d["findings"] if f["id"] != "untrusted-bounce"]),
+                              "finding untrusted-bounce"),
+    "untrusted-bounce made up": ("vtd-cm0-6.1", lambda d: d["findings"].append({"id": "untrusted-bounce"}),
+                                 "finding untrusted-bounce"),
     "member the schema lacks": ("vtd-cm0-6.1", lambda d: d["iommu"].update(units_total=1), "schema: at /iommu"),
     "mode the schema lacks": ("amd-pt-6.1", lambda d: d["iommu"].update(mode="passthrough"), "schema: at /iommu/mode"),
 }

@@ -229,7 +229,24 @@ DEVICES: dict[str, list[str]] = {
     "hotplug-port": [
         "-device", "pcie-root-port,id=hp0,chassis=14,slot=14,bus=pcie.0,hotplug=on",
     ],
+    # A hot-pluggable root port at a fixed address, 00:10.0, so that its ACPI
+    # path is fixed too (QEMU names a root-bus slot S<devfn>: \_SB.PCI0.S80),
+    # which acpi/external-port.asl marks external-facing.  Without that SSDT it
+    # is an ordinary port.  See external_port_machine().
+    "external-port": [
+        "-device", "pcie-root-port,id=rp_ext,chassis=15,slot=15,bus=pcie.0,addr=0x10,hotplug=on",
+    ],
+    # An e1000e behind it (list "external-port" too), as a Thunderbolt NIC would be.
+    "e1000e-external": [
+        "-netdev", "user,id=net_ext,restrict=on",
+        "-device", "e1000e,id=nic_ext,netdev=net_ext,bus=rp_ext,romfile=",
+    ],
 }
+
+# The PCI address and ACPI path of the "external-port" root port.
+EXTERNAL_PORT = "0000:00:10.0"
+EXTERNAL_PORT_ACPI = "\\_SB_.PCI0.S80_"
+EXTERNAL_PORT_ASL = HERE / "acpi" / "external-port.asl"
 
 ALL_DEVICES = ["nvme-solo", "nvme-pair", "e1000e", "hotplug-port"]
 
@@ -246,6 +263,8 @@ class Machine:
     # One vCPU boots faster under TCG on a 2-core host than two.
     cpus: int = 1
     extra_qemu: list[str] = dataclasses.field(default_factory=list)
+    # Extra ACPI tables (compiled .aml files), loaded with -acpitable.
+    acpi_tables: list[Path] = dataclasses.field(default_factory=list)
 
     def qemu_args(self) -> list[str]:
         # The IOMMU comes first: QEMU wants it created before the PCI devices
@@ -263,7 +282,50 @@ class Machine:
             if d not in DEVICES:
                 raise ValueError(f"unknown device {d!r}; known: {', '.join(DEVICES)}")
             args += DEVICES[d]
+        for table in self.acpi_tables:
+            args += ["-acpitable", f"file={table}"]
         return args + self.extra_qemu
+
+
+def external_port_ssdt() -> Path:
+    """acpi/external-port.asl compiled by iasl (acpica-tools), cached by content."""
+    source = EXTERNAL_PORT_ASL.read_bytes()
+    out = CACHE / "acpi" / f"external-port-{hashlib.sha256(source).hexdigest()[:16]}.aml"
+    if out.is_file():
+        return out
+    iasl = shutil.which("iasl")
+    if iasl is None:
+        raise SetupMissing("iasl not found: run tests/vm/setup (it installs acpica-tools)")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=out.parent) as tmp:
+        asl = Path(tmp) / "external-port.asl"
+        asl.write_bytes(source)
+        r = subprocess.run([iasl, "-p", str(Path(tmp) / "external-port"), str(asl)],
+                           capture_output=True, text=True)
+        aml = Path(tmp) / "external-port.aml"
+        if r.returncode != 0 or not aml.is_file():
+            raise RuntimeError(f"iasl failed on {EXTERNAL_PORT_ASL}:\n{r.stdout}{r.stderr}")
+        os.replace(aml, out)
+    return out
+
+
+def external_port_machine(*, external_facing: bool = True, nic: bool = True,
+                          devices: Iterable[str] = ALL_DEVICES, memory_mb: int = 1024,
+                          caching_mode: bool = False, cmdline: Iterable[str] = ()) -> Machine:
+    """A VT-d machine with the root port 00:10.0 ("external-port") that the
+    firmware marks external-facing, as on a Thunderbolt/USB4 host: an SSDT
+    puts the _DSD property ExternalFacingPort = 1 on it, so the kernel makes
+    every device below it removable and untrusted (strict DMA, swiotlb
+    bounce for sub-page mappings; docs/kernel.md §5).  nic: an e1000e
+    behind it from boot (0000:06:00.0 with the default devices); otherwise the port is empty for a QMP hot-add (Vm.hotplug_nic).
+    external_facing=False: the same machine without the SSDT, a control.
+    memory_mb: the kernel sets up its swiotlb pool on x86 only with memory
+    above 4 GiB (or when forced); without one an untrusted device's sub-page
+    mappings fail ("DMA bounce buffers are inactive").  4096 MiB and more
+    reach above 4 GiB on q35 (the PCI hole); README.md has what each showed."""
+    devs = list(devices) + ["external-port"] + (["e1000e-external"] if nic else [])
+    return Machine(iommu="intel", caching_mode=caching_mode, cmdline=list(cmdline), devices=devs,
+                   memory_mb=memory_mb, acpi_tables=[external_port_ssdt()] if external_facing else [])
 
 
 # --------------------------------------------------------------------------
@@ -383,6 +445,12 @@ class Vm:
                          size=size, **{"read-zeroes": True})
         self.qmp.command("device_add", driver="nvme", id=dev_id, bus=port,
                          serial=dev_id, drive=dev_id + "_blk")
+
+    def hotplug_nic(self, dev_id: str = "hp_nic", port: str = "rp_ext") -> None:
+        """device_add an e1000e (user networking, restricted) to an empty root port."""
+        self.qmp.command("netdev_add", type="user", id=dev_id + "_net", restrict=True)
+        self.qmp.command("device_add", driver="e1000e", id=dev_id, bus=port,
+                         netdev=dev_id + "_net", romfile="")
 
     def unplug(self, dev_id: str, timeout: float = 60) -> None:
         """device_del and wait for QMP's DEVICE_DELETED (the guest let go)."""

@@ -385,7 +385,13 @@ class Reader {
       return std::strtoull(r->c_str(), nullptr, 10);
     };
     host_.swiotlb.nslabs = num("io_tlb_nslabs");
-    if (!host_.swiotlb.nslabs) return;
+    // The kernel creates the directory always and its files only for a pool that exists: an
+    // empty directory means no pool (docs/kernel.md §6), not an unknown one.
+    if (!host_.swiotlb.nslabs) {
+      auto dir = root_.listDir("/sys/kernel/debug/swiotlb");
+      if (dir && dir->empty()) host_.swiotlb.nslabs = 0;
+      return;
+    }
     host_.swiotlb.used = num("io_tlb_used");
     host_.swiotlb.usedHiwater = num("io_tlb_used_hiwater");
   }
