@@ -1,9 +1,12 @@
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
 
 #include "bin/iommuctl/commands.hpp"
+#include "config/policy_loader.hpp"
 
 namespace iommud::ctl {
 
@@ -54,8 +57,8 @@ const core::PciDevice* deviceNamed(const core::HostFacts& host, const std::strin
 
 void addPoliciesOption(CLI::App* cmd, std::vector<std::string>& dirs) {
   cmd->add_option("--policies", dirs,
-                  "Read policies from DIR instead of /etc/iommud/policies.d, /run/iommud/policies.d and "
-                  "/usr/share/iommud/policies (repeatable; the first has the highest precedence)")
+                  fmt::format("Read policies from DIR instead of {} (repeatable; the first has the highest precedence)",
+                              fmt::join(config::defaultPolicyDirs(), ", ")))
       ->option_text("DIR")
       ->allow_extra_args(false)  // one directory per --policies: a positional after it stays one
       ->check(CLI::ExistingDirectory);
