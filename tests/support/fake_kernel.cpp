@@ -6,6 +6,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "core/domain_rules.hpp"
+
 namespace iommud::testing {
 
 namespace fs = std::filesystem;
@@ -94,45 +96,25 @@ std::vector<std::string> FakeKernel::groupDevices(int group) const {
   return out;
 }
 
-// iommu_group_store_type(), as docs/kernel.md §2.2 paraphrases it, for version_.
+// iommu_group_store_type() of version_: the checks and their order are core::judgeTypeWrite's, the
+// one table of the kernel's domain rules (docs/kernel.md §2.2) that iommud plans with too; what
+// the fake adds is the state it judges (drivers, trust, required types) read from the root.
 core::Result<Done> FakeKernel::writeType(int group, std::string_view value) {
   const std::string path = "/sys/kernel/iommu_groups/" + std::to_string(group) + "/type";
-  if (version_ < KernelVersion{5, 11, 0}) return err(EACCES, path);  // read-only attribute
-  if (!capable_) return err(EACCES, path);
-  std::string req = trimmed(value);
-  if (req != "identity" && req != "DMA" && req != "auto" && !(req == "DMA-FQ" && version_ >= KernelVersion{5, 15, 0})) {
-    return err(EINVAL, path);
+  core::GroupAtWrite g;
+  g.capable = capable_;
+  g.current = core::parseDomainType(readText(host(path)));
+  if (g.current == core::DomainType::Unknown) g.current.reset();
+  for (const auto& d : groupDevices(group)) {
+    core::GroupAtWrite::Member m;
+    m.driver = driverOf(d);
+    m.untrusted = untrusted(d);
+    if (auto it = required_.find(d); it != required_.end()) m.required = core::parseDomainType(it->second);
+    g.members.push_back(std::move(m));
   }
-  const auto devices = groupDevices(group);
-  const std::string current = readText(host(path));
-  if (req == "DMA-FQ" && current == "DMA") {
-    // The live upgrade; 5.15-6.3 refused it for untrusted devices, 6.4+ does not check.
-    if (version_ < KernelVersion{6, 4, 0}) {
-      for (const auto& d : devices) {
-        if (untrusted(d)) return err(EINVAL, path);
-      }
-    }
-    std::ofstream(host(path)) << "DMA-FQ\n";
-    return Done{};
-  }
-  auto managesDma = [&](const std::string& driver) {
-    return version_ >= KernelVersion{5, 19, 0} && (driver == "pcieport" || driver == "pci-stub");
-  };
-  if (version_ >= KernelVersion{6, 4, 0}) {
-    for (const auto& d : devices) {
-      auto drv = driverOf(d);
-      if (drv && !managesDma(*drv)) return err(EPERM, path);  // owner_cnt != 0
-    }
-  } else {
-    if (devices.size() != 1) return err(EINVAL, path);  // "Group has more than one device"
-    if (driverOf(devices.front())) return err(EBUSY, path);
-  }
-  if (req == "auto") req = "DMA";
-  for (const auto& d : devices) {
-    if (untrusted(d) && req != "DMA") return err(EINVAL, path);
-    if (auto it = required_.find(d); it != required_.end() && it->second != req) return err(EINVAL, path);
-  }
-  std::ofstream(host(path)) << req << "\n";
+  auto verdict = core::judgeTypeWrite(core::domainRules(version_), g, value);
+  if (!verdict.taken()) return err(verdict.error, path);
+  std::ofstream(host(path)) << core::toString(*verdict.result) << "\n";
   return Done{};
 }
 
