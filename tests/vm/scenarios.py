@@ -372,14 +372,25 @@ cat mounted-apply.txt
 disk_facts mounted
 umount /mnt/disk
 
+after_unbind() {  # after_unbind SIGNAL LOG CMD...: CMD under strace, which sends it SIGNAL as it
+    # closes the first nvme unbind file it wrote: the unbind is done, nothing after it is (iommuctl has no test hook)
+    local sig=$1 log=$2; shift 2
+    strace -qq -f -o /dev/null -P /sys/bus/pci/drivers/nvme/unbind -e trace=close \
+        -e "inject=close:signal=$sig:when=1" "$@" > "$log" 2>&1
+}
+child_named() {  # child_named PID NAME: the descendant of PID called NAME (strace's tracee)
+    local kid comm kids=()
+    read -r -a kids < "/proc/$1/task/$1/children" 2>/dev/null
+    for kid in "${kids[@]}"; do
+        read -r _ comm _ < "/proc/$kid/stat" 2>/dev/null || continue
+        if [[ $comm == "($2)" ]]; then echo "$kid"; return 0; fi
+        child_named "$kid" "$2" && return 0
+    done
+    return 1
+}
 # Killed right after the unbind: the next writer (here `iommuctl revert`) finds the journal and rebinds.
-mkdir /tmp/pause-kill
-$iommuctl apply --hotplug --policies /tmp/pol --device "$disk" --test-pause-after-unbind /tmp/pause-kill \
-    > killed-apply.txt 2>&1 &
-pid=$!
-wait_for -f /tmp/pause-kill/paused
+after_unbind SIGKILL killed-apply.txt $iommuctl apply --hotplug --policies /tmp/pol --device "$disk"
 disk_facts killed-paused
-kill -9 $pid; wait $pid
 ls /run/iommud > killed-run.txt
 $iommuctl revert > recover.txt 2>&1; echo $? > recover.rc
 cat recover.txt
@@ -388,14 +399,15 @@ ls /run/iommud > recovered-run.txt
 
 # Removed (QMP device_del from the host) while paused right after the unbind: the transaction ends
 # without error and every remaining device is bound.
-mkdir /tmp/pause-del
-$iommuctl apply --hotplug --policies /tmp/pol --device "$disk" --test-pause-after-unbind /tmp/pause-del \
-    > removed-apply.txt 2>&1 &
+after_unbind SIGSTOP removed-apply.txt $iommuctl apply --hotplug --policies /tmp/pol --device "$disk" &
 pid=$!
-wait_for -f /tmp/pause-del/paused
+# Unbound means the write returned; SIGSTOP came with the close right after it, so it stops before
+# its next step. (The process state cannot tell: under strace every syscall is a tracing stop.)
+wait_for ! -e "/sys/bus/pci/devices/$disk/driver"
+kid=$(child_named $pid iommuctl)
 echo "@@paused-after-unbind"
 wait_for ! -e "/sys/bus/pci/devices/$disk"
-touch /tmp/pause-del/resume
+kill -CONT "$kid"
 wait $pid; echo $? > removed.rc
 cat removed-apply.txt
 facts removed
@@ -805,13 +817,14 @@ if [[ $(cut -d' ' -f3 stopped-pair.txt | sort -u) == identity ]]; then
     $iommuctl revert --device $pair_a > pre-revert.txt 2>&1
 fi
 facts before-kill $pair_a $pair_b
-mkdir -p /tmp/pause
-$iommuctl apply --hotplug --device $pair_a --test-pause-after-unbind /tmp/pause > killed-apply.txt 2>&1 &
-pid=$!
-end=$((SECONDS + 120))
-until [[ -e /tmp/pause/paused ]]; do (( SECONDS < end )) && kill -0 $pid 2>/dev/null || break; nap 0.1; done
+after_unbind() {  # after_unbind SIGNAL LOG CMD...: CMD under strace, which sends it SIGNAL as it
+    # closes the first nvme unbind file it wrote: the unbind is done, nothing after it is (iommuctl has no test hook)
+    local sig=$1 log=$2; shift 2
+    strace -qq -f -o /dev/null -P /sys/bus/pci/drivers/nvme/unbind -e trace=close \
+        -e "inject=close:signal=$sig:when=1" "$@" > "$log" 2>&1
+}
+after_unbind SIGKILL killed-apply.txt $iommuctl apply --hotplug --device $pair_a
 facts paused $pair_a $pair_b
-kill -9 $pid 2>/dev/null; wait $pid
 ls /run/iommud > killed-run.txt 2>&1
 systemctl unmask --runtime iommud.service >> mask.out 2>&1
 mark restart
