@@ -1,7 +1,7 @@
 // The fake kernel judged by Linux: the writes tests/vm's replay scenario made on Debian's 6.1 and
 // 6.12 (group types, a driver that does not match, bad module-parameter values, groups of one and
 // of three devices), with the errno and the state after each, are replayed on a FakeHost of that
-// guest; every errno and every state must be equal. The recorded runs are tests/vm/testdata/
+// guest; every errno and every state must be equal. The recorded runs are tests/vm/replay/
 // replay-<series>.json; the vm scenario runs this test on its fresh result (IOMMUD_REPLAY).
 #include <gtest/gtest.h>
 
@@ -110,7 +110,7 @@ TEST(FakeKernelReplay, AnswersAsDebians61And612Did) {
     replay(live);  // a fresh guest's result (tests/vm: run replay)
     return;
   }
-  const fs::path testdata = fs::path(IOMMUD_TEST_DATA) / ".." / "vm" / "testdata";
+  const fs::path testdata = fs::path(IOMMUD_TEST_DATA) / ".." / "vm" / "replay";
   replay(testdata / "replay-6.1.json");
   replay(testdata / "replay-6.12.json");
 }

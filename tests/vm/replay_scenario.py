@@ -6,7 +6,7 @@ errnos and the state after each write recorded, so that the fake kernel of the u
 The guest boots strict (every group at DMA) and runs REPLAY_GUEST (python3). The host compares
 the result with the fake kernel live: `unit_tests --gtest_filter=FakeKernelReplay.*` with
 IOMMUD_REPLAY=<the guest's file> replays the same writes on a FakeHost of this machine. The
-recorded results (testdata/replay-<series>.json, written by `run replay --record`) are what the
+recorded results (replay/replay-<series>.json, written by `run replay --record`) are what the
 unit test compares against without a guest."""
 
 from __future__ import annotations
@@ -96,7 +96,7 @@ python3 /vm/in/replay.py
 """
 
 UNIT_TESTS = Path(__file__).resolve().parents[2] / "build" / "bin" / "unit_tests"
-TESTDATA = Path(__file__).resolve().parent / "testdata"
+TESTDATA = Path(__file__).resolve().parent / "replay"  # not testdata/: its entries are status fixtures
 
 
 def compare_with_fake(result: Path, unit_tests: Path = UNIT_TESTS) -> list[str]:
