@@ -8,38 +8,26 @@ namespace iommud::core {
 
 namespace {
 
-const KernelVersion kWritable{5, 11, 0};
-const KernelVersion kLazy{5, 15, 0};
-const KernelVersion kManagedDma{5, 19, 0};
-const KernelVersion kMultiDevice{6, 4, 0};
-
-std::string thisKernel(const KernelVersion& v) {
-  return " (this kernel is " + v.str() + ")";
-}
-
 Error refused(int group, std::string why) {
   return Error{0, "group " + std::to_string(group), std::move(why)};
 }
 
 }  // namespace
 
-std::optional<std::string> domainKernelLimit(const Group& group, DomainType to, bool live,
-                                             const std::optional<KernelVersion>& version) {
-  if (!version) return std::nullopt;
-  const auto& v = *version;
-  if (v < kWritable) return "the group type is read-only before Linux 5.11" + thisKernel(v);
-  if (to == DomainType::DmaFq && v < kLazy) return "DMA-FQ exists only since Linux 5.15" + thisKernel(v);
-  if (!live && group.devices.size() > 1 && v < kMultiDevice) {
-    return "group " + std::to_string(group.id) + " holds " + std::to_string(group.devices.size()) +
-           " devices, and only Linux 6.4 and later change the type of a group of several devices" + thisKernel(v);
+GroupAtWrite groupAtWrite(const HostFacts& host, const Group& group) {
+  GroupAtWrite g;
+  g.current = group.type;
+  if (g.current == DomainType::Unknown) g.current.reset();  // "unknown": no default domain
+  for (const auto& address : group.devices) {
+    const PciDevice* d = host.device(address);
+    GroupAtWrite::Member m;
+    if (d != nullptr) {
+      m.driver = d->driver;
+      m.untrusted = d->untrusted();
+    }
+    g.members.push_back(std::move(m));
   }
-  return std::nullopt;
-}
-
-bool driverBlocksTypeWrite(std::string_view driver, const std::optional<KernelVersion>& version) {
-  bool managesDma = driver == "pcieport" || driver == "pci-stub";
-  // Unknown version: assume a current kernel; a wrong guess fails the write, which rolls back.
-  return !(managesDma && (!version || *version >= kManagedDma));
+  return g;
 }
 
 Result<DomainChange> prepareDomainChange(const HostFacts& host, int id, DomainType to) {
@@ -53,13 +41,20 @@ Result<DomainChange> prepareDomainChange(const HostFacts& host, int id, DomainTy
   change.group = id;
   change.from = *g->type;
   change.to = to;
-  change.live = change.from == DomainType::Dma && to == DomainType::DmaFq;
   if (change.noop()) return change;
   if (!isTranslated(change.from) && change.from != DomainType::Identity) {
     return refused(id, "it is " + std::string(toString(change.from)) + ", not a default domain iommud may change");
   }
   const auto& version = host.kernel.upstream.version;
-  if (auto limit = domainKernelLimit(*g, to, change.live, version)) return refused(id, *limit);
+  const auto& rules = domainRules(version);
+  // The kernel's own checks, in its order (docs/kernel.md §2.2); the untrusted refusal below is
+  // iommud's rule and comes first where the kernel would allow it (the live path since 6.4).
+  auto way = typeChangeWay(rules, groupAtWrite(host, *g), to);
+  change.live = way.verdict.live;
+  const bool deviceForbids = way.verdict.check == TypeWriteCheck::DeviceForbids;
+  if (!way.verdict.taken() && !deviceForbids) {
+    return refused(id, describeRefusal(way.verdict, id, g->devices.size(), to, version));
+  }
   if (to == DomainType::Identity) {
     bool noPassThrough = std::any_of(host.units.begin(), host.units.end(),
                                      [](const IommuUnit& u) { return u.intel && !u.intel->passThrough(); });
@@ -73,7 +68,7 @@ Result<DomainChange> prepareDomainChange(const HostFacts& host, int id, DomainTy
                              " is never set for a device behind an external port");
     }
     MemberStep m{address, d->driver, false};
-    if (!change.live && d->driver && driverBlocksTypeWrite(*d->driver, version)) {
+    if (way.unbindFirst && d->driver && mustUnbind(rules, *d->driver)) {
       for (const auto& why : d->inUse) {
         bool never = why.kind == InUseReason::Kind::Vfio || why.kind == InUseReason::Kind::SriovVfs;
         return refused(id, d->displayName() + " (" + address + ") " +
@@ -92,11 +87,12 @@ Result<DomainChange> prepareDomainChange(const HostFacts& host, int id, DomainTy
     }
     change.members.push_back(std::move(m));
   }
+  if (deviceForbids) return refused(id, describeRefusal(way.verdict, id, g->devices.size(), to, version));
   return change;
 }
 
 std::string explainTypeWriteError(int error, const std::optional<KernelVersion>& version, size_t groupDevices) {
-  bool modern = !version || *version >= kMultiDevice;
+  bool modern = domainRules(version).multiDevice;
   switch (error) {
     case EACCES: return "permission denied: the write needs CAP_SYS_ADMIN and CAP_SYS_RAWIO";
     case EPERM:

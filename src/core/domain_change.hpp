@@ -5,6 +5,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/domain_rules.hpp"
 #include "core/host.hpp"
 #include "core/kernel_version.hpp"
 #include "core/result.hpp"
@@ -38,14 +39,9 @@ struct DomainChange {
 /// Preflight refuses rather than start what cannot finish.
 Result<DomainChange> prepareDomainChange(const HostFacts& host, int id, DomainType to);
 
-/// What the running kernel does not allow, in words, or nullopt (unknown version: the write tells).
-/// Read-only before 5.11, no DMA-FQ before 5.15, one device per group before 6.4 (docs/kernel.md §2.1).
-std::optional<std::string> domainKernelLimit(const Group& group, DomainType to, bool live,
-                                             const std::optional<KernelVersion>& version);
-
-/// Whether a bound driver must be unbound before the write: since Linux 5.19 drivers that manage
-/// DMA themselves (driver_managed_dma: pcieport, pci-stub) hold no DMA ownership of the group.
-bool driverBlocksTypeWrite(std::string_view driver, const std::optional<KernelVersion>& version);
+/// The group as the kernel would see it at a write: its type and each device's driver and trust
+/// (facts read by iommud; a driver's def_domain_type is not among them, so the write still judges).
+GroupAtWrite groupAtWrite(const HostFacts& host, const Group& group);
 
 /// The kernel's answer to a write of `type`, explained for this kernel version (docs/kernel.md §2.2):
 /// EPERM on 6.4+ and EBUSY on 5.11-6.3 mean a driver is still bound, EINVAL means a device of the

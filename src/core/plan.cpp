@@ -795,11 +795,16 @@ class Planner {
       refuse(SkipReason::Unsupported, "this VT-d unit has no pass-through support (ecap.PT = 0): the kernel keeps DMA");
       return;
     }
-    const bool live = *group.type == DomainType::Dma && *target == DomainType::DmaFq;
-    if (auto old = domainKernelLimit(group, *target, live, host_.version)) {
-      refuse(SkipReason::KernelTooOld, *old);
+    // What this kernel's iommu_group_store_type() takes, and how (docs/kernel.md §2.2): live with the
+    // drivers bound, after an unbind, or not at all (e.g. a group of several devices before 6.4,
+    // even for DMA -> DMA-FQ).
+    auto way = typeChangeWay(domainRules(host_.version), groupAtWrite(in_.host, group), *target);
+    if (!way.verdict.taken()) {
+      refuse(way.verdict.check == TypeWriteCheck::DeviceForbids ? SkipReason::Unsupported : SkipReason::KernelTooOld,
+             describeRefusal(way.verdict, group.id, group.devices.size(), *target, host_.version));
       return;
     }
+    const bool live = way.verdict.live;
     Risk risk = Risk::None;
     std::string tradeOff;
     auto names = deviceList(g);

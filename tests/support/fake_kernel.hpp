@@ -42,6 +42,20 @@ class FakeKernel final : public adapters::sysfs::SysfsWriter {
   void beforeWrite(std::function<void(std::string_view path, std::string_view value)> f) { before_ = std::move(f); }
   /// Hot-unplugs a device: its directory and every link to it disappear.
   void removeDevice(const std::string& address);
+  /// `driver` matches `address` (bind_store's driver_match_device()); the drivers bound at
+  /// construction match their devices. Binding a driver that does not match fails with ENODEV.
+  void matchDriver(const std::string& address, const std::string& driver) { matching_[address].insert(driver); }
+
+  /// A module parameter's kernel_param_ops, as far as a write is concerned: the type's parser
+  /// (kstrtouint, kstrtoint, kstrtobool; charp takes anything) and a custom setter's range.
+  enum class ParamType { Uint, Int, Bool, Charp };
+  struct ParamSpec {
+    ParamType type = ParamType::Uint;
+    std::optional<std::pair<long long, long long>> range;  // a custom set op's bounds: EINVAL outside
+  };
+  /// Declares the parameter at `path`; an undeclared one is typed by its value at the first write
+  /// (a number: uint, or int when negative; Y/N: bool; anything else: charp).
+  void declareParam(const std::string& path, ParamSpec spec) { params_[path] = spec; }
 
  private:
   core::Result<core::Done> writeType(int group, std::string_view value);
@@ -60,6 +74,8 @@ class FakeKernel final : public adapters::sysfs::SysfsWriter {
   std::set<std::string> drivers_;
   std::map<std::string, int> probeFails_;
   std::map<std::string, std::string> required_;
+  std::map<std::string, std::set<std::string>> matching_;
+  std::map<std::string, ParamSpec> params_;
   std::function<void(std::string_view, std::string_view)> before_;
   std::vector<std::string> log_;
 };

@@ -9,11 +9,17 @@
 
 namespace iommud::testing {
 
-/// Compares text with tests/data/<relative>; IOMMUD_UPDATE_GOLDEN=1 rewrites the file instead.
+/// Compares text with tests/data/<relative>; IOMMUD_UPDATE_GOLDEN=1 rewrites the file instead,
+/// except under CI (`CI` set), where that mode fails: a rewritten golden file passes whatever the
+/// output is, so it is regenerated on purpose and reviewed, never in a pipeline.
 /// A mismatch names the first differing line rather than dumping both documents.
 inline void expectGolden(const std::string& relative, const std::string& text) {
   std::string path = std::string(IOMMUD_TEST_DATA) + "/" + relative;
   if (std::getenv("IOMMUD_UPDATE_GOLDEN") != nullptr) {
+    if (const char* ci = std::getenv("CI"); ci != nullptr) {
+      FAIL() << "IOMMUD_UPDATE_GOLDEN is set and so is CI (=" << ci << "): golden files are not rewritten "
+             << "under CI, where every golden test would pass; regenerate them by hand and review the diff";
+    }
     std::ofstream(path) << text;
     return;
   }

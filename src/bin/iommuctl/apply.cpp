@@ -3,12 +3,8 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
-#include <filesystem>
-#include <fstream>
 #include <memory>
-#include <thread>
 
 #include "adapters/dbus/manager_client.hpp"
 #include "adapters/state/lock.hpp"
@@ -41,24 +37,6 @@ std::optional<app::WriterSession> startWriting(const Globals& globals, app::Appl
                 r.record.change.group, r.outcome.c_str(), r.rebound.size());
   }
   return std::move(session).value();
-}
-
-// tests/vm's pause point: after the first unbind, create DIR/paused and wait (at most 10 minutes)
-// until DIR/resume exists, so that a test can remove a device or kill this process right there.
-app::TransactionHooks pauseAfterUnbind(const std::string& dir) {
-  app::TransactionHooks hooks;
-  if (dir.empty()) return hooks;
-  hooks.afterStep = [dir, paused = false](std::string_view step) mutable {
-    if (paused || step.rfind("unbind ", 0) != 0) return;
-    paused = true;
-    std::ofstream(dir + "/paused") << step << '\n';
-    std::fprintf(stderr, "iommuctl: paused after %.*s until %s/resume exists\n", static_cast<int>(step.size()),
-                 step.data(), dir.c_str());
-    for (int i = 0; i < 30000 && !std::filesystem::exists(dir + "/resume"); ++i) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-  };
-  return hooks;
 }
 
 // One line per outcome, "done:    what"; 1 when anything failed or was refused.
@@ -104,18 +82,15 @@ void addApply(CLI::App& app, const Globals& globals, int& code) {
   auto* cmd = app.add_subcommand("apply", "Make the changes the policies plan (advice is printed, not made)");
   struct Options : ReportOptions {
     std::string device;
-    std::string pauseDir;
   };
   auto opts = std::make_shared<Options>();
   cmd->add_option("--device", opts->device, "Apply only what concerns this device (PCI address, netdev or NVMe name)")
       ->option_text("DEVICE");
   cmd->add_flag("--hotplug", opts->hotplug, "Decide as if the devices had just appeared (disruptive changes allowed)");
   addPoliciesOption(cmd, opts->policies);
-  // Hidden (no group): a test-only pause point for tests/vm.
-  cmd->add_option("--test-pause-after-unbind", opts->pauseDir)->group("");
   cmd->callback([&globals, &code, opts] {
     if (auto daemon = runningDaemon(globals)) {
-      if (!opts->policies.empty() || !opts->pauseDir.empty()) {
+      if (!opts->policies.empty()) {
         std::fprintf(stderr,
                      "iommuctl: iommud is running and applies its own policies; drop --policies (or stop "
                      "iommud to apply others)\n");
@@ -127,7 +102,7 @@ void addApply(CLI::App& app, const Globals& globals, int& code) {
     }
     adapters::sysfs::Root root(globals.root);
     adapters::sysfs::RootWriter writer(root);
-    app::ApplyContext ctx{root, writer, nullptr, {}, app::utcNow, pauseAfterUnbind(opts->pauseDir)};
+    app::ApplyContext ctx{root, writer, nullptr, {}, app::utcNow, {}};
     auto lock = startWriting(globals, ctx, "apply");
     if (!lock) {
       code = 1;
