@@ -26,6 +26,9 @@ std::unique_ptr<FakeHost> thunderboltNic();
 std::unique_ptr<FakeHost> thunderboltNicWithModule();
 /// Two NVMe drives behind one bridge in one group, Intel, kernel 6.12.30 (affected).
 std::unique_ptr<FakeHost> twoNvmeOneGroup(const char* debianVersion = "6.12.30-1");
+/// twoNvmeOneGroup with a second pair of drives in a group of its own: two instances of the
+/// vtd-iotlb-sync-map finding, as a host with two NVMe groups under the regression has.
+std::unique_ptr<FakeHost> twoNvmePairs();
 /// A GPU bound to vfio-pci under iommu=pt.
 std::unique_ptr<FakeHost> vfioGroup();
 
