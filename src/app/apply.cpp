@@ -28,6 +28,14 @@ using Json = nlohmann::json;
 using R = Outcome::Result;
 
 constexpr const char* kRecordFile = "/changes.json";
+// The runtime records, copied to the state directory: after a reboot cleared /run/iommud, what
+// the copy holds and /run does not is what the reboot undid, and revert says so for each.
+constexpr const char* kRuntimeCopyFile = "/runtime-changes.json";
+
+bool sameRecord(const ChangeRecord& a, const ChangeRecord& b) {
+  return a.kind == b.kind && a.device == b.device && a.object == b.object && a.key == b.key && a.written == b.written &&
+         a.time == b.time;
+}
 
 Json toJson(const ChangeRecord& r) {
   Json j = {{"kind", std::string(core::toString(r.kind))},
@@ -150,7 +158,13 @@ class Session {
       : host_(host),
         ctx_(ctx),
         runtime_(loadRecords(ctx.root, ctx.paths.runDir + kRecordFile)),
-        persistent_(loadRecords(ctx.root, ctx.paths.stateDir + kRecordFile)) {}
+        persistent_(loadRecords(ctx.root, ctx.paths.stateDir + kRecordFile)) {
+    for (auto& r : loadRecords(ctx.root, ctx.paths.stateDir + kRuntimeCopyFile)) {
+      if (std::none_of(runtime_.begin(), runtime_.end(), [&](const ChangeRecord& x) { return sameRecord(x, r); })) {
+        lost_.push_back(std::move(r));
+      }
+    }
+  }
 
   std::vector<Outcome> apply(const core::Plan& plan) {
     std::set<int> rebound;  // groups whose drivers were rebound: their other settings wait for the next round
@@ -188,6 +202,20 @@ class Session {
     auto concerns = [&](const ChangeRecord& r) {
       return !device || r.device == *device || (group && r.group == group);
     };
+    std::vector<ChangeRecord> stillLost;
+    for (size_t i = lost_.size(); i-- > 0;) {  // newest first
+      const ChangeRecord& r = lost_[i];
+      if (!concerns(r)) {
+        stillLost.insert(stillLost.begin(), r);
+        continue;
+      }
+      done(r, R::Lost,
+           describe(r) +
+               ": /run/iommud no longer records it (a reboot cleared it), and the kernel started again "
+               "from its own value: nothing to restore; iommuctl status shows the value now",
+           true);
+    }
+    lost_ = std::move(stillLost);
     for (auto* list : {&persistent_, &runtime_}) {
       std::vector<ChangeRecord> kept;
       for (size_t i = list->size(); i-- > 0;) {  // newest first
@@ -459,9 +487,21 @@ class Session {
     return result == R::Done;
   }
 
+  // "group 20 type DMA-FQ -> identity (rule nvme-identity, 2026-11-21T12:00:00Z)".
+  static std::string describe(const ChangeRecord& r) {
+    std::string what = r.kind == ChangeKind::Domain && r.group ? "group " + std::to_string(*r.group) + " type"
+                       : r.kind == ChangeKind::ModuleParam     ? r.object
+                                                               : r.object + " " + r.key;
+    return what + " " + r.original + " -> " + r.written + " (" + (r.rule.empty() ? "" : "rule " + r.rule + ", ") +
+           r.time + ")";
+  }
+
   void save() {
+    std::vector<ChangeRecord> copy = lost_;
+    copy.insert(copy.end(), runtime_.begin(), runtime_.end());
     for (auto [list, path] : {std::pair{&runtime_, ctx_.paths.runDir + kRecordFile},
-                              std::pair{&persistent_, ctx_.paths.stateDir + kRecordFile}}) {
+                              std::pair{&persistent_, ctx_.paths.stateDir + kRecordFile},
+                              std::pair{&copy, ctx_.paths.stateDir + kRuntimeCopyFile}}) {
       if (list->empty() && !ctx_.root.readFile(path).ok()) continue;
       if (auto s = saveRecords(ctx_.root, path, *list); !s) {
         outcomes_.push_back(
@@ -474,6 +514,7 @@ class Session {
   ApplyContext& ctx_;
   std::optional<core::NetOwnerSources> owners_;  // read once, when a NIC value is first touched
   std::vector<ChangeRecord> runtime_, persistent_;
+  std::vector<ChangeRecord> lost_;  // in the state directory's copy, no longer in /run
   std::vector<Outcome> outcomes_;
 };
 
@@ -497,6 +538,7 @@ std::string_view toString(Outcome::Result r) {
     case R::Drift: return "drift";
     case R::Kept: return "kept";
     case R::Skipped: return "skipped";
+    case R::Lost: return "lost";
   }
   return "?";
 }

@@ -15,7 +15,8 @@ namespace iommud::app {
 
 /// Where iommud keeps what it changed: the run directory (lock, transaction journal, runtime
 /// records; gone at reboot like the values they describe) and the state directory (records of
-/// files that outlive a reboot). Host paths: under --root they are inside the root.
+/// files that outlive a reboot, and a copy of the runtime records, so that revert can say which
+/// changes a reboot undid). Host paths: under --root they are inside the root.
 struct StatePaths {
   std::string runDir = "/run/iommud";
   std::string stateDir = "/var/lib/iommud";
@@ -33,9 +34,10 @@ class EthtoolPort {
   virtual core::Result<core::Done> set(int ifindex, core::ChangeKind kind, const std::string& key, uint32_t value) = 0;
 };
 
-/// What became of one change of a plan, or of one record at revert.
+/// What became of one change of a plan, or of one record at revert. Lost: a runtime change whose
+/// record /run/iommud lost (a reboot cleared it, and undid the change): nothing to restore.
 struct Outcome {
-  enum class Result { Done, Advised, Refused, Failed, Drift, Kept, Skipped };
+  enum class Result { Done, Advised, Refused, Failed, Drift, Kept, Skipped, Lost };
   Result result = Result::Done;
   core::ChangeKind kind = core::ChangeKind::Domain;
   std::string device;

@@ -86,7 +86,7 @@ std::optional<Settings> loadSettings(const std::string& root, const std::string&
     }
   };
   std::optional<Settings> settings;
-  auto conf = config::loadDaemonConfig(configFile);
+  auto conf = config::loadDaemonConfig(configFile, configOwner());
   take(conf.diagnostics);
   if (conf.ok()) {
     PolicySources sources;

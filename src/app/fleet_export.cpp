@@ -1,5 +1,6 @@
 #include "app/fleet_export.hpp"
 
+#include <map>
 #include <utility>
 #include <vector>
 
@@ -39,7 +40,8 @@ std::optional<std::string_view> counterKey(const Outcome& o, bool revert) {
     case R::Skipped:
       if (isRefusal(o)) return "refused";
       break;
-    case R::Kept: break;
+    case R::Kept:
+    case R::Lost: break;
   }
   return std::nullopt;
 }
@@ -111,23 +113,35 @@ std::string prometheusText(const Status& status, const Counters& counters, std::
   cachingMode.to(out);
   rwbf.to(out);
   npCache.to(out);
-  Family groupInfo("iommud_group_info", "gauge",
-                   "An IOMMU group and its default domain type as the kernel reads it "
-                   "(DMA, DMA-FQ, identity, blocked, unmanaged, unknown); always 1.");
-  Family groupDevices("iommud_group_devices", "gauge", "The number of devices in an IOMMU group.");
+  // Counts, not one series per group or finding: a group's number means nothing across hosts, and
+  // one series per instance would make a host's series grow with its devices (docs/metrics.md,
+  // "How many series").
+  std::map<std::string, std::pair<uint64_t, uint64_t>> byType;  // type -> groups, devices
   for (const auto& g : status.host.groups) {
-    const std::string id = std::to_string(g.id);
-    groupInfo.sample({{"group", id}, {"type", g.type ? std::string(core::toString(*g.type)) : "unknown"}}, 1);
-    groupDevices.sample({{"group", id}}, g.devices.size());
+    auto& [groups, devices] = byType[g.type ? std::string(core::toString(*g.type)) : "unknown"];
+    ++groups;
+    devices += g.devices.size();
   }
-  groupInfo.to(out);
-  groupDevices.to(out);
-  Family finding("iommud_finding", "gauge",
-                 "A known problem present on this host, by its id and severity (info, warning, error); always 1.");
-  for (const auto& f : status.findings) {
-    finding.sample({{"id", f.id}, {"severity", std::string(core::toString(f.severity))}}, 1);
+  Family groups("iommud_groups", "gauge",
+                "IOMMU groups by their default domain type as the kernel reads it (DMA, DMA-FQ, identity, "
+                "blocked, unmanaged, unknown).");
+  Family grouped("iommud_grouped_devices", "gauge",
+                 "Devices in IOMMU groups, by the group's default domain type (bridges included).");
+  for (const auto& [type, count] : byType) {
+    groups.sample({{"type", type}}, count.first);
+    grouped.sample({{"type", type}}, count.second);
   }
-  finding.to(out);
+  groups.to(out);
+  grouped.to(out);
+  std::map<std::pair<std::string, core::Severity>, uint64_t> byFinding;
+  for (const auto& f : status.findings) ++byFinding[{f.id, f.severity}];
+  Family findings("iommud_findings", "gauge",
+                  "Known problems present on this host, by id and severity (info, warning, error): how many times "
+                  "each is found (once per group or device it touches).");
+  for (const auto& [key, count] : byFinding) {
+    findings.sample({{"id", key.first}, {"severity", std::string(core::toString(key.second))}}, count);
+  }
+  findings.to(out);
   Family("iommud_changes_total", "counter",
          "Changes the policies asked for since iommud started, by result: done, advised (advise mode), refused "
          "(unsafe or impossible), failed.")

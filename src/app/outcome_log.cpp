@@ -75,6 +75,10 @@ adapters::systemd::Entry journalEntry(const Outcome& o, const core::HostFacts& h
       e.messageId = std::string(msgid::kReverted);
       break;
     case R::Kept: e.priority = Priority::Debug; break;
+    case R::Lost:
+      e.priority = Priority::Notice;
+      e.messageId = std::string(msgid::kReverted);
+      break;
   }
   e.message = (o.result == R::Done ? std::string() : std::string(toString(o.result)) + ": ") + what + by;
   auto field = [&](const char* name, const std::string& value) {

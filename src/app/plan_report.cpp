@@ -16,9 +16,13 @@ namespace iommud::app {
 
 using namespace core;  // NOLINT(google-build-using-namespace): presentation of the core model
 
+std::optional<unsigned> configOwner() {
+  return ::geteuid() == 0 ? std::optional<unsigned>(0U) : std::nullopt;
+}
+
 config::Loaded loadPolicies(const PolicySources& sources) {
   config::LoadOptions options;
-  if (::geteuid() == 0) options.requireOwner = 0U;
+  options.requireOwner = configOwner();
   if (!sources.dirs.empty() || !sources.files.empty())
     return config::loadPolicies(sources.dirs, sources.files, options);
   std::string prefix = sources.root == "/" ? "" : sources.root;

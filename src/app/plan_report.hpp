@@ -19,6 +19,10 @@ struct PolicySources {
   std::vector<std::string> files;
 };
 
+/// Who must own what configures iommud: root (0) when running as root, else nobody in particular
+/// (a user checking their own files). For loadPolicies and config::loadDaemonConfig.
+std::optional<unsigned> configOwner();
+
 /// Loads the policies as the daemon does: root-owned files only when running as root.
 config::Loaded loadPolicies(const PolicySources& sources);
 

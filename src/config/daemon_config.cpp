@@ -6,6 +6,7 @@
 #include <cstring>
 #include <optional>
 
+#include "config/config_file.hpp"
 #include "config/toml_support.hpp"
 
 namespace iommud::config {
@@ -159,19 +160,23 @@ LoadedConfig parseDaemonConfig(std::string_view text, const std::string& fileNam
   return loaded;
 }
 
-LoadedConfig loadDaemonConfig(const std::string& path) {
-  auto text = detail::readCapped(path, kMaxConfigBytes);
-  if (!text) {
-    LoadedConfig loaded;
-    int err = text.error().code;
+LoadedConfig loadDaemonConfig(const std::string& path, std::optional<unsigned> requireOwner) {
+  std::optional<detail::WriterCheck> check;
+  if (requireOwner) check.emplace(*requireOwner);
+  auto read = detail::readConfigFile(path, kMaxConfigBytes, check ? &*check : nullptr, "the configuration");
+  LoadedConfig loaded;
+  if (read.unreadable) {
+    int err = read.unreadable->code;
     if (err == ENOENT) return loaded;  // no file: every default
     const char* name = ::strerrorname_np(err);
     loaded.diagnostics.push_back(Diagnostic{core::SourceLoc{path, 0, 0}, Diagnostic::Severity::Error,
-                                            "cannot read the configuration: " + text.error().message + " (" +
+                                            "cannot read the configuration: " + read.unreadable->message + " (" +
                                                 (name != nullptr ? name : "errno " + std::to_string(err)) + ")"});
     return loaded;
   }
-  return parseDaemonConfig(*text, path);
+  if (read.text) loaded = parseDaemonConfig(*read.text, path);
+  loaded.diagnostics.insert(loaded.diagnostics.begin(), read.refusals.begin(), read.refusals.end());
+  return loaded;
 }
 
 }  // namespace iommud::config

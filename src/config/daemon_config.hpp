@@ -1,6 +1,7 @@
 #pragma once
 
 #include <chrono>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -46,7 +47,9 @@ inline constexpr int kMaxDebounceMs = 10000;
 LoadedConfig parseDaemonConfig(std::string_view text, const std::string& fileName);
 
 /// Reads the file (through a plain path; the caller resolves roots). A missing file is not an
-/// error: defaults. An unreadable file is an Error diagnostic naming the errno.
-LoadedConfig loadDaemonConfig(const std::string& path);
+/// error: defaults. An unreadable file is an Error diagnostic naming the errno. With
+/// `requireOwner` (running as root: 0), the file and its directory must be owned by that uid and
+/// not writable by group or others, as policy files (LoadOptions::requireOwner); else an Error.
+LoadedConfig loadDaemonConfig(const std::string& path, std::optional<unsigned> requireOwner = std::nullopt);
 
 }  // namespace iommud::config

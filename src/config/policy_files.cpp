@@ -11,8 +11,8 @@
 #include <cstring>
 #include <map>
 
+#include "config/config_file.hpp"
 #include "config/policy_loader.hpp"
-#include "config/toml_support.hpp"
 
 namespace iommud::config {
 namespace {
@@ -21,25 +21,6 @@ using core::SourceLoc;
 
 Diagnostic fileError(const std::string& path, std::string message) {
   return Diagnostic{SourceLoc{path, 0, 0}, Diagnostic::Severity::Error, std::move(message)};
-}
-
-std::string octal(unsigned mode) {
-  std::array<char, 8> buf{};
-  std::snprintf(buf.data(), buf.size(), "%04o", mode & 07777U);
-  return buf.data();
-}
-
-// sshd's StrictModes for one path: owned by the expected user, not writable by group or others.
-std::optional<Diagnostic> checkOwner(const std::string& path, const struct stat& st, unsigned owner, const char* what) {
-  if (st.st_uid != owner) {
-    return fileError(path, std::string("refusing ") + what + " owned by uid " + std::to_string(st.st_uid) +
-                               ", not uid " + std::to_string(owner) + ": anyone who can write it controls iommud");
-  }
-  if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
-    return fileError(path, std::string("refusing ") + what + " writable by group or others (mode " + octal(st.st_mode) +
-                               "); run: chmod go-w " + path);
-  }
-  return std::nullopt;
 }
 
 struct Found {
@@ -56,27 +37,6 @@ bool isMask(const std::string& path) {
 }
 
 }  // namespace
-
-core::Result<std::string> detail::readCapped(const std::string& path, size_t maxBytes) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY);
-  if (fd < 0) return core::errnoError(errno, path);
-  std::string out;
-  std::array<char, 65536> buf;  // NOLINT(cppcoreguidelines-pro-type-member-init): filled by read
-  for (;;) {
-    ssize_t n = ::read(fd, buf.data(), buf.size());
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      int err = errno;
-      ::close(fd);
-      return core::errnoError(err, path);
-    }
-    if (n == 0) break;
-    out.append(buf.data(), static_cast<size_t>(n));
-    if (out.size() > maxBytes) break;  // parseToml reports the size
-  }
-  ::close(fd);
-  return out;
-}
 
 Loaded loadPolicies(const std::vector<std::string>& dirs, const std::vector<std::string>& files,
                     const LoadOptions& options) {
@@ -115,34 +75,26 @@ Loaded loadPolicies(const std::vector<std::string>& dirs, const std::vector<std:
 
   std::vector<core::PolicyFile> order;
   std::vector<ParsedFile> parsed;
-  std::map<std::string, bool> dirChecked;
+  std::optional<detail::WriterCheck> check;
+  if (options.requireOwner) check.emplace(*options.requireOwner);
   for (auto& [name, found] : byName) {
     auto& file = found.file;
     if (file.masked) {
       order.push_back(file);
       continue;
     }
-    if (options.requireOwner) {
-      struct stat st {};
-      if (!found.dir.empty() && !dirChecked.contains(found.dir)) {
-        dirChecked[found.dir] = true;
-        if (::stat(found.dir.c_str(), &st) == 0) {
-          if (auto e = checkOwner(found.dir, st, *options.requireOwner, "a policy directory")) diags.push_back(*e);
-        }
-      }
-      if (::stat(file.path.c_str(), &st) == 0) {
-        if (auto e = checkOwner(file.path, st, *options.requireOwner, "a policy file")) {
-          diags.push_back(*e);
-          continue;
-        }
-      }
+    // The layer's directory first: a file put there by someone else is refused on its own.
+    if (check && !found.dir.empty()) {
+      if (auto e = check->judgeDirectory(found.dir, "a policy directory")) diags.push_back(*e);
     }
-    auto text = detail::readCapped(file.path, kMaxPolicyBytes);
-    if (!text) {
-      diags.push_back(fileError(file.path, text.error().message));
+    auto read = detail::readConfigFile(file.path, kMaxPolicyBytes, check ? &*check : nullptr, "a policy file");
+    diags.insert(diags.end(), read.refusals.begin(), read.refusals.end());
+    if (read.unreadable) {
+      diags.push_back(fileError(file.path, read.unreadable->message));
       continue;
     }
-    parsed.push_back(parsePolicyText(*text, file.path));
+    if (!read.text) continue;  // refused
+    parsed.push_back(parsePolicyText(*read.text, file.path));
     order.push_back(file);
   }
   auto loaded = combine(std::move(order), std::move(parsed));

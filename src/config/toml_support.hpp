@@ -1,8 +1,8 @@
 #pragma once
 
-// What the TOML files of src/config (the policies, iommud.conf) share: reading with a cap, the
-// checks before toml11 sees a text, its syntax errors as one located line, and checks of values
-// that report and go on. Internal to iommud_config, the only library that sees toml11.
+// What the TOML files of src/config (the policies, iommud.conf) share once read (reading them:
+// config_file.hpp): the checks before toml11 sees a text, its syntax errors as one located line,
+// and checks of values that report and go on. Internal to iommud_config, the only library that sees toml11.
 
 #include <cstdint>
 #include <functional>
@@ -25,10 +25,6 @@ struct TextRules {
   std::string_view files;       // "policy files": "...; policy files are UTF-8 text"
   std::string_view neverNeeds;  // "policies never need that", after the nesting limit
 };
-
-/// Reads a file, stopping once it holds more than `maxBytes` (parseToml then reports the size),
-/// so that a huge file costs no more than the cap. In policy_files.cpp, with the rest of the I/O.
-core::Result<std::string> readCapped(const std::string& path, size_t maxBytes);
 
 /// Size, UTF-8, control characters and nesting, then toml11. The document, or nothing and the
 /// one error (a syntax error located at the place toml11 gave up) appended to `out`.

@@ -9,25 +9,24 @@ IOMMUD=build/bin/iommud IOMMUCTL=build/bin/iommuctl python3 tests/daemon/test_fl
 import os
 import re
 import shutil
+import socket
 import stat
 import subprocess
 import sys
+import tempfile
 import unittest
+import urllib.request
 
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import nfd_local  # noqa: E402
 import testbed  # noqa: E402
 from test_iommud_umockdev import IOMMUCTL, PAIR, PAIR_DEBOUNCE_MS, DaemonTestCase  # noqa: E402
 from testbed import wait_until  # noqa: E402
 
 PROMTOOL = shutil.which("promtool")
-
-# Kubernetes label rules, which NFD's labels must meet: a name and a value of at most 63
-# characters, alphanumeric at both ends, '-', '_', '.' between (a value may be empty); the
-# prefix before '/' a DNS subdomain. NFD's local source reads "<key>[=<value>]" lines and "#"
-# comments ("# +" starts a directive), ignores files over 64 KiB and dot files.
-LABEL_PART = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
-DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+NODE_EXPORTER = shutil.which("prometheus-node-exporter")
+FLEET_HOSTS = os.environ.get("FLEET_HOSTS", "build/bin/fleet_hosts")
 
 
 def promtool_check(test: unittest.TestCase, text: str, what: str) -> None:
@@ -37,28 +36,82 @@ def promtool_check(test: unittest.TestCase, text: str, what: str) -> None:
 
 
 def nfd_labels(test: unittest.TestCase, text: str) -> dict[str, str]:
-    """Checks a feature file against NFD's documented syntax; returns its labels."""
-    test.assertLessEqual(len(text.encode()), 65536)
+    """Reads a feature file as nfd-worker's local source does and checks its labels as nfd-master and
+    Kubernetes do (nfd_local.py); returns the labels."""
     test.assertTrue(text.endswith("\n"), text)
-    labels = {}
-    for line in text.splitlines():
-        if line.startswith("#"):
-            test.assertFalse(line.startswith("# +"), f"an NFD directive: {line!r}")
-            continue
-        key, sep, value = line.partition("=")
-        test.assertTrue(sep, f"no value: {line!r}")
-        prefix, slash, name = key.partition("/")
-        test.assertTrue(slash, f"no namespace (NFD would prefix it, and will stop doing so): {line!r}")
-        test.assertRegex(prefix, DNS_SUBDOMAIN)
-        test.assertLessEqual(len(prefix), 253)
-        test.assertTrue(prefix == "feature.node.kubernetes.io" or prefix.endswith(".feature.node.kubernetes.io"),
-                        f"a namespace nfd-master would drop without -extra-label-ns: {line!r}")
-        test.assertRegex(name, LABEL_PART)
-        if value:
-            test.assertRegex(value, LABEL_PART)
-        test.assertNotIn(key, labels)
-        labels[key] = value
+    keys = [line.partition("=")[0] for line in text.splitlines() if line and not line.startswith("#")]
+    test.assertEqual(len(keys), len(set(keys)), f"a label written twice:\n{text}")
+    test.assertNotIn("# +", text, "iommud writes no NFD directive")
+    labels, errors = nfd_local.check_text(text)
+    test.assertEqual(errors, [], f"NFD would refuse or ignore:\n{text}")
+    test.assertEqual(sorted(labels), sorted(keys), "a line NFD does not read as a label")
     return labels
+
+
+class NodeExporter:
+    """Debian's prometheus-node-exporter with only the textfile collector, on a loopback port,
+    reading `directory`. Ready once it answers /metrics (polled, no sleep)."""
+
+    def __init__(self, test: unittest.TestCase, directory: str):
+        test.assertIsNotNone(NODE_EXPORTER, "prometheus-node-exporter not found: install Debian's "
+                             "prometheus-node-exporter package (scripts/setup --tests)")
+        self.log = tempfile.TemporaryFile(mode="w+")
+        for _ in range(5):  # another process may take the free port before the exporter binds it
+            with socket.socket() as s:
+                s.bind(("127.0.0.1", 0))
+                self.url = f"http://127.0.0.1:{s.getsockname()[1]}/metrics"
+                address = f"127.0.0.1:{s.getsockname()[1]}"
+            self.proc = subprocess.Popen(
+                [NODE_EXPORTER, f"--web.listen-address={address}", "--collector.disable-defaults",
+                 "--collector.textfile", f"--collector.textfile.directory={directory}"],
+                stdout=self.log, stderr=subprocess.STDOUT)
+            if wait_until("node_exporter to answer or exit", self._answers_or_exited, 30) == "up":
+                test.addCleanup(self.stop)
+                return
+        test.fail(f"node_exporter did not start:\n{self.log_text()}")
+
+    def _answers_or_exited(self):
+        if self.proc.poll() is not None:
+            return "exited"
+        try:
+            with urllib.request.urlopen(self.url, timeout=5):
+                return "up"
+        except OSError:
+            return None
+
+    def scrape(self) -> str:
+        with urllib.request.urlopen(self.url, timeout=30) as r:
+            return r.read().decode()
+
+    def log_text(self) -> str:
+        self.log.seek(0)
+        return self.log.read()
+
+    def gathering_errors(self) -> tuple[str, str]:
+        """Scrapes twice; returns the second scrape and what went wrong gathering the first:
+        node_exporter serves what it could and counts the rest in
+        promhttp_metric_handler_errors_total{cause="gathering"}, logging each error."""
+        self.scrape()
+        text = self.scrape()
+        s = samples(text)
+        return text, (s.get('promhttp_metric_handler_errors_total{cause="gathering"}', "missing") + " gathering "
+                      "error(s), textfile scrape error " + s.get("node_textfile_scrape_error", "missing"))
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(timeout=30)
+        self.log.close()
+
+
+def node_exporter_reads(test: unittest.TestCase, directory: str, what: str) -> dict[str, str]:
+    """node_exporter reads the textfiles of `directory` with no error; returns its samples."""
+    exporter = NodeExporter(test, directory)
+    text, errors = exporter.gathering_errors()
+    test.assertEqual(errors, "0 gathering error(s), textfile scrape error 0",
+                     f"node_exporter on {what}:\n{exporter.log_text()[-4000:]}")
+    test.assertNotIn("level=error", exporter.log_text())
+    return samples(text)
 
 
 def read(path: str) -> str:
@@ -76,6 +129,127 @@ def samples(text: str) -> dict[str, str]:
     return out
 
 
+def fleet_hosts() -> str:
+    """Writes fleet_hosts' roots into a temporary directory; returns it."""
+    out = tempfile.mkdtemp(prefix="iommud-fleet-hosts-")
+    r = subprocess.run([FLEET_HOSTS, out], capture_output=True, text=True, timeout=600)
+    if r.returncode != 0:
+        shutil.rmtree(out, ignore_errors=True)
+        raise AssertionError(f"{FLEET_HOSTS} failed: {r.stderr}")
+    return out
+
+
+def textfile_of(test: unittest.TestCase, root: str) -> str:
+    """`iommuctl --root ROOT status --format=prometheus` written as a textfile directory; returns it."""
+    r = subprocess.run([IOMMUCTL, "--root", root, "status", "--format=prometheus"], capture_output=True, text=True,
+                       timeout=300)
+    test.assertEqual(r.returncode, 0, r.stderr)
+    directory = tempfile.mkdtemp(prefix="iommud-textfile-")
+    test.addCleanup(shutil.rmtree, directory, ignore_errors=True)
+    with open(os.path.join(directory, "iommud.prom"), "w") as f:
+        f.write(r.stdout)
+    return directory
+
+
+def groups_by_type(host: testbed.Host) -> dict[str, tuple[int, int]]:
+    """The testbed's groups as its sysfs holds them, read here: type -> (groups, devices)."""
+    out: dict[str, tuple[int, int]] = {}
+    base = host.path("/sys/kernel/iommu_groups")
+    for g in os.listdir(base):
+        with open(os.path.join(base, g, "type")) as f:
+            kind = f.read().strip()
+        n = len(os.listdir(os.path.join(base, g, "devices")))
+        groups, devices = out.get(kind, (0, 0))
+        out[kind] = (groups + 1, devices + n)
+    return out
+
+
+def iommud_series(s: dict[str, str]) -> dict[str, str]:
+    return {k: v for k, v in s.items() if k.startswith("iommud_")}
+
+
+class NodeExporterReadsTheTextfile(unittest.TestCase):
+    """Debian's node_exporter (textfile collector) reads iommud's metrics: the real consumer, which
+    refuses a series written twice where promtool check metrics does not."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.hosts = fleet_hosts()  # once: the 4096-device host takes seconds to write
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.hosts, ignore_errors=True)
+
+    def test_node_exporter_counts_a_series_written_twice_as_an_error(self):
+        # The oracle first: a planted duplicate series must be reported, or the tests below prove nothing.
+        directory = tempfile.mkdtemp(prefix="iommud-textfile-")
+        self.addCleanup(shutil.rmtree, directory, ignore_errors=True)
+        with open(os.path.join(directory, "planted.prom"), "w") as f:
+            f.write('# HELP x_finding planted\n# TYPE x_finding gauge\n'
+                    'x_finding{id="a",severity="info"} 1\nx_finding{id="a",severity="info"} 1\n')
+        exporter = NodeExporter(self, directory)
+        _, errors = exporter.gathering_errors()
+        self.assertNotEqual(errors, "0 gathering error(s), textfile scrape error 0", exporter.log_text())
+        self.assertIn("was collected before with the same name and label values", exporter.log_text())
+
+    def test_a_host_with_repeated_findings_has_one_series_per_id_and_severity(self):
+        directory = textfile_of(self, os.path.join(self.hosts, "two-nvme-pairs"))
+        promtool_check(self, read(os.path.join(directory, "iommud.prom")), "two NVMe pairs")
+        s = iommud_series(node_exporter_reads(self, directory, "two NVMe pairs"))
+        self.assertEqual(s['iommud_findings{id="vtd-iotlb-sync-map",severity="warning"}'], "2")
+        self.assertEqual(s['iommud_groups{type="DMA-FQ"}'], "3")
+        self.assertEqual(s['iommud_grouped_devices{type="DMA-FQ"}'], "11")
+        self.assertEqual(s['iommud_iommu_info{mode="DMA-FQ",vendor="intel"}'], "1")
+
+    def test_the_4096_device_host_exports_a_bounded_set_of_series(self):
+        directory = textfile_of(self, os.path.join(self.hosts, "synthetic-4096"))
+        promtool_check(self, read(os.path.join(directory, "iommud.prom")), "the 4096-device host")
+        s = iommud_series(node_exporter_reads(self, directory, "the 4096-device host"))
+        groups = {k: int(v) for k, v in s.items() if k.startswith("iommud_groups{")}
+        devices = {k: int(v) for k, v in s.items() if k.startswith("iommud_grouped_devices{")}
+        self.assertEqual(sum(groups.values()), 1024, groups)
+        self.assertEqual(sum(devices.values()), 4096, devices)
+        findings = {k: int(v) for k, v in s.items() if k.startswith("iommud_findings{")}
+        self.assertGreater(max(findings.values(), default=0), 1, f"no repeated finding on this host: {findings}")
+        # docs/metrics.md, "How many series": 43, and two per IOMMU unit, at most.
+        units = [k for k in s if k.startswith("iommud_iommu_unit_")]
+        self.assertLessEqual(len(s), 43 + len(units), sorted(s))
+
+
+class NfdLocalSource(unittest.TestCase):
+    """nfd_local.py, the NFD checker, refuses what NFD and Kubernetes refuse (planted labels)."""
+
+    def test_the_checker_refuses_planted_bad_labels_and_reads_directives_as_nfd_does(self):
+        good = "feature.node.kubernetes.io/iommud-iommu-mode=DMA-FQ\n"
+        self.assertEqual(nfd_local.check_text(good), ({"feature.node.kubernetes.io/iommud-iommu-mode": "DMA-FQ"}, []))
+        for bad in ("iommud-iommu-mode=DMA\n",  # no namespace
+                    "example.com/iommud-x=1\n",  # a namespace nfd-master drops
+                    "Feature.node.kubernetes.io/x=1\n",  # the prefix is no DNS-1123 subdomain
+                    "feature.node.kubernetes.io/-iommud-x=1\n",  # a name starting with '-'
+                    "-feature.node.kubernetes.io/iommud-x\n",
+                    "feature.node.kubernetes.io/" + "n" * 64 + "=1\n",  # a name of 64 characters
+                    "feature.node.kubernetes.io/x=DMA FQ\n",  # a value with a space
+                    "feature.node.kubernetes.io/x=" + "v" * 64 + "\n",
+                    "feature.node.kubernetes.io/x=_v\n",
+                    "# +expiry-time=tomorrow\n" + good,  # a directive NFD cannot parse
+                    "# +ttl=5\n" + good):  # an unknown directive
+            labels, errors = nfd_local.check_text(bad)
+            self.assertNotEqual(errors, [], f"accepted: {bad!r} -> {labels}")
+        # The value defaults to "true"; the last line for a key wins; an expired expiry-time drops
+        # what follows until the next one; no-label drops only the next line; whitespace is trimmed.
+        labels, errors = nfd_local.check_text(
+            "  feature.node.kubernetes.io/a  \n"
+            "feature.node.kubernetes.io/b=1\nfeature.node.kubernetes.io/b=2\n"
+            "# +expiry-time=2012-07-28T11:22:33Z\nfeature.node.kubernetes.io/c=old\n"
+            "# +expiry-time=2080-07-28T11:22:33+02:00\n# +no-label\nfeature.node.kubernetes.io/d=x\n"
+            "feature.node.kubernetes.io/e=y\n")
+        self.assertEqual(errors, [])
+        self.assertEqual(labels, {"feature.node.kubernetes.io/a": "true", "feature.node.kubernetes.io/b": "2",
+                                  "feature.node.kubernetes.io/e": "y"})
+        self.assertEqual(nfd_local.parse(b"#" * 65537)[0], {})
+        self.assertNotEqual(nfd_local.parse(b"#" * 65537)[1], [])
+
+
 class FleetExport(DaemonTestCase):
     def test_iommuctl_prints_metrics_promtool_accepts_and_nfd_labels_by_the_rules(self):
         self.make_host()
@@ -86,8 +260,13 @@ class FleetExport(DaemonTestCase):
         s = samples(r.stdout)
         self.assertEqual(s["iommud_iommu_present"], "1")
         self.assertEqual(s['iommud_iommu_info{vendor="intel",mode="DMA-FQ"}'], "1")
-        self.assertEqual(s[f'iommud_group_info{{group="{PAIR}",type="DMA-FQ"}}'], "1")
-        self.assertEqual(s[f'iommud_group_devices{{group="{PAIR}"}}'], "5")  # the two drives and three bridges
+        # Counts by type, as the testbed's sysfs holds them (the pair's group of two drives and three
+        # bridges among the DMA-FQ ones); no group numbers.
+        for kind, (groups, devices) in groups_by_type(self.host).items():
+            self.assertEqual(s[f'iommud_groups{{type="{kind}"}}'], str(groups), kind)
+            self.assertEqual(s[f'iommud_grouped_devices{{type="{kind}"}}'], str(devices), kind)
+        self.assertEqual(s['iommud_findings{id="vtd-iotlb-sync-map",severity="warning"}'], "1")  # the pair
+        self.assertNotIn("group=", r.stdout)
         self.assertEqual(s['iommud_changes_total{result="done"}'], "0")  # the daemon's counters: 0 here
         r = subprocess.run([IOMMUCTL, "status", "--format=nfd"], env=self.host.env(), capture_output=True, text=True,
                            timeout=60)
@@ -120,7 +299,10 @@ class FleetExport(DaemonTestCase):
         self.assertEqual(sorted(os.listdir(nfd_dir)), ["iommud"])
         first = read(prom)
         promtool_check(self, first, "the daemon's textfile at start")
-        self.assertEqual(samples(first)[f'iommud_group_info{{group="{PAIR}",type="DMA-FQ"}}'], "1")
+        at_start = groups_by_type(self.host)
+        self.assertEqual(samples(first)['iommud_groups{type="DMA-FQ"}'], str(at_start["DMA-FQ"][0]))
+        exported = node_exporter_reads(self, prom_dir, "the daemon's textfile at start")
+        self.assertEqual(exported['iommud_groups{type="DMA-FQ"}'], str(at_start["DMA-FQ"][0]))
         self.assertEqual(nfd_labels(self, read(nfd))["feature.node.kubernetes.io/iommud-iommu-mode"], "DMA-FQ")
         written_at = os.stat(prom).st_mtime_ns
 
@@ -131,12 +313,15 @@ class FleetExport(DaemonTestCase):
 
         def identity_exported():
             s = samples(read(prom))
-            return (s.get(f'iommud_group_info{{group="{PAIR}",type="identity"}}') == "1"
+            # The pair's group went from DMA-FQ to identity.
+            return (s.get('iommud_groups{type="identity"}') == str(at_start.get("identity", (0, 0))[0] + 1)
+                    and s.get('iommud_groups{type="DMA-FQ"}') == str(at_start["DMA-FQ"][0] - 1)
                     and int(s.get('iommud_changes_total{result="done"}', "0")) >= 1)
 
         wait_until("the textfile to show the pair's group as identity and a change done", identity_exported, 15)
         after = read(prom)
         promtool_check(self, after, "the daemon's textfile after a hotplug")
+        node_exporter_reads(self, prom_dir, "the daemon's textfile after a hotplug")
         self.assertGreater(os.stat(prom).st_mtime_ns, written_at)
         self.assertEqual(sorted(os.listdir(prom_dir)), ["iommud.prom"], "a temporary file was left")
         nfd_labels(self, read(nfd))

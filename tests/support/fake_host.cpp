@@ -4,6 +4,8 @@
 #include <stdlib.h>  // NOLINT(modernize-deprecated-headers): mkdtemp
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <fstream>
 #include <stdexcept>
 
@@ -45,7 +47,17 @@ FakeHost::~FakeHost() {
 void FakeHost::write(const std::string& path, const std::string& content) {
   fs::path p = root_ / path.substr(1);
   fs::create_directories(p.parent_path());
-  std::ofstream(p, std::ios::binary) << content;
+  // A file made read-only (as sysfs shows some) is not written, whoever runs the test: root could,
+  // and a test that relied on it would pass only as root.
+  std::error_code ec;
+  auto st = fs::status(p, ec);
+  if (!ec && fs::exists(st) && (st.permissions() & fs::perms::owner_write) == fs::perms::none) {
+    throw std::runtime_error("FakeHost::write: " + path + " is read-only; make it writable first if the test means to");
+  }
+  std::ofstream out(p, std::ios::binary);
+  out << content;
+  out.close();
+  if (!out) throw std::runtime_error("FakeHost::write: cannot write " + path + ": " + std::strerror(errno));
 }
 
 void FakeHost::symlink(const std::string& target, const std::string& linkPath) {

@@ -82,7 +82,8 @@ class FakeHost {
   FakeHost& thunderboltDomain(const std::string& name, const std::string& security, std::optional<bool> dmaProtection);
   FakeHost& swiotlb(uint64_t nslabs, uint64_t used, uint64_t hiwater);
 
-  /// Writes a file below the root (parents created).
+  /// Writes a file below the root (parents created); throws when the file is read-only or cannot
+  /// be written, whoever runs the test.
   void write(const std::string& path, const std::string& content);
   void symlink(const std::string& target, const std::string& linkPath);
 

@@ -412,6 +412,27 @@ std::unique_ptr<FakeHost> twoNvmeOneGroup(const char* debianVersion) {
   return h;
 }
 
+std::unique_ptr<FakeHost> twoNvmePairs() {
+  auto h = twoNvmeOneGroup();
+  h->bridge("0000:10:00.0", "", 0x8086, 0x347a);
+  h->bridge("0000:11:00.0", "0000:10:00.0", 0x10b5, 0x8747);
+  for (int i = 0; i < 2; ++i) {
+    std::string addr = "0000:1" + std::to_string(2 + i) + ":00.0";
+    h->pci({.address = addr,
+            .parent = "0000:11:00.0",
+            .vendor = 0x144d,
+            .device = 0xa80a,
+            .classCode = 0x010802,
+            .driver = "nvme",
+            .removable = "fixed"});
+    std::string name = "nvme" + std::to_string(2 + i);
+    h->nvme(addr, name, "SAMSUNG MZQL23T8HCLS-00A07", "S64HNE0R10000" + std::to_string(3 + i),
+            {{name + "n1", "259:" + std::to_string(2 + i), {}, {}}});
+  }
+  h->group(21, "DMA-FQ\n", {"0000:10:00.0", "0000:11:00.0", "0000:12:00.0", "0000:13:00.0"});
+  return h;
+}
+
 std::unique_ptr<FakeHost> vfioGroup() {
   auto h = debian612();
   h->cmdline("BOOT_IMAGE=/vmlinuz root=UUID=abcd ro intel_iommu=on iommu=pt vfio-pci.ids=10de:2684");

@@ -36,6 +36,9 @@ std::unique_ptr<FakeHost> externalPortGuest();
 /// host (docs/examples/workstation.tar is its snapshot).
 std::unique_ptr<FakeHost> workstation();
 std::unique_ptr<FakeHost> twoNvmeOneGroup(const char* debianVersion = "6.12.30-1");
+/// twoNvmeOneGroup with a second pair of drives in a group of its own: two instances of the
+/// vtd-iotlb-sync-map finding, as a host with two NVMe groups under the regression has.
+std::unique_ptr<FakeHost> twoNvmePairs();
 /// A GPU bound to vfio-pci under iommu=pt.
 std::unique_ptr<FakeHost> vfioGroup();
 

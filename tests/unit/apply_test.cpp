@@ -19,6 +19,8 @@ using namespace iommud::testing;
 using core::ChangeKind;
 using R = app::Outcome::Result;
 
+namespace fs = std::filesystem;
+
 namespace {
 
 // A NIC's ethtool values, as a driver keeps them.
@@ -225,6 +227,56 @@ TEST(Apply, WritesRuntimeParametersAndModprobeFilesAndRevertsBoth) {
   ASSERT_EQ(count(reverted, R::Done), 2) << describe(reverted);
   EXPECT_EQ(b.read("/sys/module/atlantic/parameters/aq_itr"), "65535\n");
   EXPECT_EQ(b.read("/etc/modprobe.d/iommud-atlantic.conf"), "(absent)");
+}
+
+// A reboot clears /run/iommud (tmpfs) and undoes every runtime change with it; /var/lib/iommud
+// stays. Revert then restores what the state directory records (the modprobe.d file) and says,
+// one line each, which runtime changes the reboot undid, instead of saying nothing about them.
+TEST(Apply, RevertAfterARebootRestoresWhatVarLibRecordsAndSaysWhatRunLost) {
+  Bench b(twoNvmeOneGroup("6.12.48-1"), {6, 12, 30});
+  ASSERT_EQ(count(b.apply(rules(kNvmeIdentity)), R::Done), 1);
+  Bench nic(thunderboltNicWithModule(), {6, 12, 30});
+  ASSERT_EQ(count(nic.apply(rules(kAtlanticItr)), R::Done), 2);
+  for (auto* bench : {&b, &nic}) {
+    fs::remove_all(bench->root.hostPath(bench->ctx.paths.runDir));  // the reboot
+    ASSERT_TRUE(fs::exists(bench->root.hostPath(bench->ctx.paths.stateDir)));
+  }
+  // The kernel starts from its defaults again.
+  b.host->write("/sys/kernel/iommu_groups/20/type", "DMA-FQ\n");
+  nic.host->write("/sys/module/atlantic/parameters/aq_itr", "65535\n");
+
+  auto group = b.revert();
+  ASSERT_EQ(group.size(), 1U) << describe(group);
+  EXPECT_EQ(group[0].result, R::Lost);
+  EXPECT_EQ(group[0].message,
+            "group 20 type DMA-FQ -> identity (rule nvme-identity, 2026-11-21T12:00:00Z): /run/iommud no longer "
+            "records it (a reboot cleared it), and the kernel started again from its own value: nothing to "
+            "restore; iommuctl status shows the value now");
+  EXPECT_EQ(b.read("/sys/kernel/iommu_groups/20/type"), "DMA-FQ\n");
+
+  auto reverted = nic.revert();
+  ASSERT_EQ(count(reverted, R::Done), 1) << describe(reverted);
+  ASSERT_EQ(count(reverted, R::Lost), 1) << describe(reverted);
+  EXPECT_EQ(nic.read("/etc/modprobe.d/iommud-atlantic.conf"), "(absent)");
+  for (const auto& o : reverted) {
+    if (o.result == R::Lost) {
+      EXPECT_TRUE(o.message.starts_with("atlantic.aq_itr 65535 -> 0 (rule itr, ")) << o.message;
+    }
+  }
+  // Said once: the records are gone now, and a second revert has nothing to say.
+  EXPECT_TRUE(b.revert().empty());
+  EXPECT_TRUE(nic.revert().empty());
+  EXPECT_TRUE(app::readRecords(nic.root, nic.ctx.paths).empty());
+}
+
+// Without a reboot the copy in the state directory matches /run: nothing is said to be lost.
+TEST(Apply, RevertWithoutARebootReportsNothingLost) {
+  Bench b(twoNvmeOneGroup("6.12.48-1"), {6, 12, 30});
+  ASSERT_EQ(count(b.apply(rules(kNvmeIdentity)), R::Done), 1);
+  ASSERT_EQ(count(b.apply(rules(kNvmeIdentity)), R::Done), 0);  // a second round: the copy is rewritten
+  auto reverted = b.revert();
+  EXPECT_EQ(count(reverted, R::Lost), 0) << describe(reverted);
+  EXPECT_EQ(count(reverted, R::Done), 1) << describe(reverted);
 }
 
 std::string itrRule(int value) {

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 
@@ -284,4 +285,102 @@ TEST(DaemonConfig, EachCommentedKeyOfTheShippedFileIsItsDefault) {
     }
   }
   EXPECT_EQ(keys, 9);
+}
+
+// iommud.conf under the rules of policy files (config_file.hpp's WriterCheck, shared): as root the
+// file and its directory must be root's and not writable by group or others. The owner asked for
+// is a parameter, so these run as any user: ours for the mode checks, another uid for the owner.
+namespace {
+
+// A configuration file in a directory only we can write: refused for nothing.
+struct StrictConf {
+  TempDir dir;
+  fs::path file = dir.path() / "iommud.conf";
+  StrictConf() {
+    std::ofstream(file) << "log-level = \"debug\"\n";
+    fs::permissions(file, fs::perms(0644));
+    fs::permissions(dir.path(), fs::perms(0755));
+  }
+  [[nodiscard]] config::LoadedConfig load(unsigned owner) const {
+    return config::loadDaemonConfig(file.string(), owner);
+  }
+};
+
+bool says(const config::LoadedConfig& loaded, const fs::path& where, const std::string& what) {
+  return std::any_of(loaded.diagnostics.begin(), loaded.diagnostics.end(), [&](const Diagnostic& d) {
+    return d.where.file == where.string() && d.severity == Diagnostic::Severity::Error &&
+           d.message.find(what) != std::string::npos;
+  });
+}
+
+}  // namespace
+
+TEST(DaemonConfig, AcceptsAFileOnlyItsOwnerCanWriteWhenStrict) {
+  StrictConf c;
+  auto loaded = c.load(::geteuid());
+  EXPECT_TRUE(loaded.ok()) << testing::PrintToString(lines(loaded));
+  EXPECT_EQ(loaded.config.logLevel, LogLevel::Debug);
+}
+
+TEST(DaemonConfig, RefusesAFileWritableByOthers) {
+  StrictConf c;
+  fs::permissions(c.file, fs::perms(0646));
+  auto loaded = c.load(::geteuid());
+  EXPECT_FALSE(loaded.ok());
+  EXPECT_TRUE(says(loaded, c.file, "refusing the configuration writable by group or others (mode 0646)"))
+      << testing::PrintToString(lines(loaded));
+  EXPECT_EQ(loaded.config.logLevel, LogLevel::Info);  // not read
+}
+
+TEST(DaemonConfig, RefusesAFileWritableByGroup) {
+  StrictConf c;
+  fs::permissions(c.file, fs::perms(0664));
+  auto loaded = c.load(::geteuid());
+  EXPECT_FALSE(loaded.ok());
+  EXPECT_TRUE(says(loaded, c.file, "chmod go-w " + c.file.string())) << testing::PrintToString(lines(loaded));
+}
+
+TEST(DaemonConfig, RefusesAFileOwnedBySomeoneElse) {
+  StrictConf c;
+  auto loaded = c.load(::geteuid() + 1);  // the file is ours, so not that user's
+  EXPECT_FALSE(loaded.ok());
+  EXPECT_TRUE(says(loaded, c.file, "refusing the configuration owned by uid " + std::to_string(::geteuid())))
+      << testing::PrintToString(lines(loaded));
+}
+
+TEST(DaemonConfig, RefusesAFileInADirectoryOthersCanWrite) {
+  StrictConf c;
+  fs::permissions(c.dir.path(), fs::perms(0757));
+  auto loaded = c.load(::geteuid());
+  EXPECT_FALSE(loaded.ok());
+  EXPECT_TRUE(says(loaded, c.dir.path(), "refusing the configuration's directory writable by group or others"))
+      << testing::PrintToString(lines(loaded));
+}
+
+TEST(DaemonConfig, RefusesASymlinkToAFileInADirectoryOthersCanWrite) {
+  StrictConf c;
+  TempDir elsewhere;
+  fs::permissions(elsewhere.path(), fs::perms(0777));
+  auto target = elsewhere.path() / "real.conf";
+  std::ofstream(target) << "log-level = \"debug\"\n";
+  fs::permissions(target, fs::perms(0644));
+  fs::remove(c.file);
+  fs::create_symlink(target, c.file);
+  auto loaded = c.load(::geteuid());
+  EXPECT_FALSE(loaded.ok());
+  EXPECT_TRUE(says(loaded, elsewhere.path(), "writable by group or others (mode 0777)"))
+      << testing::PrintToString(lines(loaded));
+}
+
+TEST(DaemonConfig, RefusesASymlinkToAFileOwnedBySomeoneElseAndNamesTheTarget) {
+  StrictConf c;
+  TempDir elsewhere;
+  auto target = elsewhere.path() / "real.conf";
+  std::ofstream(target) << "log-level = \"debug\"\n";
+  fs::remove(c.file);
+  fs::create_symlink(target, c.file);
+  auto loaded = c.load(::geteuid() + 1);
+  EXPECT_FALSE(loaded.ok());
+  EXPECT_TRUE(says(loaded, c.file, "a symlink to " + target.string() + ": refusing the configuration owned by uid"))
+      << testing::PrintToString(lines(loaded));
 }

@@ -3,8 +3,11 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <sstream>
 
 #include "app/fleet_files.hpp"
 #include "support/scenarios.hpp"
@@ -102,7 +105,7 @@ TEST(PrometheusText, SaysThereIsNoIommuAndLeavesOutFamiliesWithoutSamples) {
   auto text = app::prometheusText(statusOf(*noIommu()), {}, std::nullopt);
   EXPECT_NE(text.find("iommud_iommu_present 0\n"), std::string::npos);
   EXPECT_NE(text.find("iommud_iommu_info{vendor=\"none\",mode=\"off\"} 1\n"), std::string::npos);
-  EXPECT_EQ(text.find("iommud_group_info"), std::string::npos);
+  EXPECT_EQ(text.find("iommud_groups"), std::string::npos);
   EXPECT_EQ(text.find("iommud_last_update_timestamp_seconds"), std::string::npos);
   EXPECT_NE(text.find("iommud_changes_total{result=\"done\"} 0\n"), std::string::npos);
 }
@@ -128,6 +131,43 @@ TEST(PrometheusText, IsTheSameMetricsWhateverTheTimestamp) {
   EXPECT_TRUE(app::sameMetrics(app::prometheusText(s, {}, kWhen), app::prometheusText(s, {}, kWhen + 60)));
   EXPECT_TRUE(app::sameMetrics(app::prometheusText(s, {}, kWhen), app::prometheusText(s, {}, std::nullopt)));
   EXPECT_FALSE(app::sameMetrics(app::prometheusText(s, {}, kWhen), app::prometheusText(s, someCounters(), kWhen)));
+}
+
+// The series of a textfile, "name{labels}" -> how many samples have it: node_exporter refuses
+// the whole file when one is there twice ("was collected before with the same name and label values").
+std::map<std::string, int> seriesOf(const std::string& text) {
+  std::map<std::string, int> out;
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (!line.empty() && line[0] != '#') ++out[line.substr(0, line.rfind(' '))];
+  }
+  return out;
+}
+
+TEST(PrometheusText, CountsRepeatedFindingsInOneSeriesPerIdAndSeverity) {
+  auto status = statusOf(*twoNvmePairs());
+  ASSERT_EQ(std::count_if(status.findings.begin(), status.findings.end(),
+                          [](const core::Finding& f) { return f.id == "vtd-iotlb-sync-map"; }),
+            2);
+  auto series = seriesOf(app::prometheusText(status, {}, kWhen));
+  EXPECT_EQ(series.count(R"(iommud_findings{id="vtd-iotlb-sync-map",severity="warning"})"), 1U);
+  auto text = app::prometheusText(status, {}, kWhen);
+  EXPECT_NE(text.find("iommud_findings{id=\"vtd-iotlb-sync-map\",severity=\"warning\"} 2\n"), std::string::npos)
+      << text;
+  EXPECT_NE(text.find("iommud_groups{type=\"DMA-FQ\"} 3\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("iommud_grouped_devices{type=\"DMA-FQ\"} 11\n"), std::string::npos) << text;
+}
+
+TEST(PrometheusText, HasEachSeriesOnceAndABoundedNumberOfThemOnEveryNamedHost) {
+  for (const auto& host : {intelBareMetal(), intelGuestCachingMode(), amdOldFeatures(), amdNewFeatures(), armSmmuV3(),
+                           noIommu(), thunderboltNic(), twoNvmeOneGroup(), vfioGroup(), twoNvmePairs()}) {
+    auto status = statusOf(*host);
+    auto series = seriesOf(app::prometheusText(status, someCounters(), kWhen));
+    for (const auto& [key, n] : series) EXPECT_EQ(n, 1) << key << " on " << host->rootString();
+    // docs/metrics.md, "How many series": 43, and two per IOMMU unit, at most.
+    EXPECT_LE(series.size(), 43U + 2U * status.host.units.size()) << host->rootString();
+  }
 }
 
 TEST(CounterKey, CountsRevertsApartAndRefusalsOnlyWhenTheyAreRefusals) {

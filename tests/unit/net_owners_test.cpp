@@ -517,7 +517,8 @@ core::PciDevice ixgbeDevice() {
   return d;
 }
 
-// Reads the owners as nobody: 0 when the unreadable files are reported as unknown, 1 otherwise.
+// Reads the owners as nobody (or as the user running the test, who is not root either): 0 when the
+// unreadable files are reported as unknown, 1 otherwise.
 int readAsNobody(const FakeHost& h) {
   if (::geteuid() == 0 && (::setgid(65534) != 0 || ::setuid(65534) != 0)) return 2;
   adapters::sysfs::Root root(h.rootString());
@@ -584,9 +585,14 @@ TEST(NetOwnersReader, ReportsWhatItCannotReadAsUnknown) {
   FakeHost h;
   buildOwnersHost(h);
   h.write("/etc/systemd/network/10-secret.link", "[Match]\nOriginalName=*\n[Link]\nRxBufferSize=64\n");
-  ::chmod((h.root() / "etc/systemd/network/10-secret.link").c_str(), 0600);
-  ::chmod((h.root() / "etc/NetworkManager/system-connections").c_str(), 0700);
+  // Mode 0: unreadable by anyone but root, so the same files are unknown whoever runs the test (a
+  // 0600 file is readable by its owner). Root reads everything: as root the check runs as nobody in
+  // a child, and reports through its exit code.
+  const std::vector<std::string> hidden = {
+      "etc/systemd/network/10-secret.link", "run/NetworkManager/system-connections/uplink.nmconnection",
+      "usr/lib/NetworkManager/system-connections/vendor.nmconnection", "etc/NetworkManager/system-connections"};
+  for (const auto& f : hidden) ASSERT_EQ(::chmod((h.root() / f).c_str(), 0), 0) << f;
   ::chmod(h.root().c_str(), 0755);
-  // Root reads everything: the check runs as nobody in a child, and reports through its exit code.
   EXPECT_EXIT(std::exit(readAsNobody(h)), ::testing::ExitedWithCode(0), "");
+  ::chmod((h.root() / hidden.back()).c_str(), 0700);  // so that the host can be removed
 }

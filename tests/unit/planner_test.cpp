@@ -694,7 +694,11 @@ TEST(Planner, SaysTheInitramfsMustBeRebuiltWhenItHoldsTheModuleOfAModprobeLine) 
 
 TEST(Planner, SaysAValueInEffectNowStillNeedsTheInitramfsRebuiltForBoot) {
   auto h = thunderboltNicWithModule();
+  // aq_itr_rx is read-only at runtime (0444); loaded with aq_itr_rx=64, the module shows 64.
+  const auto param = h->root() / "sys/module/atlantic/parameters/aq_itr_rx";
+  std::filesystem::permissions(param, std::filesystem::perms::owner_write, std::filesystem::perm_options::add);
   h->write("/sys/module/atlantic/parameters/aq_itr_rx", "64\n");
+  std::filesystem::permissions(param, std::filesystem::perms::owner_write, std::filesystem::perm_options::remove);
   auto s = statusOf(*h);
   auto fedora = debianImage(core::Initramfs::State::Listed, {"atlantic"});
   fedora.generator = core::Initramfs::Generator::Dracut;

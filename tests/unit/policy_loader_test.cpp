@@ -303,6 +303,86 @@ TEST(PolicyLayers, RefusesAFileWritableByGroupOrOthers) {
   EXPECT_NE(loaded.diagnostics[0].message.find("chmod go-w"), std::string::npos);
 }
 
+// Only we can write the layers: a strict load refuses for nothing else.
+void onlyOwnerWrites(const Layers& l) {
+  for (const char* d : {"etc", "run", "usr"}) fs::permissions(l.root() / d, fs::perms(0755));
+}
+
+bool refuses(const config::Loaded& loaded, const fs::path& where, const std::string& what) {
+  return std::any_of(loaded.diagnostics.begin(), loaded.diagnostics.end(), [&](const Diagnostic& d) {
+    return d.where.file == where.string() && d.severity == Diagnostic::Severity::Error &&
+           d.message.find(what) != std::string::npos;
+  });
+}
+
+TEST(PolicyLayers, LoadsFilesOnlyTheirOwnerCanWriteWhenStrict) {
+  Layers l;
+  l.write("etc", "50-x.toml", rule("x"));
+  onlyOwnerWrites(l);
+  config::LoadOptions strict;
+  strict.requireOwner = ::geteuid();
+  auto loaded = config::loadPolicies(l.dirs(), {}, strict);
+  EXPECT_TRUE(loaded.ok()) << ::testing::PrintToString(lines(loaded.diagnostics));
+  EXPECT_EQ(loaded.policies.rules.size(), 1U);
+}
+
+TEST(PolicyLayers, RefusesAFileWritableByOthers) {
+  Layers l;
+  auto p = l.write("etc", "50-x.toml", rule("x"));
+  fs::permissions(p, fs::perms::others_write, fs::perm_options::add);
+  onlyOwnerWrites(l);
+  config::LoadOptions strict;
+  strict.requireOwner = ::geteuid();
+  auto loaded = config::loadPolicies(l.dirs(), {}, strict);
+  EXPECT_FALSE(loaded.ok());
+  EXPECT_TRUE(loaded.policies.rules.empty());
+  EXPECT_TRUE(refuses(loaded, p, "refusing a policy file writable by group or others (mode 0646)"))
+      << ::testing::PrintToString(lines(loaded.diagnostics));
+}
+
+TEST(PolicyLayers, RefusesALayerDirectoryGroupOrOthersCanWrite) {
+  for (auto mode : {fs::perms(0775), fs::perms(0757), fs::perms(01777)}) {
+    Layers l;
+    l.write("etc", "50-x.toml", rule("x"));
+    onlyOwnerWrites(l);
+    fs::permissions(l.root() / "etc", mode);
+    config::LoadOptions strict;
+    strict.requireOwner = ::geteuid();
+    auto loaded = config::loadPolicies(l.dirs(), {}, strict);
+    EXPECT_FALSE(loaded.ok());
+    EXPECT_TRUE(refuses(loaded, l.root() / "etc", "refusing a policy directory writable by group or others"))
+        << ::testing::PrintToString(lines(loaded.diagnostics));
+  }
+}
+
+TEST(PolicyLayers, RefusesASymlinkToAFileOwnedBySomeoneElseAndNamesTheTarget) {
+  Layers l;
+  auto target = l.write("usr", "real.toml", rule("x"));
+  auto link = l.root() / "etc" / "50-x.toml";
+  fs::create_symlink(target, link);
+  config::LoadOptions strict;
+  strict.requireOwner = ::geteuid() + 1;  // ours, so not that user's
+  auto loaded = config::loadPolicies({(l.root() / "etc").string()}, {}, strict);
+  EXPECT_FALSE(loaded.ok());
+  EXPECT_TRUE(loaded.policies.rules.empty());
+  EXPECT_TRUE(refuses(loaded, link, "a symlink to " + target.string() + ": refusing a policy file owned by uid"))
+      << ::testing::PrintToString(lines(loaded.diagnostics));
+}
+
+TEST(PolicyLayers, RefusesASymlinkIntoADirectoryOthersCanWrite) {
+  Layers l;
+  auto target = l.write("usr", "real.toml", rule("x"));
+  onlyOwnerWrites(l);
+  fs::permissions(l.root() / "usr", fs::perms(0777));
+  fs::create_symlink(target, l.root() / "etc" / "50-x.toml");
+  config::LoadOptions strict;
+  strict.requireOwner = ::geteuid();
+  auto loaded = config::loadPolicies({(l.root() / "etc").string()}, {}, strict);
+  EXPECT_FALSE(loaded.ok());
+  EXPECT_TRUE(refuses(loaded, l.root() / "usr", "writable by group or others (mode 0777)"))
+      << ::testing::PrintToString(lines(loaded.diagnostics));
+}
+
 TEST(PolicyLayers, AcceptsAMaskLinkEvenWhenStrict) {
   Layers l;
   fs::create_symlink("/dev/null", l.root() / "etc" / "30-a.toml");

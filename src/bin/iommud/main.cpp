@@ -4,6 +4,7 @@
 #include <exception>
 
 #include "app/daemon.hpp"
+#include "app/plan_report.hpp"
 #include "app/time_bound.hpp"
 #include "config/daemon_config.hpp"
 #include "config/policy_loader.hpp"
@@ -13,7 +14,7 @@ namespace {
 // What the initramfs hooks copy into the image: the policy directories iommud.conf names (or the
 // default layers), one per line.
 int printPolicyDirs(const std::string& configFile) {
-  auto conf = iommud::config::loadDaemonConfig(configFile);
+  auto conf = iommud::config::loadDaemonConfig(configFile, iommud::app::configOwner());
   for (const auto& d : conf.diagnostics) std::fprintf(stderr, "%s\n", d.str().c_str());
   if (!conf.ok()) return iommud::app::kExitConfig;
   auto dirs = conf.config.policyDirs.empty() ? iommud::config::defaultPolicyDirs() : conf.config.policyDirs;
