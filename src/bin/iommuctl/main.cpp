@@ -20,6 +20,7 @@ int main(int argc, char** argv) {
     iommud::ctl::addApply(app, globals, code);
     iommud::ctl::addRevert(app, globals, code);
     iommud::ctl::addSnapshot(app, globals, code);
+    iommud::ctl::addTop(app, globals, code);
     CLI11_PARSE(app, argc, argv);
     return code;
   } catch (const std::exception& e) {
