@@ -151,7 +151,9 @@ int runTop(const adapters::sysfs::Root& root, const TopOptions& options) {
   };
   while (before) {
     Waited w = waitUntil(t0 + period, signals, interactive);
-    if (w.wake == Wake::Quit) {
+    // With --once, SIGINT (Ctrl-C) ends the interval early and prints it, as perf stat does.
+    bool endsInterval = options.once && w.wake == Wake::Quit && w.signal == SIGINT;
+    if (w.wake == Wake::Quit && !endsInterval) {
       code = w.signal != 0 ? 128 + w.signal : 0;
       break;
     }

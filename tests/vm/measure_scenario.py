@@ -5,15 +5,16 @@ In one boot (VT-d, CM=0: every NVMe group DMA-FQ), the guest:
 1. starts `iommuctl top`, waits until its tracefs instance has its triggers, SIGKILLs it and
    records that the instance stayed (the state a killed top leaves);
 2. starts `iommuctl top` and SIGTERMs it once armed: it must remove its own instance;
-3. starts `iommuctl top --once --seconds 10 --json`, waits for its "counting" line, then runs a
-   fixed amount of fio I/O (8192 random 4 KiB direct reads) on nvme0 under
+3. starts `iommuctl top --once --seconds 600 --json`, waits for its "counting" line, then runs a
+   fixed amount of fio I/O (4096 random 4 KiB direct reads) on nvme0 under
    `perf stat -e dma:dma_map_page,... --filter 'device == "<nvme0's address>"'` (on 6.1, which
    has no dma:* events, `perf stat -e iommu:map,iommu:unmap`, host-wide);
+   and ends top's interval with SIGINT once fio is done (so no clock races fio);
 4. records the tracefs instances left after top exited.
 
 The host checks: the killed top's instance was there after the kill and the next top removed it
 (and said so); the SIGTERMed top removed its own; top's JSON is valid (docs/schema/top.schema.json);
-on 6.12 the maps are attributed to nvme0 and to no other NVMe, at least fio's 8192, within 2% of
+on 6.12 the maps are attributed to nvme0 and to no other NVMe, at least fio's 4096, within 2% of
 perf's count for the same device, through translation (DMA-FQ); on 6.1 maps are not attributed
 (null, and the note says why) and the host-wide IOMMU maps agree within 2% with perf's iommu:map.
 """
@@ -31,7 +32,7 @@ import vmlib
 sys.path.insert(0, str(vmlib.HERE.parent / "schema"))
 import schemas  # noqa: E402
 
-FIO_IOS = 8192  # 32 MiB in 4 KiB reads
+FIO_IOS = 4096  # 16 MiB in 4 KiB reads
 
 GUEST = r"""
 set -u
@@ -77,10 +78,11 @@ kill -TERM $termed; wait $termed; echo $? > /vm/out/termed.rc
 ls $T/instances > /vm/out/after-term.txt
 
 # 3. One interval around a fixed amount of I/O, counted by perf at the same time.
-$iommuctl top --once --seconds 10 --json > /vm/out/top.json 2> /vm/out/top.err &
+# The interval is ended by SIGINT once fio is done (as perf stat's is), not by the clock.
+$iommuctl top --once --seconds 600 --json > /vm/out/top.json 2> /vm/out/top.err &
 top=$!
 for i in $(seq 600); do grep -q 'counting for' /vm/out/top.err && break; kill -0 $top 2>/dev/null || break; sleep 0.1; done
-fio_args="--name=measure --filename=/dev/nvme0n1 --rw=randread --bs=4k --direct=1 --size=32m \
+fio_args="--name=measure --filename=/dev/nvme0n1 --rw=randread --bs=4k --direct=1 --size=16m \
           --ioengine=psync --randrepeat=0 --norandommap --number_ios=@IOS@ --output-format=terse"
 if [ -d $T/events/dma ]; then
     f="device == \"$nvme0\""
@@ -92,7 +94,7 @@ else
     perf stat -x, -a -o /vm/out/perf.txt -e iommu:map -e iommu:unmap -- fio $fio_args > /vm/out/fio.txt 2>&1
 fi
 echo $? > /vm/out/fio.rc
-wait $top; echo $? > /vm/out/top.rc
+kill -INT $top; wait $top; echo $? > /vm/out/top.rc
 ls $T/instances > /vm/out/after-top.txt
 """.replace("@IOS@", str(FIO_IOS))
 

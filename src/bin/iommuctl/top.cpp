@@ -20,7 +20,7 @@ void addTop(CLI::App& app, const Globals& globals, int& code) {
   auto opts = std::make_shared<Options>();
   cmd->add_option("--seconds", opts->top.seconds, "The interval in seconds (default 1)")
       ->check(CLI::Range(0.1, 3600.0));
-  cmd->add_flag("--once", opts->top.once, "Print one interval and exit");
+  cmd->add_flag("--once", opts->top.once, "Print one interval and exit (SIGINT ends the interval early)");
   cmd->add_flag("--json", opts->top.json,
                 "One JSON document per interval (schema: " IOMMUD_SCHEMA_DIR "/top.schema.json)");
   cmd->add_option("--device", opts->top.device, "Only this device (a PCI address or a name such as nvme0)");
