@@ -23,6 +23,9 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// Intervals between two full reads of the host when no PCI function came or went.
+constexpr int kRereadEvery = 10;
+
 /// The signals that end top: blocked and read from a signalfd, so that they end the loop (and the
 /// instance is removed) instead of the process. The old mask comes back on destruction.
 class SignalSink {
@@ -138,6 +141,9 @@ int runTop(const adapters::sysfs::Root& root, const TopOptions& options) {
   if (options.once && before) std::fprintf(stderr, "iommuctl: counting for %g s\n", options.seconds);
   int code = 0;
   bool shown = false;
+  std::optional<core::HostFacts> host;
+  std::vector<std::string> lastFunctions;
+  int sinceRead = 0;
   auto show = [&] {
     if (options.json) {
       std::fputs(topJson(view).c_str(), stdout);
@@ -171,12 +177,19 @@ int runTop(const adapters::sysfs::Root& root, const TopOptions& options) {
       before = after;
       break;
     }
-    // The host again each interval: devices that came or went show (reading it is cheap).
-    auto host = adapters::sysfs::readHost(root);
-    if (!host) {
-      std::fprintf(stderr, "iommuctl: cannot read the host: %s\n", host.error().describe().c_str());
-      code = 1;
-      break;
+    // The host again when its PCI functions changed (a device came or went), and every
+    // kRereadEvery intervals for what a listing does not show (a group's type).
+    auto functions = root.listDir("/sys/bus/pci/devices").valueOr(std::vector<std::string>{});
+    if (!host || functions != lastFunctions || ++sinceRead >= kRereadEvery) {
+      auto fresh = adapters::sysfs::readHost(root);
+      if (!fresh) {
+        std::fprintf(stderr, "iommuctl: cannot read the host: %s\n", fresh.error().describe().c_str());
+        code = 1;
+        break;
+      }
+      host = std::move(fresh).value();
+      lastFunctions = std::move(functions);
+      sinceRead = 0;
     }
     view.interval = core::diffReadings(*before, *after, std::chrono::duration<double>(t1 - t0).count());
     view.rows = core::dmaRows(view.interval, *host);
