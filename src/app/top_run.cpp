@@ -214,4 +214,28 @@ int runTop(const adapters::sysfs::Root& root, const TopOptions& options) {
   return code;
 }
 
+core::Result<core::DmaWindow> measureWindow(const adapters::sysfs::Root& root, double seconds,
+                                            const core::HostFacts& host) {
+  SignalSink signals;
+  auto counters = adapters::trace::DmaCounters::open(root);
+  if (!counters) return core::Error{counters.error().code, "", oneLine(counters.error())};
+  auto before = counters->read();
+  auto t0 = Clock::now();
+  if (!before) return before.error();
+  auto period = std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+  Waited w = waitUntil(t0 + period, signals, false);
+  if (w.wake == Wake::Quit) return core::Error{EINTR, "", "the measurement was interrupted"};
+  auto after = counters->read();
+  auto t1 = Clock::now();
+  if (!after) return after.error();
+  auto interval = core::diffReadings(*before, *after, std::chrono::duration<double>(t1 - t0).count());
+  core::DmaWindow window;
+  window.seconds = interval.seconds;
+  window.mapsAttributed = interval.mapsAttributed;
+  window.hostMapsPerSecond = interval.hostMapsPerSecond;
+  window.rows = core::dmaRows(interval, host);
+  if (auto closed = counters->close(); !closed) return closed.error();
+  return window;
+}
+
 }  // namespace iommud::app

@@ -10,7 +10,8 @@ In one boot (VT-d, CM=0: every NVMe group DMA-FQ), the guest:
    `perf stat -e dma:dma_map_page,... --filter 'device == "<nvme0's address>"'` (on 6.1, which
    has no dma:* events, `perf stat -e iommu:map,iommu:unmap`, host-wide);
    and ends top's interval with SIGINT once fio is done (so no clock races fio);
-4. records the tracefs instances left after top exited.
+4. records the tracefs instances left after top exited;
+5. runs `iommuctl status --measure 2 --json` (valid status JSON, no instance left).
 
 The host checks: the killed top's instance was there after the kill and the next top removed it
 (and said so); the SIGTERMed top removed its own; top's JSON is valid (docs/schema/top.schema.json);
@@ -96,6 +97,11 @@ fi
 echo $? > /vm/out/fio.rc
 kill -INT $top; wait $top; echo $? > /vm/out/top.rc
 ls $T/instances > /vm/out/after-top.txt
+
+# 5. status --measure: the findings with a window of counting (the guest is idle now).
+$iommuctl status --measure 2 --json > /vm/out/status-measured.json 2> /vm/out/status-measured.err
+echo $? > /vm/out/status-measured.rc
+ls $T/instances > /vm/out/after-status.txt
 """.replace("@IOS@", str(FIO_IOS))
 
 
@@ -140,6 +146,16 @@ def check(out: Path, series: str) -> tuple[list[str], list[str]]:
         left = [n for n in read(after).split() if n.startswith("iommud-")]
         if left:
             problems.append(f"{after}: instances left: {left}")
+
+    # 5: status --measure runs, prints a valid status and leaves no instance.
+    if read("status-measured.rc").strip() != "0":
+        problems.append(f"status --measure exited {read('status-measured.rc').strip()}: {read('status-measured.err')}")
+    else:
+        problems += [f"status --measure {p}" for p in schemas.problems("status", json.loads(read("status-measured.json")))]
+        if read("status-measured.err").strip():
+            notes.append(f"status --measure 2 said: {read('status-measured.err').strip()}")
+    if [n for n in read("after-status.txt").split() if n.startswith("iommud-")]:
+        problems.append(f"status --measure left an instance: {read('after-status.txt').split()}")
 
     # 3: the measurement.
     if read("top.rc").strip() != "0" or read("fio.rc").strip() != "0":

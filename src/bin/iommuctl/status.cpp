@@ -7,7 +7,9 @@
 #include "app/apply.hpp"
 #include "app/fleet_export.hpp"
 #include "app/status_report.hpp"
+#include "app/top_run.hpp"
 #include "bin/iommuctl/commands.hpp"
+#include "core/measured_findings.hpp"
 
 namespace iommud::ctl {
 
@@ -17,6 +19,7 @@ void addStatus(CLI::App& app, const Globals& globals, int& code) {
     bool json = false;
     std::string format = "text";
     std::string color = "auto";
+    double measure = 0;
   };
   auto opts = std::make_shared<Options>();
   auto* format = cmd->add_option("--format", opts->format,
@@ -27,6 +30,10 @@ void addStatus(CLI::App& app, const Globals& globals, int& code) {
   cmd->add_flag("--json", opts->json, "Same as --format=json")->excludes(format);
   cmd->add_option("--color", opts->color, "Colour the output: auto (on a terminal), always, never")
       ->check(CLI::IsMember({"auto", "always", "never"}));
+  cmd->add_option("--measure", opts->measure,
+                  "Count DMA mapping work for N seconds and put it into the findings (root; docs/measure.md)")
+      ->option_text("N")
+      ->check(CLI::Range(0.1, 3600.0));
   cmd->callback([&globals, &code, opts] {
     adapters::sysfs::Root root(globals.root);
     auto host = adapters::sysfs::readHost(root);
@@ -36,6 +43,22 @@ void addStatus(CLI::App& app, const Globals& globals, int& code) {
       return;
     }
     auto status = app::buildStatus(std::move(host).value());
+    std::string quiet;
+    if (opts->measure > 0) {
+      if (!root.isLive()) {
+        std::fputs("iommuctl: --measure counts on the running kernel; it cannot work under --root\n", stderr);
+        code = 2;
+        return;
+      }
+      auto window = app::measureWindow(root, opts->measure, status.host);
+      if (!window) {
+        std::fprintf(stderr, "iommuctl: %s\n", window.error().describe().c_str());
+        code = 1;
+        return;
+      }
+      core::addMeasurements(status.findings, *window);
+      quiet = core::quietWindow(*window);
+    }
     status.changes = app::readRecords(root, app::StatePaths{});
     if (globals.root == "/") {
       if (auto daemon = adapters::dbus::ManagerClient::connect()) {
@@ -48,6 +71,7 @@ void addStatus(CLI::App& app, const Globals& globals, int& code) {
         }
       }
     }
+    if (!quiet.empty()) std::fprintf(stderr, "iommuctl: %s\n", quiet.c_str());
     if (opts->json || opts->format == "json") {
       std::fputs(app::statusJson(status).c_str(), stdout);
       return;
