@@ -90,7 +90,7 @@ _iommuctl()
         snapshot) opts='--help --no-redact' ;;
         check) opts='--help' ;;
         plan) opts='--help --device --json --hotplug --boot --color --policies' ;;
-        explain) opts='--help --json --hotplug --boot --color --policies' ;;
+        explain) opts='--help --json --hotplug --boot --color --policies --measure' ;;
         apply) opts='--help --device --hotplug --policies' ;;
         revert) opts='--help --device' ;;
         top) opts='--help --seconds --once --json --device --all --sort --color' ;;

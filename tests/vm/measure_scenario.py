@@ -11,7 +11,8 @@ In one boot (VT-d, CM=0: every NVMe group DMA-FQ), the guest:
    has no dma:* events, `perf stat -e iommu:map,iommu:unmap`, host-wide);
    and ends top's interval with SIGINT once fio is done (so no clock races fio);
 4. records the tracefs instances left after top exited;
-5. runs `iommuctl status --measure 2 --json` (valid status JSON, no instance left).
+5. runs `iommuctl status --measure 2 --json` and `explain nvme0 --measure 1 --json` (valid JSON,
+   no instance left).
 
 The host checks: the killed top's instance was there after the kill and the next top removed it
 (and said so); the SIGTERMed top removed its own; top's JSON is valid (docs/schema/top.schema.json);
@@ -101,6 +102,8 @@ ls $T/instances > /vm/out/after-top.txt
 # 5. status --measure: the findings with a window of counting (the guest is idle now).
 $iommuctl status --measure 2 --json > /vm/out/status-measured.json 2> /vm/out/status-measured.err
 echo $? > /vm/out/status-measured.rc
+$iommuctl explain nvme0 --measure 1 --json > /vm/out/explain-measured.json 2> /vm/out/explain-measured.err
+echo $? > /vm/out/explain-measured.rc
 ls $T/instances > /vm/out/after-status.txt
 """.replace("@IOS@", str(FIO_IOS))
 
@@ -154,6 +157,10 @@ def check(out: Path, series: str) -> tuple[list[str], list[str]]:
         problems += [f"status --measure {p}" for p in schemas.problems("status", json.loads(read("status-measured.json")))]
         if read("status-measured.err").strip():
             notes.append(f"status --measure 2 said: {read('status-measured.err').strip()}")
+    if read("explain-measured.rc").strip() != "0":
+        problems.append(f"explain --measure exited {read('explain-measured.rc').strip()}: {read('explain-measured.err')}")
+    else:
+        problems += [f"explain --measure {p}" for p in schemas.problems("explain", json.loads(read("explain-measured.json")))]
     if [n for n in read("after-status.txt").split() if n.startswith("iommud-")]:
         problems.append(f"status --measure left an instance: {read('after-status.txt').split()}")
 

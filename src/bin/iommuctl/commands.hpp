@@ -61,6 +61,12 @@ const core::PciDevice* deviceNamed(const core::HostFacts& host, const std::strin
 /// Adds `--policies DIR` (repeatable) to a subcommand.
 void addPoliciesOption(CLI::App* cmd, std::vector<std::string>& dirs);
 
+/// Adds `--measure N` (status, explain).
+void addMeasureOption(CLI::App* cmd, double& seconds);
+/// Counts DMA mapping work for `seconds` on the live host and puts it into the status's findings
+/// (docs/measure.md); false after saying why not (and setting `code`).
+bool measureInto(const Globals& globals, double seconds, app::Status& status, int& code);
+
 /// Whether to colour: --color=always, or auto on a terminal without NO_COLOR.
 bool useColor(const std::string& option);
 

@@ -30,10 +30,7 @@ void addStatus(CLI::App& app, const Globals& globals, int& code) {
   cmd->add_flag("--json", opts->json, "Same as --format=json")->excludes(format);
   cmd->add_option("--color", opts->color, "Colour the output: auto (on a terminal), always, never")
       ->check(CLI::IsMember({"auto", "always", "never"}));
-  cmd->add_option("--measure", opts->measure,
-                  "Count DMA mapping work for N seconds and put it into the findings (root; docs/measure.md)")
-      ->option_text("N")
-      ->check(CLI::Range(0.1, 3600.0));
+  addMeasureOption(cmd, opts->measure);
   cmd->callback([&globals, &code, opts] {
     adapters::sysfs::Root root(globals.root);
     auto host = adapters::sysfs::readHost(root);
@@ -43,22 +40,7 @@ void addStatus(CLI::App& app, const Globals& globals, int& code) {
       return;
     }
     auto status = app::buildStatus(std::move(host).value());
-    std::string quiet;
-    if (opts->measure > 0) {
-      if (!root.isLive()) {
-        std::fputs("iommuctl: --measure counts on the running kernel; it cannot work under --root\n", stderr);
-        code = 2;
-        return;
-      }
-      auto window = app::measureWindow(root, opts->measure, status.host);
-      if (!window) {
-        std::fprintf(stderr, "iommuctl: %s\n", window.error().describe().c_str());
-        code = 1;
-        return;
-      }
-      core::addMeasurements(status.findings, *window);
-      quiet = core::quietWindow(*window);
-    }
+    if (opts->measure > 0 && !measureInto(globals, opts->measure, status, code)) return;
     status.changes = app::readRecords(root, app::StatePaths{});
     if (globals.root == "/") {
       if (auto daemon = adapters::dbus::ManagerClient::connect()) {
@@ -71,7 +53,6 @@ void addStatus(CLI::App& app, const Globals& globals, int& code) {
         }
       }
     }
-    if (!quiet.empty()) std::fprintf(stderr, "iommuctl: %s\n", quiet.c_str());
     if (opts->json || opts->format == "json") {
       std::fputs(app::statusJson(status).c_str(), stdout);
       return;
