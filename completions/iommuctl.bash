@@ -47,7 +47,7 @@ _iommuctl()
     # -n :  keeps PCI addresses one word; -s splits --opt=value.
     _init_completion -s -n : || return
 
-    local commands="status snapshot check plan explain apply revert"
+    local commands="status snapshot check plan explain apply revert top"
     local root=/ command='' i
     # The global options come before the subcommand; --root's value is where devices are read.
     for ((i = 1; i < cword; i++)); do
@@ -86,13 +86,14 @@ _iommuctl()
 
     local opts=''
     case $command in
-        status) opts='--help --format --json --color' ;;
+        status) opts='--help --format --json --color --measure' ;;
         snapshot) opts='--help --no-redact' ;;
         check) opts='--help' ;;
         plan) opts='--help --device --json --hotplug --boot --color --policies' ;;
-        explain) opts='--help --json --hotplug --boot --color --policies' ;;
+        explain) opts='--help --json --hotplug --boot --color --policies --measure' ;;
         apply) opts='--help --device --hotplug --policies' ;;
         revert) opts='--help --device' ;;
+        top) opts='--help --seconds --once --json --device --all --sort --color' ;;
         *) return ;;
     esac
 
@@ -107,6 +108,13 @@ _iommuctl()
             ;;
         --policies)
             _filedir -d
+            return
+            ;;
+        --sort)
+            [[ $command == top ]] && mapfile -t COMPREPLY < <(compgen -W 'maps mib mean-size bounces faults device' -- "$cur")
+            return
+            ;;
+        --seconds)
             return
             ;;
         --device)

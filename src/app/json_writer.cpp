@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
 #include <utility>
 
 namespace iommud::app {
@@ -135,6 +136,17 @@ JsonWriter& JsonWriter::value(int64_t n) {
 JsonWriter& JsonWriter::value(uint64_t n) {
   beforeValue();
   out_ += std::to_string(n);
+  return *this;
+}
+
+JsonWriter& JsonWriter::value(double d) {
+  if (!std::isfinite(d)) return null();
+  beforeValue();
+  std::string text = fmt::format("{:.3f}", d);
+  while (text.back() == '0') text.pop_back();
+  if (text.back() == '.') text.pop_back();
+  if (text == "-0") text = "0";
+  out_ += text;
   return *this;
 }
 

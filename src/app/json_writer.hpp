@@ -26,6 +26,8 @@ class JsonWriter {
   JsonWriter& value(int64_t n);
   JsonWriter& value(uint64_t n);
   JsonWriter& value(int n) { return value(static_cast<int64_t>(n)); }
+  /// A finite number with at most three decimals ("1234.5"); null for NaN and infinities.
+  JsonWriter& value(double d);
   JsonWriter& null();
   template <class T>
   JsonWriter& value(const std::optional<T>& v) {

@@ -126,7 +126,7 @@ class Schemas(unittest.TestCase):
     # --- the schemas themselves ---
 
     def test_schemas_are_valid_draft_2020_12(self):
-        for name in schemas.NAMES:
+        for name in schemas.ALL:
             s = schemas.load(name)
             Draft202012Validator.check_schema(s)
             self.assertEqual(s["$schema"], "https://json-schema.org/draft/2020-12/schema")
@@ -145,7 +145,7 @@ class Schemas(unittest.TestCase):
             ref = node.get("$ref", "")
             if ref.startswith("#/$defs/"):
                 return False  # a local ref: checked where it is defined
-            return ref.split("#")[0] in {f"{n}.schema.json" for n in schemas.NAMES}
+            return ref.split("#")[0] in {f"{n}.schema.json" for n in schemas.ALL}
 
         def walk(name, node, path):
             if isinstance(node, dict):
@@ -163,7 +163,7 @@ class Schemas(unittest.TestCase):
                 for i, v in enumerate(node):
                     walk(name, v, f"{path}/{i}")
 
-        for name in schemas.NAMES:
+        for name in schemas.ALL:
             walk(name, schemas.load(name), "")
 
     # --- stored documents ---
@@ -180,6 +180,26 @@ class Schemas(unittest.TestCase):
         self.assertGreaterEqual(len(recorded), 4)
         for r in recorded:
             self.assertValid("status", json.loads(r.read_text()), str(r.relative_to(REPO)))
+
+    def test_recorded_top(self):
+        # `iommuctl top --json` measures the running kernel: recorded by tests/vm (measure_scenario.py,
+        # which validates each fresh run too), on 6.12 (maps per device) and 6.1 (no dma:* events).
+        recorded = sorted((REPO / "tests/data/trace").glob("*/top.json"))
+        self.assertGreaterEqual(len(recorded), 2)
+        for r in recorded:
+            doc = json.loads(r.read_text())
+            self.assertValid("top", doc, str(r.relative_to(REPO)))
+            mutants = {
+                "an unknown member": lambda d: d.update(extra=1),
+                "a missing member": lambda d: d["devices"][0].pop("maps"),
+                "a negative count": lambda d: d["host"].update(iommu_maps=-1),
+                "a wrong type": lambda d: d["devices"][0].update(translated="yes"),
+                "another version": lambda d: d.update(schema_version=2),
+            }
+            for what, mutate in mutants.items():
+                bad = json.loads(r.read_text())
+                mutate(bad)
+                self.assertNotEqual(schemas.problems("top", bad), [], f"{r.name} with {what} passes")
 
     # --- what the built iommuctl prints ---
 

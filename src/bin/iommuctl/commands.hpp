@@ -25,6 +25,7 @@ void addExplain(CLI::App& app, const Globals& globals, int& code);
 void addCheck(CLI::App& app, const Globals& globals, int& code);
 void addApply(CLI::App& app, const Globals& globals, int& code);
 void addRevert(CLI::App& app, const Globals& globals, int& code);
+void addTop(CLI::App& app, const Globals& globals, int& code);
 
 /// The host and the policies, read as the daemon reads them; nullopt after printing why not.
 struct Planning {
@@ -65,6 +66,11 @@ void addPoliciesOption(CLI::App* cmd, std::vector<std::string>& dirs);
 /// own options (--root) are accepted after the subcommand as they are: the subcommands fall
 /// through to it. Anything it does not recognise stays where it is, for CLI11 to report.
 std::vector<std::string> optionsAnywhere(const CLI::App& app, const std::vector<std::string>& args);
+/// Adds `--measure N` (status, explain).
+void addMeasureOption(CLI::App* cmd, double& seconds);
+/// Counts DMA mapping work for `seconds` on the live host and puts it into the status's findings
+/// (docs/measure.md); false after saying why not (and setting `code`).
+bool measureInto(const Globals& globals, double seconds, app::Status& status, int& code);
 
 /// Whether to colour: --color=always, or auto on a terminal without NO_COLOR.
 bool useColor(const std::string& option);

@@ -9,10 +9,12 @@ void addExplain(CLI::App& app, const Globals& globals, int& code) {
   auto* cmd = app.add_subcommand("explain", "Explain one device: its group, the rules that match it, the decisions");
   struct Options : ReportOptions {
     std::string device;
+    double measure = 0;
   };
   auto opts = std::make_shared<Options>();
   cmd->add_option("DEVICE", opts->device, "PCI address (0000:3d:00.0 or 3d:00.0), netdev or NVMe name")->required();
   addReportOptions(cmd, *opts);
+  addMeasureOption(cmd, opts->measure);
   cmd->callback([&globals, &code, opts] {
     auto p = preparePlanning(globals, opts->policies);
     if (!p) {
@@ -31,6 +33,8 @@ void addExplain(CLI::App& app, const Globals& globals, int& code) {
     po.reportOverridden = true;
     auto plan = core::plan(in, p->policies.policies, po);
     auto evaluations = core::evaluateRules(in, p->policies.policies, *d);
+    // After planning: what a window saw is for people, policies decide on the host's facts.
+    if (opts->measure > 0 && !measureInto(globals, opts->measure, p->status, code)) return;
     std::fputs(
         opts->json
             ? app::explainJson(*d, p->status, evaluations, plan).c_str()

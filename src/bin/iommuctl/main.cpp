@@ -25,6 +25,7 @@ int main(int argc, char** argv) {
     iommud::ctl::addApply(app, globals, code);
     iommud::ctl::addRevert(app, globals, code);
     iommud::ctl::addSnapshot(app, globals, code);
+    iommud::ctl::addTop(app, globals, code);
     auto args = iommud::ctl::optionsAnywhere(app, std::vector<std::string>(argv, argv + argc));
     std::vector<char*> argvAnywhere;
     for (auto& a : args) argvAnywhere.push_back(a.data());

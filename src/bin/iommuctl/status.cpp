@@ -7,7 +7,9 @@
 #include "app/apply.hpp"
 #include "app/fleet_export.hpp"
 #include "app/status_report.hpp"
+#include "app/top_run.hpp"
 #include "bin/iommuctl/commands.hpp"
+#include "core/measured_findings.hpp"
 
 namespace iommud::ctl {
 
@@ -17,6 +19,7 @@ void addStatus(CLI::App& app, const Globals& globals, int& code) {
     bool json = false;
     std::string format = "text";
     std::string color = "auto";
+    double measure = 0;
   };
   auto opts = std::make_shared<Options>();
   auto* format = cmd->add_option("--format", opts->format,
@@ -27,6 +30,7 @@ void addStatus(CLI::App& app, const Globals& globals, int& code) {
   cmd->add_flag("--json", opts->json, "Same as --format=json")->excludes(format);
   cmd->add_option("--color", opts->color, "Colour the output: auto (on a terminal), always, never")
       ->check(CLI::IsMember({"auto", "always", "never"}));
+  addMeasureOption(cmd, opts->measure);
   cmd->callback([&globals, &code, opts] {
     adapters::sysfs::Root root(globals.root);
     auto host = adapters::sysfs::readHost(root);
@@ -36,6 +40,7 @@ void addStatus(CLI::App& app, const Globals& globals, int& code) {
       return;
     }
     auto status = app::buildStatus(std::move(host).value());
+    if (opts->measure > 0 && !measureInto(globals, opts->measure, status, code)) return;
     status.changes = app::readRecords(root, app::StatePaths{});
     if (globals.root == "/") {
       if (auto daemon = adapters::dbus::ManagerClient::connect()) {

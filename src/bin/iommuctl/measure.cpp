@@ -1,0 +1,37 @@
+#include <cstdio>
+#include <string>
+
+#include "app/top_run.hpp"
+#include "bin/iommuctl/commands.hpp"
+#include "core/measured_findings.hpp"
+
+namespace iommud::ctl {
+
+void addMeasureOption(CLI::App* cmd, double& seconds) {
+  cmd->add_option("--measure", seconds,
+                  "Count DMA mapping work for N seconds and put it into the findings (root; docs/measure.md)")
+      ->option_text("N")
+      ->check(CLI::Range(0.1, 3600.0));
+}
+
+bool measureInto(const Globals& globals, double seconds, app::Status& status, int& code) {
+  adapters::sysfs::Root root(globals.root);
+  if (!root.isLive()) {
+    std::fputs("iommuctl: --measure counts on the running kernel; it cannot work under --root\n", stderr);
+    code = 2;
+    return false;
+  }
+  auto window = app::measureWindow(root, seconds, status.host);
+  if (!window) {
+    std::fprintf(stderr, "iommuctl: %s\n", window.error().describe().c_str());
+    code = 1;
+    return false;
+  }
+  core::addMeasurements(status.findings, *window);
+  if (std::string quiet = core::quietWindow(*window); !quiet.empty()) {
+    std::fprintf(stderr, "iommuctl: %s\n", quiet.c_str());
+  }
+  return true;
+}
+
+}  // namespace iommud::ctl

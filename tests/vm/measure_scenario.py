@@ -1,0 +1,236 @@
+"""The measure scenario: `iommuctl top` against the real kernel's tracepoints (docs/measure.md).
+
+In one boot (VT-d, CM=0: every NVMe group DMA-FQ), the guest:
+0. runs `iommuctl top` as nobody, which must get one line saying who may measure;
+1. starts `iommuctl top`, waits until its tracefs instance has its triggers, SIGKILLs it and
+   records that the instance stayed (the state a killed top leaves);
+2. starts `iommuctl top` and SIGTERMs it once armed: it must remove its own instance;
+3. starts `iommuctl top --once --seconds 600 --json`, waits for its "counting" line, then runs a
+   fixed amount of fio I/O (4096 random 4 KiB direct reads) on nvme0 under
+   `perf stat -e dma:dma_map_page,... --filter 'device == "<nvme0's address>"'` (on 6.1, which
+   has no dma:* events, `perf stat -e iommu:map,iommu:unmap`, host-wide);
+   and ends top's interval with SIGINT once fio is done (so no clock races fio);
+4. records the tracefs instances left after top exited;
+5. runs `iommuctl status --measure 2 --json` and `explain nvme0 --measure 1 --json` (valid JSON,
+   no instance left).
+
+The host checks: the killed top's instance was there after the kill and the next top removed it
+(and said so); the SIGTERMed top removed its own; top's JSON is valid (docs/schema/top.schema.json);
+on 6.12 the maps are attributed to nvme0 and to no other NVMe, at least fio's 4096, within 2% of
+perf's count for the same device, through translation (DMA-FQ); on 6.1 maps are not attributed
+(null, and the note says why) and the host-wide IOMMU maps agree within 2% with perf's iommu:map.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from pathlib import Path
+
+import scenarios
+import vmlib
+
+sys.path.insert(0, str(vmlib.HERE.parent / "schema"))
+import schemas  # noqa: E402
+
+FIO_IOS = 4096  # 16 MiB in 4 KiB reads
+
+GUEST = r"""
+set -u
+iommuctl=/vm/in/iommuctl
+T=/sys/kernel/tracing
+mountpoint -q $T || mount -t tracefs tracefs $T
+cat /proc/sys/kernel/osrelease > /vm/out/release
+for n in /sys/class/nvme/*; do
+    echo "$(basename $n) $(basename "$(readlink -f $n/device)")"
+done > /vm/out/nvme.txt
+nvme0=$(awk '$1=="nvme0"{print $2}' /vm/out/nvme.txt)
+
+# The instance of a top whose triggers are all armed (iommu/unmap is armed last); bounded.
+armed() {
+    local pid=$1 i d
+    for i in $(seq 600); do
+        for d in $T/instances/iommud-$pid-*; do
+            grep -qs '^hist:' $d/events/iommu/unmap/trigger && { echo $d; return 0; }
+        done
+        kill -0 $pid 2>/dev/null || return 1
+        sleep 0.1
+    done
+    return 1
+}
+
+# 0. Someone without access to tracefs gets one line.
+setpriv --reuid=65534 --regid=65534 --clear-groups $iommuctl top --once --seconds 1 \
+    > /vm/out/nobody.out 2> /vm/out/nobody.err; echo $? > /vm/out/nobody.rc
+
+# 1. SIGKILL leaves the instance behind.
+$iommuctl top --seconds 1 --json > /vm/out/killed.json 2> /vm/out/killed.err &
+killed=$!
+echo $killed > /vm/out/killed.pid
+armed $killed > /vm/out/killed.instance || echo "never armed" >> /vm/out/killed.err
+kill -KILL $killed; wait $killed
+ls $T/instances > /vm/out/after-kill.txt
+
+# 2. SIGTERM: top removes its own instance (the killed one is swept by this start, too).
+$iommuctl top --seconds 1 > /dev/null 2> /vm/out/termed.err &
+termed=$!
+armed $termed > /vm/out/termed.instance || echo "never armed" >> /vm/out/termed.err
+kill -TERM $termed; wait $termed; echo $? > /vm/out/termed.rc
+ls $T/instances > /vm/out/after-term.txt
+
+# 3. One interval around a fixed amount of I/O, counted by perf at the same time.
+# The interval is ended by SIGINT once fio is done (as perf stat's is), not by the clock.
+$iommuctl top --once --seconds 600 --json > /vm/out/top.json 2> /vm/out/top.err &
+top=$!
+for i in $(seq 600); do grep -q 'counting for' /vm/out/top.err && break; kill -0 $top 2>/dev/null || break; sleep 0.1; done
+fio_args="--name=measure --filename=/dev/nvme0n1 --rw=randread --bs=4k --direct=1 --size=16m \
+          --ioengine=psync --randrepeat=0 --norandommap --number_ios=@IOS@ --output-format=terse"
+if [ -d $T/events/dma ]; then
+    f="device == \"$nvme0\""
+    perf stat -x, -a -o /vm/out/perf.txt \
+        -e dma:dma_map_page --filter "$f" -e dma:dma_unmap_page --filter "$f" \
+        -e dma:dma_map_sg --filter "$f" -e dma:dma_unmap_sg --filter "$f" \
+        -- fio $fio_args > /vm/out/fio.txt 2>&1
+else
+    perf stat -x, -a -o /vm/out/perf.txt -e iommu:map -e iommu:unmap -- fio $fio_args > /vm/out/fio.txt 2>&1
+fi
+echo $? > /vm/out/fio.rc
+kill -INT $top; wait $top; echo $? > /vm/out/top.rc
+ls $T/instances > /vm/out/after-top.txt
+
+# 5. status --measure: the findings with a window of counting (the guest is idle now).
+$iommuctl status --measure 2 --json > /vm/out/status-measured.json 2> /vm/out/status-measured.err
+echo $? > /vm/out/status-measured.rc
+$iommuctl explain nvme0 --measure 1 --json > /vm/out/explain-measured.json 2> /vm/out/explain-measured.err
+echo $? > /vm/out/explain-measured.rc
+ls $T/instances > /vm/out/after-status.txt
+""".replace("@IOS@", str(FIO_IOS))
+
+
+def perf_counts(text: str) -> dict[str, int]:
+    """perf stat -x, lines: "20197,,dma:dma_map_page,3095221719,100.00,,"."""
+    counts = {}
+    for line in text.splitlines():
+        f = line.split(",")
+        if len(f) >= 3 and f[0].strip().isdigit():
+            counts[f[2]] = int(f[0])
+    return counts
+
+
+def within(a: float, b: float, fraction: float) -> bool:
+    return abs(a - b) <= fraction * max(a, b)
+
+
+def check(out: Path, series: str) -> tuple[list[str], list[str]]:
+    problems: list[str] = []
+    notes: list[str] = []
+    read = lambda name: (out / name).read_text()  # noqa: E731
+
+    # 0: one clear line for someone who may not measure.
+    nobody = read("nobody.err").splitlines()
+    if read("nobody.rc").strip() != "1" or len(nobody) != 1 or "needs root" not in nobody[0]:
+        problems.append(f"as nobody: exit {read('nobody.rc').strip()}, stderr {nobody!r}: not one line saying who may")
+    else:
+        notes.append(f"as nobody: {nobody[0]}")
+
+    # 1 and 2: cleanup.
+    killed_pid = read("killed.pid").strip()
+    stale = [n for n in read("after-kill.txt").split() if n.startswith(f"iommud-{killed_pid}-")]
+    if not stale:
+        problems.append(f"the SIGKILLed top (pid {killed_pid}) left no instance: nothing to clean up was tested"
+                        f" ({read('killed.err').strip()})")
+    termed_err = read("termed.err")
+    if not stale or f"removed tracing instance {stale[0]}" not in termed_err:
+        problems.append(f"the next top did not say it removed {stale}: {termed_err.strip()!r}")
+    if read("termed.rc").strip() != "143":
+        problems.append(f"SIGTERMed top exited {read('termed.rc').strip()}, not 143")
+    for after in ("after-term.txt", "after-top.txt"):
+        left = [n for n in read(after).split() if n.startswith("iommud-")]
+        if left:
+            problems.append(f"{after}: instances left: {left}")
+
+    # 5: status --measure runs, prints a valid status and leaves no instance.
+    if read("status-measured.rc").strip() != "0":
+        problems.append(f"status --measure exited {read('status-measured.rc').strip()}: {read('status-measured.err')}")
+    else:
+        problems += [f"status --measure {p}" for p in schemas.problems("status", json.loads(read("status-measured.json")))]
+        if read("status-measured.err").strip():
+            notes.append(f"status --measure 2 said: {read('status-measured.err').strip()}")
+    if read("explain-measured.rc").strip() != "0":
+        problems.append(f"explain --measure exited {read('explain-measured.rc').strip()}: {read('explain-measured.err')}")
+    else:
+        problems += [f"explain --measure {p}" for p in schemas.problems("explain", json.loads(read("explain-measured.json")))]
+    if [n for n in read("after-status.txt").split() if n.startswith("iommud-")]:
+        problems.append(f"status --measure left an instance: {read('after-status.txt').split()}")
+
+    # 3: the measurement.
+    if read("top.rc").strip() != "0" or read("fio.rc").strip() != "0":
+        problems.append(f"top exited {read('top.rc').strip()}, fio {read('fio.rc').strip()}: "
+                        f"{read('top.err').strip()} {read('fio.txt')[-300:]}")
+        return problems, notes
+    doc = json.loads(read("top.json"))
+    problems += [f"top.json {p}" for p in schemas.problems("top", doc)]
+    nvme = dict(line.split() for line in read("nvme.txt").splitlines())
+    devices = {d["device"]: d for d in doc["devices"]}
+    target = nvme["nvme0"]
+    others = [a for n, a in nvme.items() if n != "nvme0"]
+    perf = perf_counts(read("perf.txt"))
+    if series == "6.12":
+        if not doc["maps_attributed"]:
+            problems.append(f"6.12 has dma:* events, yet maps are not attributed: {doc['note']}")
+            return problems, notes
+        d = devices.get(target)
+        if d is None:
+            problems.append(f"{target} (nvme0) not in top's devices")
+            return problems, notes
+        perf_maps = perf.get("dma:dma_map_page", -1) + perf.get("dma:dma_map_sg", 0)
+        perf_unmaps = perf.get("dma:dma_unmap_page", -1) + perf.get("dma:dma_unmap_sg", 0)
+        notes.append(f"nvme0 {target}: top maps {d['maps']} unmaps {d['unmaps']} "
+                     f"({d['maps_per_second']}/s, mean {d['mean_map_bytes']} B, {d['domain']}); "
+                     f"perf maps {perf_maps} unmaps {perf_unmaps}; fio {FIO_IOS} I/Os")
+        if d["maps"] < FIO_IOS:
+            problems.append(f"top counted {d['maps']} maps on nvme0, fewer than fio's {FIO_IOS} I/Os "
+                            "(did fio outlast top's interval?)")
+        if not within(d["maps"], perf_maps, 0.02) or not within(d["unmaps"], perf_unmaps, 0.02):
+            problems.append(f"top ({d['maps']} maps, {d['unmaps']} unmaps) and perf ({perf_maps}, {perf_unmaps}) "
+                            "differ by more than 2%")
+        if d["translated"] is not True or d["domain"] not in ("DMA", "DMA-FQ"):
+            problems.append(f"nvme0 should be translated: domain {d['domain']}, translated {d['translated']}")
+        for a in others:
+            if devices.get(a, {}).get("maps"):
+                problems.append(f"maps attributed to {a}, which fio did not touch: {devices[a]['maps']}")
+    else:
+        if doc["maps_attributed"] or any(d["maps"] is not None for d in doc["devices"]):
+            problems.append("6.1 has no dma:* events, yet top attributes maps")
+        if not doc["note"] or "cannot be attributed" not in doc["note"]:
+            problems.append(f"the note does not say what cannot be attributed: {doc['note']!r}")
+        host_maps = doc["host"]["iommu_maps"]
+        perf_maps = perf.get("iommu:map", -1)
+        notes.append(f"host-wide: top iommu maps {host_maps}, perf iommu:map {perf_maps}; fio {FIO_IOS} I/Os")
+        if host_maps is None or host_maps < FIO_IOS or not within(host_maps, perf_maps, 0.02):
+            problems.append(f"host-wide IOMMU maps: top {host_maps}, perf {perf_maps}: not within 2% "
+                            f"or fewer than fio's {FIO_IOS}")
+    return problems, notes
+
+
+def run_measure(series: str, iommuctl: Path, out_dir: Path | None = None, echo: bool = False) -> scenarios.Outcome:
+    kernel = vmlib.find_kernel(series)
+    files, guest_path = scenarios._prepare_iommuctl(iommuctl)  # noqa: SLF001 (shared with the other scenarios)
+    machine = vmlib.Machine(iommu="intel")
+    r = vmlib.boot(kernel, machine, GUEST.replace("/vm/in/iommuctl", guest_path), files_in=files,
+                   timeout=300, out_dir=out_dir, echo=echo)
+    problems: list[str] = []
+    notes: list[str] = []
+    try:
+        r.check()
+        problems, notes = check(r.out_dir, series)
+    except (vmlib.GuestFailed, FileNotFoundError, KeyError, ValueError) as e:
+        problems.append(f"{type(e).__name__}: {e}")
+    return scenarios.Outcome(f"measure on {series}", r.seconds, r.accel, problems, notes, r.out_dir)
+
+
+if __name__ == "__main__":  # re-check a kept directory: measure_scenario.py DIR SERIES
+    p, n = check(Path(sys.argv[1]), sys.argv[2])
+    print("\n".join(n + [f"PROBLEM: {x}" for x in p]))
+    sys.exit(1 if p else 0)
