@@ -41,6 +41,7 @@ std::string exposureSummary(const HostFacts& host, const std::vector<DeviceExpos
   auto all = reachAllMemory(host, exposures);
   if (all.empty()) return "no device can reach all memory";
   std::vector<std::string> names;
+  names.reserve(all.size());
   for (const auto& a : all) names.push_back(host.device(a)->displayName());
   return fmt::format("{} device{} can reach all memory: {}", all.size(), all.size() == 1 ? "" : "s",
                      fmt::join(names, ", "));

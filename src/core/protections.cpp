@@ -57,7 +57,7 @@ Protection preBootDma(const HostFacts& h) {
              tb;
   }
   if (p.state == State::Off) {
-    p.advice = "Enable \"Kernel DMA Protection\" / \"Pre-boot DMA protection\" in the firmware setup, if it has it";
+    p.advice = R"(Enable "Kernel DMA Protection" / "Pre-boot DMA protection" in the firmware setup, if it has it)";
   }
   return p;
 }
@@ -204,7 +204,7 @@ std::vector<VfioReadiness> vfioReadiness(const HostFacts& h, const Protection& i
       }
     }
     if (!endpoint) continue;
-    if (ir.state == State::Off) v.blockers.push_back("no interrupt remapping");
+    if (ir.state == State::Off) v.blockers.emplace_back("no interrupt remapping");
     v.viable = v.blockers.empty();
     out.push_back(std::move(v));
   }

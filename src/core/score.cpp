@@ -39,7 +39,10 @@ std::vector<std::string> at(const HostFacts& h, const std::vector<DeviceExposure
 
 }  // namespace
 
-Score score(const HostFacts& h, const std::vector<DeviceExposure>& all, const Protections& p) {
+Score score(const HostFacts& host, const std::vector<DeviceExposure>& exposures, const Protections& protections) {
+  const auto& h = host;
+  const auto& all = exposures;
+  const auto& p = protections;
   Score s;
   auto add = [&](std::string id, int level, std::optional<bool> met, std::string text) {
     s.criteria.push_back({std::move(id), level, met, std::move(text)});
@@ -67,10 +70,9 @@ Score score(const HostFacts& h, const std::vector<DeviceExposure>& all, const Pr
                             : "untrusted devices without sub-page isolation: " + names(h, weakUntrusted));
   bool anyUntrusted = std::any_of(h.devices.begin(), h.devices.end(), [](const PciDevice& d) { return d.untrusted(); });
   if (anyUntrusted) {
-    std::optional<bool> pool =
-        h.kernel.iommuCmdline.swiotlbNoforce ? std::optional<bool>(false)
-        : h.swiotlb.nslabs                   ? std::optional<bool>(*h.swiotlb.nslabs > 0)
-                                             : std::nullopt;
+    std::optional<bool> pool = h.kernel.iommuCmdline.swiotlbNoforce ? std::optional<bool>(false)
+                               : h.swiotlb.nslabs                   ? std::optional<bool>(*h.swiotlb.nslabs > 0)
+                                                                    : std::nullopt;
     add("bounce-pool-active", 2, pool,
         pool ? (*pool ? "swiotlb has a pool to bounce through" : "no swiotlb pool: untrusted sub-page maps fail")
              : "swiotlb's pool is visible in debugfs only (root)");
