@@ -405,8 +405,9 @@ std::string statusText(const Status& s, bool color) {
   for (const auto& c : level.criteria) {
     if (c.met != true && c.level == level.level + 1) unmet.push_back(c.id + (c.met ? "" : " (unknown)"));
   }
-  line(fmt::format("{:<9}{} of 3 (docs/score.md){}", st.bold("Level"), level.level,
-                   unmet.empty() ? std::string() : fmt::format("; for {}: {}", level.level + 1, fmt::join(unmet, ", "))));
+  line(fmt::format(
+      "{:<9}{} of 3 (docs/score.md){}", st.bold("Level"), level.level,
+      unmet.empty() ? std::string() : fmt::format("; for {}: {}", level.level + 1, fmt::join(unmet, ", "))));
   for (const auto& p : prot.host) {
     std::string state(toString(p.state));
     state = p.state == Protection::State::On        ? st.green(state)

@@ -43,6 +43,11 @@ MUTATIONS = {
     "finding without IOMMU": ("none-6.1", lambda d: d["findings"].append({"id": "default-on"}),
                               "finding default-on"),
     "member the schema lacks": ("vtd-cm0-6.1", lambda d: d["iommu"].update(units_total=1), "schema: at /iommu"),
+    "exposure not from the groups": ("amd-pt-6.1",
+                                     lambda d: d["exposure"]["devices"][0].update(level="mapped"),
+                                     "exposure of 0000:00:00.0"),
+    "device reaching all memory left out": ("amd-pt-6.1", lambda d: d["exposure"]["all_memory"].pop(),
+                                            "exposure.all_memory"),
     "mode the schema lacks": ("amd-pt-6.1", lambda d: d["iommu"].update(mode="passthrough"), "schema: at /iommu/mode"),
 }
 
