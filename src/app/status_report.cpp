@@ -413,7 +413,9 @@ std::string statusText(const Status& s, bool color) {
     state = p.state == Protection::State::On        ? st.green(state)
             : p.state == Protection::State::Unknown ? state
                                                     : st.yellow(state);
-    line(fmt::format("  protection {} {}: {}", p.id, state, wrapText(p.text, 4)));
+    // A hanging indent after "  protection ID STATE: ", measured without the colour codes.
+    size_t hang = std::string_view("  protection ").size() + p.id.size() + 1 + toString(p.state).size() + 2;
+    line(fmt::format("  protection {} {}: {}", p.id, state, wrapText(p.text, hang)));
     if (!p.advice.empty()) line("      " + st.dim("what to do: " + wrapText(p.advice, 18)));
   }
   auto exposureLine = [&](const PciDevice& d) {

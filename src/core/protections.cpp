@@ -99,7 +99,7 @@ Protection x2apic(const HostFacts& h) {
   if (intelUnits(h)) {
     bool eim = anyIntel(h, &IntelCaps::extendedInterruptMode);
     bool optOut = h.firmware.dmar && h.firmware.dmar->x2apicOptOut();
-    p.state = eim && !optOut ? State::On : State::Off;
+    p.state = !eim ? State::Off : !h.firmware.dmar ? State::Unknown : optOut ? State::Off : State::On;
     p.text = std::string("the VT-d units ") + (eim ? "support" : "do not support") +
              " x2APIC interrupt remapping (ecap.EIM)" + (optOut ? "; DMAR sets X2APIC_OPT_OUT" : "");
   } else if (h.firmware.ivrs) {

@@ -86,6 +86,9 @@ TEST(Protections, X2apicFollowsEimAndTheFirmwaresOptOut) {
   auto optOut = intelBareMetal();
   optOut->firmwareTable("DMAR", dmarTable(0x03));
   EXPECT_EQ(byId(of(*optOut), "x2apic").state, State::Off);
+  auto unreadable = intelBareMetal();
+  unreadable->firmwareTable("DMAR", "");  // the opt-out is not known without root
+  EXPECT_EQ(byId(of(*unreadable), "x2apic").state, State::Unknown);
 }
 
 TEST(Protections, PcieAcsOverrideIsAWeakening) {
