@@ -397,7 +397,7 @@ std::string statusText(const Status& s, bool color) {
     return nullptr;
   };
   auto allMemory = reachAllMemory(h, exposed);
-  std::string summary = exposureSummary(h, exposed);
+  std::string summary = wrapText(exposureSummary(h, exposed), 9);
   line(fmt::format("{:<9}{}", st.bold("Exposure"), allMemory.empty() ? st.green(summary) : st.yellow(summary)));
   auto prot = protections(h, m);
   auto level = score(h, exposed, prot);
