@@ -95,6 +95,15 @@ std::string prometheusText(const Status& status, const Counters& counters, std::
          "The IOMMU's vendor and the default domain type of trusted devices (mode); always 1.")
       .sample({{"vendor", std::string(core::toString(mode.vendor))}, {"mode", mode.modeName()}}, 1)
       .to(out);
+  auto exposed = exposuresOf(status);
+  Family("iommud_protection_level", "gauge",
+         "The host's protection level, 0 to 3: every device translated (1), hostile devices contained (2), no "
+         "window after unmap and pre-boot protection (3); criteria in docs/score.md.")
+      .sample({}, static_cast<uint64_t>(core::score(status.host, exposed, core::protections(status.host, mode)).level))
+      .to(out);
+  Family("iommud_devices_all_memory", "gauge", "The devices (not bridges) whose DMA can reach all memory.")
+      .sample({}, core::reachAllMemory(status.host, exposed).size())
+      .to(out);
   Family cachingMode("iommud_iommu_unit_caching_mode", "gauge",
                      "Whether an Intel VT-d unit has Caching Mode (an emulated IOMMU: every map is a VM exit; "
                      "forces strict invalidation).");
@@ -183,6 +192,7 @@ std::string nfdFeatures(const Status& status) {
       "# iommud's view of this host's IOMMU, for node-feature-discovery's local source (iommud docs/metrics.md)\n";
   out += ns + "iommu-vendor=" + std::string(core::toString(status.mode.vendor)) + '\n';
   out += ns + "iommu-mode=" + status.mode.modeName() + '\n';
+  out += ns + "protection-level=" + std::to_string(scoreOf(status).level) + '\n';
   bool warning = false;
   for (const auto& f : status.findings) warning = warning || f.severity != core::Severity::Info;
   out += ns + "findings-warning=" + (warning ? "true" : "false") + '\n';

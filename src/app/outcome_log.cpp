@@ -1,6 +1,7 @@
 #include "app/outcome_log.hpp"
 
 #include "app/message_ids.hpp"
+#include "core/exposure.hpp"
 
 namespace iommud::app {
 
@@ -35,6 +36,17 @@ adapters::systemd::Entry journalEntry(const Outcome& o, const core::HostFacts& h
   }
   const bool made = o.result == R::Done || o.result == R::Advised;
   if (made && !o.tradeOff.empty() && what.find(o.tradeOff) == std::string::npos) what += ": " + o.tradeOff;
+  // A domain change that widens what the devices can reach names the new exposure.
+  std::optional<core::Exposure> exposure;
+  if (o.kind == core::ChangeKind::Domain) {
+    auto to = core::parseDomainType(o.to);
+    auto from = core::parseDomainType(o.from);
+    bool untrusted = dev != nullptr && dev->untrusted();
+    if (to) exposure = core::exposureOfType(*to, untrusted);
+    auto before = from ? core::exposureOfType(*from, untrusted) : std::nullopt;
+    if (made && exposure && before && core::wider(*exposure, *before))
+      what += "; exposure now: " + std::string(core::describe(*exposure));
+  }
   std::string by;
   if (!o.rule.empty()) {
     by = std::string(o.result == R::Done ? "; accepted by rule " : "; rule ") + o.rule +
@@ -100,6 +112,7 @@ adapters::systemd::Entry journalEntry(const Outcome& o, const core::HostFacts& h
     field("IOMMUD_TO", o.to);
   }
   if (o.risk != core::Risk::None) field("IOMMUD_RISK", std::string(core::toString(o.risk)));
+  if (exposure) field("IOMMUD_EXPOSURE", std::string(core::toString(*exposure)));
   if (o.skip) field("IOMMUD_SKIP", std::string(core::toString(*o.skip)));
   return e;
 }

@@ -369,6 +369,16 @@ std::string explainText(const PciDevice& d, const Status& s, const PolicySet& po
   } else {
     line(st.bold("Group") + " none: the device is not translated by an IOMMU");
   }
+  for (const auto& e : exposuresOf(s)) {
+    if (e.address != d.address) continue;
+    line(fmt::format(
+        "{} {}", st.bold("Exposure"),
+        e.level == Exposure::AllMemory ? st.yellow(std::string(describe(e.level))) : std::string(describe(e.level))));
+    for (const auto& r : e.reasons) {
+      line("  " + st.dim(std::string(toString(r.source)) + ":") + " " +
+           wrapText(r.text, 4 + toString(r.source).size()));
+    }
+  }
   std::vector<std::string> caps;
   for (const auto& u : h.units) {
     if (u.intel) {
@@ -438,6 +448,12 @@ std::string explainJson(const PciDevice& d, const Status& s, const std::vector<R
     w.beginObject().field("id", g->id).field("type", g->typeText).field("devices", g->devices).endObject();
   } else {
     w.null();
+  }
+  for (const auto& e : exposuresOf(s)) {
+    if (e.address != d.address) continue;
+    w.key("exposure").beginObject().field("level", toString(e.level)).key("reasons");
+    writeReasonsJson(w, e.reasons);
+    w.endObject();
   }
   w.key("host").beginObject().field("vendor", toString(s.mode.vendor)).field("mode", s.mode.modeName());
   w.field("release", s.host.kernel.release);

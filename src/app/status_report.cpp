@@ -19,6 +19,34 @@ Status buildStatus(HostFacts host) {
   return s;
 }
 
+std::vector<DeviceExposure> exposuresOf(const Status& status) {
+  std::vector<DomainChangeMade> made;
+  for (const auto& c : status.changes) {
+    if (c.kind == ChangeKind::Domain && c.group) made.push_back({*c.group, c.original, c.written, c.rule, c.ruleWhere});
+  }
+  return exposures(status.host, status.mode, made);
+}
+
+core::Score scoreOf(const Status& status) {
+  return score(status.host, exposuresOf(status), protections(status.host, status.mode));
+}
+
+void writeReasonsJson(JsonWriter& w, const std::vector<Reason>& reasons) {
+  w.beginArray();
+  for (const auto& r : reasons) w.beginObject().field("source", toString(r.source)).field("text", r.text).endObject();
+  w.endArray();
+}
+
+std::string exposureSummary(const HostFacts& host, const std::vector<DeviceExposure>& exposures) {
+  auto all = reachAllMemory(host, exposures);
+  if (all.empty()) return "no device can reach all memory";
+  std::vector<std::string> names;
+  names.reserve(all.size());
+  for (const auto& a : all) names.push_back(host.device(a)->displayName());
+  return fmt::format("{} device{} can reach all memory: {}", all.size(), all.size() == 1 ? "" : "s",
+                     fmt::join(names, ", "));
+}
+
 namespace {
 
 std::string hex(uint64_t v, int width = 0) {
@@ -153,9 +181,8 @@ std::string statusJson(const Status& s) {
   w.key("default_domain");
   m.passthrough ? w.value(*m.passthrough ? "passthrough" : "translated") : w.null();
   w.field("strict", m.strict).field("mode", m.modeName());
-  w.key("reasons").beginArray();
-  for (const auto& r : m.reasons) w.beginObject().field("source", toString(r.source)).field("text", r.text).endObject();
-  w.endArray();
+  w.key("reasons");
+  writeReasonsJson(w, m.reasons);
   w.key("units").beginArray();
   for (const auto& u : h.units) writeUnit(w, u);
   w.endArray();
@@ -194,6 +221,49 @@ std::string statusJson(const Status& s) {
   w.key("devices").beginArray();
   for (const auto& d : h.devices) writeDeviceJson(w, d);
   w.endArray();
+
+  auto exposed = exposuresOf(s);
+  w.key("exposure").beginObject().field("all_memory", reachAllMemory(h, exposed));
+  w.key("devices").beginArray();
+  for (const auto& e : exposed) {
+    w.beginObject().field("address", e.address).field("level", toString(e.level)).key("reasons");
+    writeReasonsJson(w, e.reasons);
+    w.endObject();
+  }
+  w.endArray().endObject();
+
+  auto prot = protections(h, m);
+  w.key("protections").beginObject().key("host").beginArray();
+  for (const auto& p : prot.host) {
+    w.beginObject()
+        .field("id", p.id)
+        .field("state", toString(p.state))
+        .field("text", p.text)
+        .field("advice", p.advice)
+        .endObject();
+  }
+  w.endArray().key("shared_groups").beginArray();
+  for (const auto& g : prot.shared) {
+    w.beginObject()
+        .field("group", g.group)
+        .field("without_acs", g.withoutAcs)
+        .field("unknown", g.unknown)
+        .field("text", g.text)
+        .endObject();
+  }
+  w.endArray().key("vfio").beginArray();
+  for (const auto& v : prot.vfio) {
+    w.beginObject().field("group", v.group).field("viable", v.viable).field("blockers", v.blockers).endObject();
+  }
+  w.endArray().endObject();
+
+  auto level = score(h, exposed, prot);
+  w.key("score").beginObject().field("level", level.level).key("criteria").beginArray();
+  for (const auto& c : level.criteria) {
+    w.beginObject().field("id", c.id).field("level", c.level).field("met", c.met).field("text", c.text).endObject();
+  }
+  w.endArray().endObject();
+
   w.key("findings").beginArray();
   for (const auto& f : s.findings) writeFindingJson(w, f);
   w.endArray();
@@ -319,6 +389,42 @@ std::string statusText(const Status& s, bool color) {
     line(fmt::format("{:<9}{} slabs ({} MiB), {} in use, high-water {}", st.bold("swiotlb"), *h.swiotlb.nslabs,
                      *h.swiotlb.nslabs * 2 / 1024, h.swiotlb.used.value_or(0), h.swiotlb.usedHiwater.value_or(0)));
   }
+  auto exposed = exposuresOf(s);
+  auto exposureOfDevice = [&](const std::string& address) -> const DeviceExposure* {
+    for (const auto& e : exposed) {
+      if (e.address == address) return &e;
+    }
+    return nullptr;
+  };
+  auto allMemory = reachAllMemory(h, exposed);
+  std::string summary = wrapText(exposureSummary(h, exposed), 9);
+  line(fmt::format("{:<9}{}", st.bold("Exposure"), allMemory.empty() ? st.green(summary) : st.yellow(summary)));
+  auto prot = protections(h, m);
+  auto level = score(h, exposed, prot);
+  std::vector<std::string> unmet;
+  for (const auto& c : level.criteria) {
+    if (c.met != true && c.level == level.level + 1) unmet.push_back(c.id + (c.met ? "" : " (unknown)"));
+  }
+  line(fmt::format(
+      "{:<9}{} of 3 (docs/score.md){}", st.bold("Level"), level.level,
+      unmet.empty() ? std::string() : fmt::format("; for {}: {}", level.level + 1, fmt::join(unmet, ", "))));
+  for (const auto& p : prot.host) {
+    std::string state(toString(p.state));
+    state = p.state == Protection::State::On        ? st.green(state)
+            : p.state == Protection::State::Unknown ? state
+                                                    : st.yellow(state);
+    // A hanging indent after "  protection ID STATE: ", measured without the colour codes.
+    size_t hang = std::string_view("  protection ").size() + p.id.size() + 1 + toString(p.state).size() + 2;
+    line(fmt::format("  protection {} {}: {}", p.id, state, wrapText(p.text, hang)));
+    if (!p.advice.empty()) line("      " + st.dim("what to do: " + wrapText(p.advice, 18)));
+  }
+  auto exposureLine = [&](const PciDevice& d) {
+    if (d.kind() == DeviceKind::Bridge) return;
+    const auto* e = exposureOfDevice(d.address);
+    if (e == nullptr) return;
+    std::string text = "exposure: " + std::string(describe(e->level));
+    line("            " + (e->level == Exposure::AllMemory ? st.yellow(text) : st.dim(text)));
+  };
   for (const auto& t : h.thunderbolt) {
     line(fmt::format("{:<9}{}: security {}, IOMMU DMA protection {}", st.bold("TB/USB4"), t.name, t.security,
                      t.iommuDmaProtection ? (*t.iommuDmaProtection ? "yes" : "no") : "unknown"));
@@ -334,6 +440,19 @@ std::string statusText(const Status& s, bool color) {
       if (auto notes = m.groupNotes.find(g.id); notes != m.groupNotes.end()) {
         for (const auto& n : notes->second) line("        " + st.dim(wrapText(n, 8)));
       }
+      for (const auto& sg : prot.shared) {
+        if (sg.group == g.id) line("        " + st.dim("shared: " + wrapText(sg.text, 16)));
+      }
+      for (const auto& v : prot.vfio) {
+        bool vfioUsed = std::any_of(g.devices.begin(), g.devices.end(), [&](const std::string& a) {
+          const auto* d = h.device(a);
+          return d != nullptr && d->driver == "vfio-pci";
+        });
+        if (v.group != g.id || !vfioUsed) continue;
+        line("        " +
+             st.dim(v.viable ? std::string("VFIO: viable")
+                             : "VFIO: not viable: " + wrapText(fmt::format("{}", fmt::join(v.blockers, "; ")), 27)));
+      }
       for (const auto& a : g.devices) {
         const auto* d = h.device(a);
         if (d == nullptr) {
@@ -343,6 +462,7 @@ std::string statusText(const Status& s, bool color) {
         std::string name = d->displayName() == d->address ? "" : d->displayName();
         line(fmt::format("        {}  {:<10} {:04x}:{:04x} {:<6} {}{}", d->address, name, d->vendorId, d->deviceId,
                          toString(d->kind()), d->driver.value_or("-"), deviceFlags(*d, st)));
+        exposureLine(*d);
         for (const auto& r : d->inUse) line("            " + st.dim("in use: " + r.detail));
       }
     }
@@ -358,6 +478,7 @@ std::string statusText(const Status& s, bool color) {
       std::string name = d->displayName() == d->address ? "" : d->displayName();
       line(fmt::format("        {}  {:<10} {:04x}:{:04x} {:<6} {}{}", d->address, name, d->vendorId, d->deviceId,
                        toString(d->kind()), d->driver.value_or("-"), deviceFlags(*d, st)));
+      exposureLine(*d);
       for (const auto& r : d->inUse) line("            " + st.dim("in use: " + r.detail));
     }
   }

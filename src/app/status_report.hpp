@@ -5,11 +5,16 @@
 
 #include "adapters/dbus/manager_api.hpp"
 #include "app/change_record.hpp"
+#include "core/exposure.hpp"
 #include "core/findings.hpp"
 #include "core/host.hpp"
 #include "core/mode.hpp"
+#include "core/protections.hpp"
+#include "core/score.hpp"
 
 namespace iommud::app {
+
+class JsonWriter;
 
 /// The host as `iommuctl status` shows it: facts, the derived mode, and findings.
 struct Status {
@@ -22,6 +27,15 @@ struct Status {
 
 Status buildStatus(core::HostFacts host);
 
+/// Every device's exposure (core::exposures), with the domain changes of iommud's records.
+std::vector<core::DeviceExposure> exposuresOf(const Status& status);
+/// The host's protection level and its criteria (docs/score.md).
+core::Score scoreOf(const Status& status);
+/// The reasons as `--json` writes them: [{"source", "text"}].
+void writeReasonsJson(JsonWriter& w, const std::vector<core::Reason>& reasons);
+/// "3 devices can reach all memory: nvme0, nvme1, 0000:00:14.0" (or that none can).
+std::string exposureSummary(const core::HostFacts& host, const std::vector<core::DeviceExposure>& exposures);
+
 /// Version of the `--json` schema (docs/status-json.md, docs/schema/status.schema.json); bumped on incompatible
 /// changes.
 inline constexpr int kStatusSchemaVersion = 1;
@@ -29,7 +43,6 @@ inline constexpr int kStatusSchemaVersion = 1;
 /// The `--json` document (docs/status-json.md), newline-terminated.
 std::string statusJson(const Status& status);
 
-class JsonWriter;
 /// One device or finding as `status --json` writes it (reused by `explain --json`).
 void writeDeviceJson(JsonWriter& w, const core::PciDevice& d);
 void writeFindingJson(JsonWriter& w, const core::Finding& f);

@@ -1,5 +1,7 @@
 #include "core/caps.hpp"
 
+#include <algorithm>
+#include <array>
 #include <cctype>
 
 #include "core/text.hpp"
@@ -45,6 +47,12 @@ std::optional<AmdFeatures> parseAmdFeatures(std::string_view text) {
   auto efr = parseHex64(text.substr(colon + 1));
   if (!efr || !efr2) return std::nullopt;
   return AmdFeatures{*efr, *efr2};
+}
+
+bool needsRwbfQuirk(uint16_t vendorId, uint16_t deviceId) {
+  // drivers/iommu/intel/iommu.c, DECLARE_PCI_FIXUP_HEADER(PCI_VENDOR_ID_INTEL, ..., quirk_iommu_rwbf).
+  static constexpr std::array<uint16_t, 7> kDevices = {0x2a40, 0x2e00, 0x2e10, 0x2e20, 0x2e30, 0x2e40, 0x2e90};
+  return vendorId == 0x8086 && std::find(kDevices.begin(), kDevices.end(), deviceId) != kDevices.end();
 }
 
 }  // namespace iommud::core

@@ -33,6 +33,7 @@ struct IntelCaps {
   [[nodiscard]] bool queuedInvalidation() const { return bit(ecap, 1); }
   [[nodiscard]] bool deviceTlb() const { return bit(ecap, 2); }
   [[nodiscard]] bool interruptRemapping() const { return bit(ecap, 3); }
+  [[nodiscard]] bool extendedInterruptMode() const { return bit(ecap, 4); }  // EIM: x2APIC
   [[nodiscard]] bool passThrough() const { return bit(ecap, 6); }
   [[nodiscard]] bool snoopControl() const { return bit(ecap, 7); }
   [[nodiscard]] bool pasid() const { return bit(ecap, 40); }
@@ -66,5 +67,10 @@ struct AmdFeatures {
   std::optional<uint64_t> efr2;
 };
 std::optional<AmdFeatures> parseAmdFeatures(std::string_view text);
+
+/// Whether the VT-d driver forces write-buffer flushing for this PCI device although RWBF reads
+/// 0: the chipsets of its quirk_iommu_rwbf() list (Intel Mobile 4 Series and its desktop
+/// versions, docs/kernel.md §3). The kernel skips the quirk for an untrusted device.
+bool needsRwbfQuirk(uint16_t vendorId, uint16_t deviceId);
 
 }  // namespace iommud::core

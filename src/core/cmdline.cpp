@@ -173,7 +173,11 @@ IommuCmdline interpretIommuCmdline(const std::vector<CmdlineParam>& params) {
       for (auto word : split(value, ',')) {
         if (word.empty()) continue;
         if (!knownByPrefix(word, kAmdWords)) {
-          std::string hint = word == "pt" ? " (passthrough is iommu=pt)" : "";
+          // Current kernels log "AMD-Vi: Unknown option - '...'", older ones said nothing
+          // (docs/kernel.md §11.2).
+          std::string hint = word == "pt"   ? " (passthrough is iommu=pt)"
+                             : word == "on" ? " (the AMD IOMMU is on by default when the firmware has an IVRS table)"
+                                            : "";
           out.issues.push_back(
               {p.text, "amd_iommu=" + std::string(word) + " is not a valid option: the AMD driver ignores it" + hint});
           continue;

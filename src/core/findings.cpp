@@ -44,7 +44,12 @@ void vtdIotlbSyncMap(const HostFacts& h, const HostMode& m, std::vector<Finding>
   bool noopFlush = std::any_of(h.units.begin(), h.units.end(), [](const IommuUnit& u) {
     return u.intel && !u.intel->cachingMode() && !u.intel->rwbf();
   });
-  if (!noopFlush) return;
+  // A chipset on the kernel's RWBF quirk list forces the flush whatever the register says
+  // (docs/kernel.md §3); the kernel ignores the quirk on an untrusted device.
+  bool rwbfQuirk = std::any_of(h.devices.begin(), h.devices.end(), [](const PciDevice& d) {
+    return !d.untrusted() && needsRwbfQuirk(d.vendorId, d.deviceId);
+  });
+  if (!noopFlush || rwbfQuirk) return;
   for (const auto& g : h.groups) {
     if (!g.type || !isTranslated(*g.type)) continue;
     auto eps = endpoints(h, g);

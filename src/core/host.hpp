@@ -8,9 +8,11 @@
 #include <string_view>
 #include <vector>
 
+#include "core/acpi_tables.hpp"
 #include "core/caps.hpp"
 #include "core/cmdline.hpp"
 #include "core/kernel_version.hpp"
+#include "core/pci_config.hpp"
 
 namespace iommud::core {
 
@@ -126,6 +128,9 @@ struct PciDevice {
   std::vector<NetDev> netdevs;
   std::vector<NvmeController> nvme;
   std::vector<InUseReason> inUse;  // filled by assessUse()
+  /// Its config space, read only for the members of shared groups and their bridges (to say why
+  /// they share one); 64 bytes without root.
+  std::optional<PciConfig> config;
 
   [[nodiscard]] DeviceKind kind() const;
   /// The kernel treats devices below an external-facing port as untrusted; `removable` is the
@@ -202,6 +207,8 @@ struct KernelInfo {
 struct Firmware {
   std::vector<std::string> tables;        // present of DMAR, IVRS, IORT, VIOT
   std::optional<bool> dmarPlatformOptIn;  // DMAR flags bit 2, when the table is readable
+  std::optional<DmarInfo> dmar;           // when the table is readable (root)
+  std::optional<IvrsInfo> ivrs;           // likewise
 };
 
 /// One parameter in /sys/module/<module>/parameters.

@@ -225,6 +225,9 @@ std::string_view toString(Reason::Source source) {
     case Src::Cmdline: return "cmdline";
     case Src::Driver: return "driver";
     case Src::Runtime: return "runtime";
+    case Src::Group: return "group";
+    case Src::Device: return "device";
+    case Src::Iommud: return "iommud";
     case Src::Inferred: break;
   }
   return "inferred";

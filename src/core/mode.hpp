@@ -12,7 +12,8 @@ namespace iommud::core {
 
 /// One step in explaining the IOMMU mode: where a setting came from and what it did.
 struct Reason {
-  enum class Source { Firmware, Config, Cmdline, Driver, Runtime, Inferred };
+  // Group, Device and Iommud appear only in a device's exposure (core/exposure.hpp).
+  enum class Source { Firmware, Config, Cmdline, Driver, Runtime, Inferred, Group, Device, Iommud };
   Source source;
   std::string text;
 };

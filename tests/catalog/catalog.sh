@@ -53,7 +53,7 @@ awk -v file="$catalog" '
   END { if (id) check(); exit bad }
 ' "$catalog" || fail=1
 unknown=$(grep -oE '@[A-Z0-9_]+@' "$catalog" | sort -u |
-          grep -vxE '@IOMMUD_(DEVICE|NAME|GROUP|RULE|POLICY|KIND|OBJECT|KEY|FROM|TO|RISK|IDENTITY)@' || true)
+          grep -vxE '@IOMMUD_(DEVICE|NAME|GROUP|RULE|POLICY|KIND|OBJECT|KEY|FROM|TO|RISK|IDENTITY|EXPOSURE)@' || true)
 [[ -z $unknown ]] || { echo "FAIL: substitutions of fields iommud does not write: $unknown" >&2; fail=1; }
 
 ((fail == 0)) && echo "catalog: $(echo "$listed" | wc -l) entries, the same IDs as message_ids.hpp"

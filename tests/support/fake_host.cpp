@@ -155,6 +155,11 @@ FakeHost& FakeHost::pci(const Pci& d) {
   return *this;
 }
 
+FakeHost& FakeHost::pciConfig(const std::string& address, const std::string& bytes) {
+  write(devicePath(address) + "/config", bytes);
+  return *this;
+}
+
 FakeHost& FakeHost::bridge(const std::string& address, const std::string& parent, uint16_t vendor, uint16_t device) {
   return pci(Pci{address, parent, vendor, device, 0x060400, "pcieport", std::nullopt, -1, 0, 0});
 }

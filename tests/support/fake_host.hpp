@@ -27,6 +27,8 @@ class FakeHost {
   /// Writes /boot/config-<release> with the given lines ("CONFIG_X=y", "# CONFIG_Y is not set").
   FakeHost& config(const std::vector<std::string>& lines);
   FakeHost& firmwareTable(const std::string& name, const std::string& bytes = "");
+  /// A PCI function's `config` file (its config space, as root reads it).
+  FakeHost& pciConfig(const std::string& address, const std::string& bytes);
 
   // IOMMU units and groups
   FakeHost& intelUnit(const std::string& name, const std::string& cap, const std::string& ecap);

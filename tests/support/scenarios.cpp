@@ -6,6 +6,15 @@ namespace iommud::testing {
 
 namespace fs = std::filesystem;
 
+std::string dmarTable(unsigned char flags) {
+  std::string t = std::string("DMAR") + std::string("\x30\x00\x00\x00\x01\x00", 6) + "BOCHS BXPC    " +
+                  std::string("\x01\x00\x00\x00", 4) + "BXPC" + std::string("\x01\x00\x00\x00", 4);
+  t += static_cast<char>(0x26);
+  t += static_cast<char>(flags);
+  t += std::string(10, '\0');
+  return t;
+}
+
 namespace {
 
 // As in Debian 12's 6.1 and 6.12 kernels: VT-d on except for the integrated GPU, lazy.
@@ -27,7 +36,7 @@ std::unique_ptr<FakeHost> debian612() {
       "Linux version 6.12.38+deb12-amd64 (debian-kernel@lists.debian.org) (x86_64-linux-gnu-gcc-12 "
       "(Debian 12.2.0-14+deb12u1) 12.2.0) #1 SMP PREEMPT_DYNAMIC Debian 6.12.38-1~deb12u1 (2025-07-16)");
   h->config(kDebianLazy);
-  h->firmwareTable("DMAR", std::string(36, 'D') + std::string("\x26\x01", 2));
+  h->firmwareTable("DMAR", dmarTable(0x01));
   return h;
 }
 

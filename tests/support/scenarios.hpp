@@ -1,6 +1,7 @@
 #pragma once
 
 #include <memory>
+#include <string>
 
 #include "support/fake_host.hpp"
 
@@ -48,5 +49,10 @@ inline constexpr const char* kQemuCap = "d2008c22260286";
 inline constexpr const char* kQemuEcap = "f00f4a";
 inline constexpr const char* kQemuCm0Cap = "d2008c22260206";  // caching-mode=off
 inline constexpr const char* kQemuCm0Ecap = "f42";
+
+/// A DMAR table's fixed part as the firmware writes it (docs/kernel.md §11.1): the ACPI header
+/// ("DMAR", length 48), host address width 39 and the given flags (bit 0 INTR_REMAP, 1
+/// X2APIC_OPT_OUT, 2 DMA_CTRL_PLATFORM_OPT_IN).
+std::string dmarTable(unsigned char flags);
 
 }  // namespace iommud::testing

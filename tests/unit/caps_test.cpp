@@ -74,3 +74,11 @@ TEST(AmdCaps, DecodesNpCacheIotlbAndEfrSupport) {
   EXPECT_TRUE(bare.guestTranslation());
   EXPECT_TRUE(bare.ppr());
 }
+
+TEST(RwbfQuirk, ListsTheMobile4SeriesChipsetsOnly) {
+  EXPECT_TRUE(needsRwbfQuirk(0x8086, 0x2a40));
+  EXPECT_TRUE(needsRwbfQuirk(0x8086, 0x2e90));
+  EXPECT_FALSE(needsRwbfQuirk(0x8086, 0x2e50));
+  EXPECT_FALSE(needsRwbfQuirk(0x1022, 0x2a40));  // an AMD id that happens to match
+  EXPECT_FALSE(needsRwbfQuirk(0x8086, 0x0d57));
+}

@@ -59,6 +59,14 @@ TEST(Cmdline, AmdIommuPtIsNotAnOption) {
   EXPECT_NE(c.issues[0].message.find("iommu=pt"), std::string::npos);
 }
 
+TEST(Cmdline, AmdIommuOnIsIgnoredAndSaysTheIommuIsOnByDefault) {
+  auto c = interpret("amd_iommu=on");
+  ASSERT_EQ(c.issues.size(), 1U);
+  EXPECT_NE(c.issues[0].message.find("amd_iommu=on is not a valid option"), std::string::npos);
+  EXPECT_NE(c.issues[0].message.find("on by default when the firmware has an IVRS table"), std::string::npos);
+  EXPECT_FALSE(c.amdOff);
+}
+
 TEST(Cmdline, InvalidBooleansAreIgnoredAndReported) {
   auto c = interpret("iommu.strict=maybe iommu.passthrough=2");
   EXPECT_FALSE(c.strict);

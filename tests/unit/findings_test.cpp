@@ -41,6 +41,16 @@ TEST(Findings, NoIotlbSyncMapFindingWhenTheFlushIsReallyNeededOrTheGroupIsIdenti
   EXPECT_FALSE(hasFinding(statusOf(*id), "vtd-iotlb-sync-map"));
 }
 
+TEST(Findings, NoIotlbSyncMapFindingOnAChipsetOfTheRwbfQuirkList) {
+  // An Intel Mobile 4 Series host bridge: the kernel flushes the write buffer although RWBF is 0.
+  auto quirk = twoNvmeOneGroup();
+  quirk->pci({.address = "0000:00:00.0", .device = 0x2a40, .classCode = 0x060000});
+  EXPECT_FALSE(hasFinding(statusOf(*quirk), "vtd-iotlb-sync-map"));
+  auto other = twoNvmeOneGroup();
+  other->pci({.address = "0000:00:00.0", .device = 0x2a41, .classCode = 0x060000});
+  EXPECT_TRUE(hasFinding(statusOf(*other), "vtd-iotlb-sync-map"));
+}
+
 TEST(Findings, ThunderboltNicBouncesAndNamesTheCostOfIommuOff) {
   auto s = statusOf(*thunderboltNic());
   EXPECT_EQ(findingIds(s), (Ids{"default-on", "untrusted-bounce"}));

@@ -104,7 +104,7 @@ TEST(Mode, InfersTheDefaultFromGroupsWithoutAConfig) {
 
 TEST(Mode, PlatformOptInTurnsVtdOnWithIdentity) {
   auto h = noIommu();
-  h->firmwareTable("DMAR", std::string(36, 'D') + std::string("\x26\x04", 2));
+  h->firmwareTable("DMAR", dmarTable(0x04));
   h->intelUnit("dmar0", kIntelBareCap, kIntelBareEcap);
   h->group(0, "identity\n", {"0000:00:1f.6"});
   auto s = statusOf(*h);

@@ -53,8 +53,9 @@ TEST(OutcomeLog, AChangeThatWeakensIsolationIsAWarningNamingTheTradeOffTheDevice
   EXPECT_EQ(e.priority, Priority::Warning);
   EXPECT_EQ(e.messageId, app::msgid::kWeakened);
   EXPECT_EQ(e.message,
-            "group 14 (nvme0, nvme1) type DMA -> identity, done: these devices can DMA to all memory; accepted by rule "
-            "nvme-pair in /etc/iommud/policies.d/50-nvme.toml:3:1");
+            "group 14 (nvme0, nvme1) type DMA -> identity, done: these devices can DMA to all memory; exposure now: "
+            "can reach all memory; accepted by rule nvme-pair in /etc/iommud/policies.d/50-nvme.toml:3:1");
+  EXPECT_EQ(field(e, "IOMMUD_EXPOSURE"), "all-memory");
   EXPECT_EQ(field(e, "IOMMUD_DEVICE"), "0000:02:00.0");
   EXPECT_EQ(field(e, "IOMMUD_NAME"), "nvme0");
   EXPECT_EQ(field(e, "IOMMUD_GROUP"), "14");
@@ -64,6 +65,25 @@ TEST(OutcomeLog, AChangeThatWeakensIsolationIsAWarningNamingTheTradeOffTheDevice
   EXPECT_EQ(field(e, "IOMMUD_TO"), "identity");
   EXPECT_EQ(field(e, "IOMMUD_RISK"), "high");
   EXPECT_EQ(field(e, "IOMMUD_IDENTITY"), "144d:a808/0000:0000 serial 0000:02:00.0");
+}
+
+TEST(OutcomeLog, ALiveChangeToLazyNamesTheWindowAndANarrowingOneNoNewExposure) {
+  auto lazy = identityDone();
+  lazy.to = "DMA-FQ";
+  lazy.message = "group 14 type DMA -> DMA-FQ, done";
+  lazy.tradeOff.clear();
+  auto e = app::journalEntry(lazy, nvmePair());
+  EXPECT_NE(e.message.find("; exposure now: mapped buffers, with a window after unmap;"), std::string::npos)
+      << e.message;
+  EXPECT_EQ(field(e, "IOMMUD_EXPOSURE"), "mapped-window");
+  auto strict = identityDone();
+  strict.from = "identity";
+  strict.to = "DMA";
+  strict.message = "group 14 type identity -> DMA, done";
+  strict.tradeOff.clear();
+  auto n = app::journalEntry(strict, nvmePair());
+  EXPECT_EQ(n.message.find("exposure now"), std::string::npos) << n.message;
+  EXPECT_EQ(field(n, "IOMMUD_EXPOSURE"), "mapped");
 }
 
 TEST(OutcomeLog, EachKindOfEventHasItsOwnMessageIdAndPriority) {

@@ -256,6 +256,22 @@ def check(d: Path, prefix: str = "") -> tuple[KernelFacts, list[str]]:
             expect(f"{address} untrusted", devices[address].get("untrusted"), k.untrusted(address))
         for address in sorted(a for a in k.removable if k.untrusted(a) and a not in devices):
             problems.append(f"{address}: removable (untrusted) to the kernel, not among iommuctl's devices")
+    # What each device can reach follows from the kernel's own group types (docs/score.md,
+    # status-json.md): no IOMMU or no group -> all memory; identity -> all memory; DMA-FQ ->
+    # a window after unmap; DMA -> mapped buffers only, and for an untrusted device (the kernel's own
+    # removable state, where the guest collected it) mapped buffers with sub-page isolation.
+    exposures = {e.get("address"): e.get("level") for e in s.get("exposure", {}).get("devices", [])}
+    group_of = {a: gtype for gtype, members in k.groups.values() for a in members}
+    by_type = {"identity": "all-memory", "DMA-FQ": "mapped-window", "DMA": "mapped", "blocked": "none"}
+    want_all = []
+    for address, cls in sorted(k.classes.items()):
+        want_level = by_type.get(group_of[address], "unknown") if k.present and address in group_of else "all-memory"
+        if want_level == "mapped" and k.removable is not None and k.untrusted(address):
+            want_level = "mapped-subpage"
+        expect(f"exposure of {address}", exposures.get(address), want_level)
+        if want_level == "all-memory" and not cls.startswith("0x0604"):
+            want_all.append(address)
+    expect("exposure.all_memory", s.get("exposure", {}).get("all_memory"), want_all)
 
     ids = {f.get("id") for f in s.get("findings", [])}
     want = expected_findings(k)

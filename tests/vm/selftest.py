@@ -60,6 +60,11 @@ MUTATIONS = {
     "untrusted-bounce made up": ("vtd-cm0-6.1", lambda d: d["findings"].append({"id": "untrusted-bounce"}),
                                  "finding untrusted-bounce"),
     "member the schema lacks": ("vtd-cm0-6.1", lambda d: d["iommu"].update(units_total=1), "schema: at /iommu"),
+    "exposure not from the groups": ("amd-pt-6.1",
+                                     lambda d: d["exposure"]["devices"][0].update(level="mapped"),
+                                     "exposure of 0000:00:00.0"),
+    "device reaching all memory left out": ("amd-pt-6.1", lambda d: d["exposure"]["all_memory"].pop(),
+                                            "exposure.all_memory"),
     "mode the schema lacks": ("amd-pt-6.1", lambda d: d["iommu"].update(mode="passthrough"), "schema: at /iommu/mode"),
 }
 

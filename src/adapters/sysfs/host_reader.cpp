@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <map>
+#include <set>
 #include <unordered_map>
 
 #include "core/procfs.hpp"
@@ -29,6 +30,7 @@ class Reader {
     readUnits();
     readGroups();
     if (auto r = readPci(); !r) return r.error();
+    readSharedGroupConfigs();
     readNetdevs();
     readNvme();
     readThunderbolt();
@@ -91,11 +93,34 @@ class Reader {
     for (const auto& t : *tables) {
       if (t == "DMAR" || t == "IVRS" || t == "IORT" || t == "VIOT") host_.firmware.tables.push_back(t);
     }
-    if (std::find(tables->begin(), tables->end(), "DMAR") == tables->end()) return;
-    // ACPI header (36 bytes), host address width, then flags: bit 2 = DMA_CTRL_PLATFORM_OPT_IN.
-    // The table is root-only; without it the opt-in stays unknown.
-    if (auto dmar = optional("/sys/firmware/acpi/tables/DMAR"); dmar && dmar->size() > 37) {
-      host_.firmware.dmarPlatformOptIn = (static_cast<unsigned char>((*dmar)[37]) & 0x4U) != 0;
+    auto has = [&](std::string_view t) { return std::find(tables->begin(), tables->end(), t) != tables->end(); };
+    // The tables are root-only; without them their flags stay unknown (docs/kernel.md §11.1, §11.2).
+    if (has("DMAR")) {
+      if (auto bytes = optional("/sys/firmware/acpi/tables/DMAR")) {
+        host_.firmware.dmar = parseDmar(*bytes);
+        if (host_.firmware.dmar) host_.firmware.dmarPlatformOptIn = host_.firmware.dmar->platformOptIn();
+      }
+    }
+    if (has("IVRS")) {
+      if (auto bytes = optional("/sys/firmware/acpi/tables/IVRS")) host_.firmware.ivrs = parseIvrs(*bytes);
+    }
+  }
+
+  // Why devices share a group is told by ACS on their paths (docs/kernel.md §11.3): the config
+  // space of each member of a shared group and of its bridges, read once each.
+  void readSharedGroupConfigs() {
+    std::set<std::string> wanted;
+    for (const auto& g : host_.groups) {
+      if (g.devices.size() < 2) continue;
+      for (const auto& a : g.devices) {
+        wanted.insert(a);
+        if (const auto* d = host_.device(a)) wanted.insert(d->bridges.begin(), d->bridges.end());
+      }
+    }
+    for (const auto& a : wanted) {
+      auto* d = host_.device(a);
+      if (d == nullptr) continue;
+      if (auto bytes = optional("/sys/bus/pci/devices/" + a + "/config")) d->config = parsePciConfig(*bytes);
     }
   }
 

@@ -1,6 +1,7 @@
 #include <cstdio>
 #include <memory>
 
+#include "app/apply.hpp"
 #include "bin/iommuctl/commands.hpp"
 
 namespace iommud::ctl {
@@ -21,6 +22,8 @@ void addExplain(CLI::App& app, const Globals& globals, int& code) {
       code = 1;
       return;
     }
+    // The exposure names the rule of a domain change iommud made: its records say which.
+    p->status.changes = app::readRecords(adapters::sysfs::Root(globals.root), app::StatePaths{});
     const auto* d = deviceNamed(p->status.host, opts->device);
     if (d == nullptr) {
       code = 1;

@@ -1,0 +1,47 @@
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/host.hpp"
+#include "core/mode.hpp"
+
+namespace iommud::core {
+
+/// One host protection, read from the state in effect (docs/kernel.md §5, §11).
+struct Protection {
+  enum class State { On, Off, Weakened, Unknown };
+  std::string id;  // "pre-boot-dma", "interrupt-remapping", "x2apic", "host-translation", "acs-override"
+  State state = State::Unknown;
+  std::string text;    // what is the case and what it means
+  std::string advice;  // what to do; empty when nothing is needed
+};
+std::string_view toString(Protection::State state);
+
+/// Why the devices of one group share it: the functions on their paths to the root whose ACS
+/// does not isolate (docs/kernel.md §11.3).
+struct SharedGroup {
+  int group = 0;
+  std::vector<std::string> withoutAcs;  // bridges and functions whose ACS does not isolate
+  std::vector<std::string> unknown;     // config space not readable (not root)
+  std::string text;
+};
+
+/// Whether a group can be given to a VM with vfio-pci, and what blocks it.
+struct VfioReadiness {
+  int group = 0;
+  bool viable = false;                // every device bound to vfio-pci, pcieport or nothing
+  std::vector<std::string> blockers;  // "0000:01:00.1 is bound to snd_hda_intel", ...
+};
+
+struct Protections {
+  std::vector<Protection> host;
+  std::vector<SharedGroup> shared;
+  std::vector<VfioReadiness> vfio;  // groups with at least one endpoint
+};
+
+/// Everything above, from the host facts and the derived mode.
+Protections protections(const HostFacts& host, const HostMode& mode);
+
+}  // namespace iommud::core
