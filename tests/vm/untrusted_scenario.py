@@ -24,6 +24,9 @@ from __future__ import annotations
 
 import errno
 import json
+import os
+import shutil
+import tempfile
 import subprocess
 from pathlib import Path
 
@@ -261,9 +264,14 @@ def run_untrusted(series: str, iommuctl: Path, iommud: Path, out_dir: Path | Non
     files.update({"iommud": iommud, "iommud.conf": DAEMON_CONF,
                   "user-identity/50-user.toml": _user_rule("identity", "no-isolation"),
                   "user-dma-fq/50-user.toml": _user_rule("DMA-FQ", "lazy-invalidation")})
-    # Where this build reads the shipped policies (the install prefix's share/iommud/policies).
-    dirs = subprocess.run([str(iommud), "--print-policy-dirs", "--config", "/dev/null"], capture_output=True,
-                          text=True, check=True).stdout.split()
+    # Where this build reads the shipped policies once installed (the install prefix's
+    # share/iommud/policies): asked of a copy of iommud with nothing beside it, as the guest runs it
+    # (in its build tree it would name the source tree's policies/), and no iommud.conf.
+    with tempfile.TemporaryDirectory() as alone:
+        shutil.copy(iommud, os.path.join(alone, "iommud"))
+        dirs = subprocess.run([os.path.join(alone, "iommud"), "--print-policy-dirs", "--config",
+                               os.path.join(alone, "none.conf")], capture_output=True, text=True,
+                              check=True).stdout.split()
     root = {f"{dirs[-1]}/30-thunderbolt-nic.toml": SHIPPED_POLICY}
 
     def driver(vm: vmlib.Vm) -> None:
