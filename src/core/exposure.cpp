@@ -51,8 +51,9 @@ DeviceExposure exposureOf(const HostFacts& h, const HostMode& m, const PciDevice
   if (!m.present) {
     bootDefault(m, why);
     if (h.firmware.ivrs && h.firmware.ivrs->hostTranslationDisabled()) {
-      why.push_back({Src::Firmware, "IVRS sets HATDis: the AMD IOMMU remaps interrupts only and translates no DMA "
-                                    "(docs/kernel.md §11.2)"});
+      why.push_back({Src::Firmware,
+                     "IVRS sets HATDis: the AMD IOMMU remaps interrupts only and translates no DMA "
+                     "(docs/kernel.md §11.2)"});
     }
     why.push_back({Src::Device, "no IOMMU translates DMA on this host: the device can read and write all memory"});
     e.level = Exposure::AllMemory;
