@@ -1,5 +1,7 @@
 #include "support/scenarios.hpp"
 
+#include <fmt/format.h>
+
 #include <filesystem>
 
 namespace iommud::testing {
@@ -38,6 +40,39 @@ std::unique_ptr<FakeHost> debian612() {
   h->config(kDebianLazy);
   h->firmwareTable("DMAR", dmarTable(0x01));
   return h;
+}
+
+// A Titan Ridge enclosure on the Thunderbolt root port `port`: its switch's two ports and an
+// AQC100 10 GbE NIC (atlantic) below them, all removable, each in a strict group of its own
+// (numbers `group`, +1, +2), the NIC named `netdev` and up.
+void titanRidgeAqc100(FakeHost& h, const std::string& port, int bus, int group, const std::string& netdev) {
+  auto at = [](int b, const char* devfn) { return fmt::format("0000:{:02x}:{}", b, devfn); };
+  const std::string upstream = at(bus, "00.0"), downstream = at(bus + 1, "01.0"), nic = at(bus + 2, "00.0");
+  h.pci({.address = upstream,
+         .parent = port,
+         .device = 0x15ef,
+         .classCode = 0x060400,
+         .driver = "pcieport",
+         .removable = "removable"});
+  h.pci({.address = downstream,
+         .parent = upstream,
+         .device = 0x15ef,
+         .classCode = 0x060400,
+         .driver = "pcieport",
+         .removable = "removable"});
+  h.pci({.address = nic,
+         .parent = downstream,
+         .vendor = 0x1d6a,
+         .device = 0x00b1,
+         .classCode = 0x020000,
+         .driver = "atlantic",
+         .removable = "removable",
+         .subVendor = 0x1d6a,
+         .subDevice = 0x0001});
+  h.group(group, "DMA\n", {upstream});
+  h.group(group + 1, "DMA\n", {downstream});
+  h.group(group + 2, "DMA\n", {nic});
+  h.netdev(nic, {.name = netdev, .ifindex = 4, .up = true, .operstate = "up"});
 }
 
 }  // namespace
@@ -202,34 +237,10 @@ std::unique_ptr<FakeHost> thunderboltNic() {
           .removable = "fixed"});
   // Integrated USB4 root port, external facing; a Titan Ridge enclosure behind it.
   h->bridge("0000:00:07.0", "", 0x8086, 0x9a23);
-  h->pci({.address = "0000:03:00.0",
-          .parent = "0000:00:07.0",
-          .device = 0x15ef,
-          .classCode = 0x060400,
-          .driver = "pcieport",
-          .removable = "removable"});
-  h->pci({.address = "0000:04:01.0",
-          .parent = "0000:03:00.0",
-          .device = 0x15ef,
-          .classCode = 0x060400,
-          .driver = "pcieport",
-          .removable = "removable"});
-  h->pci({.address = "0000:05:00.0",
-          .parent = "0000:04:01.0",
-          .vendor = 0x1d6a,
-          .device = 0x00b1,
-          .classCode = 0x020000,
-          .driver = "atlantic",
-          .removable = "removable",
-          .subVendor = 0x1d6a,
-          .subDevice = 0x0001});
+  titanRidgeAqc100(*h, "0000:00:07.0", 3, 15, "enp5s0");
   h->group(0, "DMA-FQ\n", {"0000:00:00.0"});
   h->group(5, "DMA-FQ\n", {"0000:00:0d.2"});
   h->group(6, "DMA-FQ\n", {"0000:00:07.0"});
-  h->group(15, "DMA\n", {"0000:03:00.0"});
-  h->group(16, "DMA\n", {"0000:04:01.0"});
-  h->group(17, "DMA\n", {"0000:05:00.0"});
-  h->netdev("0000:05:00.0", {.name = "enp5s0", .ifindex = 4, .up = true, .operstate = "up"});
   h->routes("");
   h->thunderboltDomain("domain0", "user", true);
   h->swiotlb(32768, 1210, 4400);
@@ -288,27 +299,7 @@ std::unique_ptr<FakeHost> workstation() {
   }
   // The Thunderbolt 4 port, an enclosure's switch and the AQC100 behind it.
   h->bridge("0000:00:07.0", "", 0x8086, 0x466e);
-  h->pci({.address = "0000:06:00.0",
-          .parent = "0000:00:07.0",
-          .device = 0x15ef,
-          .classCode = 0x060400,
-          .driver = "pcieport",
-          .removable = "removable"});
-  h->pci({.address = "0000:07:01.0",
-          .parent = "0000:06:00.0",
-          .device = 0x15ef,
-          .classCode = 0x060400,
-          .driver = "pcieport",
-          .removable = "removable"});
-  h->pci({.address = "0000:08:00.0",
-          .parent = "0000:07:01.0",
-          .vendor = 0x1d6a,
-          .device = 0x00b1,
-          .classCode = 0x020000,
-          .driver = "atlantic",
-          .removable = "removable",
-          .subVendor = 0x1d6a,
-          .subDevice = 0x0001});
+  titanRidgeAqc100(*h, "0000:00:07.0", 6, 15, "enp8s0");
   h->group(0, "DMA-FQ\n", {"0000:00:02.0"});
   h->group(1, "DMA-FQ\n", {"0000:00:00.0"});
   h->group(5, "DMA-FQ\n", {"0000:00:0d.2"});
@@ -318,11 +309,7 @@ std::unique_ptr<FakeHost> workstation() {
   h->group(13, "DMA-FQ\n", {"0000:00:1f.6"});
   h->group(14, "DMA-FQ\n",
            {"0000:00:1c.0", "0000:02:00.0", "0000:03:08.0", "0000:03:10.0", "0000:04:00.0", "0000:05:00.0"});
-  h->group(15, "DMA\n", {"0000:06:00.0"});
-  h->group(16, "DMA\n", {"0000:07:01.0"});
-  h->group(17, "DMA\n", {"0000:08:00.0"});
   h->netdev("0000:00:1f.6", {.name = "eno1", .ifindex = 2});
-  h->netdev("0000:08:00.0", {.name = "enp8s0", .ifindex = 4, .up = true, .operstate = "up"});
   h->routes(
       "eno1\t00000000\t0102A8C0\t0003\t0\t0\t100\t00000000\t0\t0\t0\n"
       "eno1\t0002A8C0\t00000000\t0001\t0\t0\t100\t00FFFFFF\t0\t0\t0\n");
