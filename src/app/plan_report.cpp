@@ -268,8 +268,7 @@ std::string planText(const Plan& plan, const Status& status, const PolicySet& po
   if (shipped != config::installedPolicyDir() &&
       std::any_of(policies.files.begin(), policies.files.end(),
                   [&](const PolicyFile& f) { return f.path.starts_with(shipped + "/"); })) {
-    out += fmt::format("  shipped policies: {} (beside this program, which runs uninstalled; installed: {})\n", shipped,
-                       config::installedPolicyDir());
+    out += fmt::format("  shipped policies from {} (this program runs uninstalled, from its build tree)\n", shipped);
   }
   if (policies.rules.empty()) {
     out += fmt::format("  no rules: nothing to plan (policies live in {})\n",
