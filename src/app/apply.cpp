@@ -25,7 +25,7 @@ namespace {
 using adapters::sysfs::Root;
 using core::ChangeKind;
 using Json = nlohmann::json;
-using R = Outcome::Result;
+using OutcomeResult = Outcome::Result;
 
 constexpr const char* kRecordFile = "/changes.json";
 // The runtime records, copied to the state directory: after a reboot cleared /run/iommud, what
@@ -171,11 +171,11 @@ class Session {
     std::map<std::string, std::vector<const core::Change*>> files;
     for (const auto& c : plan.changes) {
       if (c.mode == core::RuleMode::Advise) {
-        out(R::Advised, c, c.object + " " + c.key + " " + c.from + " -> " + c.to + ": " + c.tradeOff);
+        out(OutcomeResult::Advised, c, c.object + " " + c.key + " " + c.from + " -> " + c.to + ": " + c.tradeOff);
         continue;
       }
       if (c.kind != ChangeKind::Domain && c.group && rebound.contains(*c.group)) {
-        out(R::Kept, c, "its driver was just rebound; the next round of apply sets it on the fresh device");
+        out(OutcomeResult::Kept, c, "its driver was just rebound; the next round of apply sets it on the fresh device");
         continue;
       }
       switch (c.kind) {
@@ -209,7 +209,7 @@ class Session {
         stillLost.insert(stillLost.begin(), r);
         continue;
       }
-      done(r, R::Lost,
+      done(r, OutcomeResult::Lost,
            describe(r) +
                ": /run/iommud no longer records it (a reboot cleared it), and the kernel started again "
                "from its own value: nothing to restore; iommuctl status shows the value now",
@@ -231,32 +231,34 @@ class Session {
  private:
   bool domain(const core::Change& c) {
     auto to = core::parseDomainType(c.to);
-    if (!c.group || !to) return out(R::Failed, c, "the plan names no group or type");
+    if (!c.group || !to) return out(OutcomeResult::Failed, c, "the plan names no group or type");
     auto prepared = core::prepareDomainChange(host_, *c.group, *to);
-    if (!prepared) return out(R::Refused, c, prepared.error().message);
+    if (!prepared) return out(OutcomeResult::Refused, c, prepared.error().message);
     auto journal = journalOf();
-    if (!journal) return out(R::Failed, c, journal.error().describe());
+    if (!journal) return out(OutcomeResult::Failed, c, journal.error().describe());
     auto report =
         runDomainChange(*prepared, ctx_.root, ctx_.writer, *journal, host_.kernel.upstream.version, ctx_.hooks);
-    if (report.gone) return out(R::Skipped, c, report.summary());
-    if (!report.succeeded) return out(R::Failed, c, report.summary());
+    if (report.gone) return out(OutcomeResult::Skipped, c, report.summary());
+    if (!report.succeeded) return out(OutcomeResult::Failed, c, report.summary());
     ChangeRecord r = recordOf(c);
     r.irreversible = prepared->live;
     remember(runtime_, std::move(r));
-    return out(R::Done, c,
+    return out(OutcomeResult::Done, c,
                report.summary() + " in " + millis(report.totalTime) + " (" + millis(report.kernelTime) +
                    " of it in the kernel's unbind, bind and type writes); " + c.tradeOff);
   }
 
   bool param(const core::Change& c) {
     const std::string path = paramPath(c.object);
-    if (auto w = ctx_.writer.write(path, c.to); !w) return out(R::Failed, c, w.error().describe());
+    if (auto w = ctx_.writer.write(path, c.to); !w) return out(OutcomeResult::Failed, c, w.error().describe());
     auto now = ctx_.root.readFile(path);
     if (!now || canonical(*now) != canonical(c.to)) {
-      return out(R::Failed, c, "wrote " + c.to + " but it reads " + (now ? std::string(core::trim(*now)) : "nothing"));
+      return out(OutcomeResult::Failed, c,
+                 "wrote " + c.to + " but it reads " + (now ? std::string(core::trim(*now)) : "nothing"));
     }
     remember(runtime_, recordOf(c));
-    return out(R::Done, c, c.object + " " + c.from + " -> " + c.to + (c.note.empty() ? "" : " (" + c.note + ")"));
+    return out(OutcomeResult::Done, c,
+               c.object + " " + c.from + " -> " + c.to + (c.note.empty() ? "" : " (" + c.note + ")"));
   }
 
   void modprobe(const std::string& object, const std::vector<const core::Change*>& changes) {
@@ -273,7 +275,7 @@ class Session {
     auto before = ctx_.root.readFile(path);
     const std::string text = modprobeFileText(module, options, rules);
     if (auto w = writeAtomically(ctx_.root.hostPath(path), text, 0644); !w) {
-      for (const auto* c : changes) out(R::Failed, *c, w.error().describe());
+      for (const auto* c : changes) out(OutcomeResult::Failed, *c, w.error().describe());
       return;
     }
     // One record per file: the text before the first change iommud made to it.
@@ -291,17 +293,19 @@ class Session {
       it->written = text;
     }
     for (const auto* c : changes) {
-      out(R::Done, *c, path + ": " + c->key + "=" + c->to + " (" + c->note + ")");
+      out(OutcomeResult::Done, *c, path + ": " + c->key + "=" + c->to + " (" + c->note + ")");
     }
   }
 
   bool ethtool(const core::Change& c) {
-    if (ctx_.ethtool == nullptr) return out(R::Kept, c, "planned, not made: no ethtool access (under --root)");
+    if (ctx_.ethtool == nullptr)
+      return out(OutcomeResult::Kept, c, "planned, not made: no ethtool access (under --root)");
     const auto start = std::chrono::steady_clock::now();
     const core::NetDev* n = netdev(c);
     const core::EthtoolKey* k = keyOf(c.kind, c.key);
     auto value = k != nullptr ? core::parseEthtoolValue(k->type, c.to) : std::nullopt;
-    if (n == nullptr || !value) return out(R::Failed, c, "no interface " + c.object + " or no value " + c.to);
+    if (n == nullptr || !value)
+      return out(OutcomeResult::Failed, c, "no interface " + c.object + " or no value " + c.to);
     // Kernel time: every netlink round trip (read, set, read-back). A ring change resets the NIC,
     // and the read-back waits for the reset to let go of the RTNL lock.
     std::chrono::nanoseconds kernel{};
@@ -312,11 +316,11 @@ class Session {
       return r;
     };
     auto was = timed([&] { return ctx_.ethtool->get(n->ifindex, c.kind, c.key); });
-    if (!was) return out(R::Failed, c, was.error().describe());
+    if (!was) return out(OutcomeResult::Failed, c, was.error().describe());
     auto set = timed([&] { return ctx_.ethtool->set(n->ifindex, c.kind, c.key, *value); });
-    if (!set) return out(R::Failed, c, set.error().describe());
+    if (!set) return out(OutcomeResult::Failed, c, set.error().describe());
     auto now = timed([&] { return ctx_.ethtool->get(n->ifindex, c.kind, c.key); });
-    if (!now || *now != *value) return out(R::Failed, c, "set " + c.to + " but it reads otherwise");
+    if (!now || *now != *value) return out(OutcomeResult::Failed, c, "set " + c.to + " but it reads otherwise");
     ChangeRecord r = recordOf(c);
     r.original = core::formatEthtoolValue(k->type, *was);
     r.ifindex = n->ifindex;
@@ -327,7 +331,7 @@ class Session {
                           " of it in the kernel's read, set and read-back)" + (c.note.empty() ? "" : "; " + c.note);
     message += competitors(c.device, c.object, c.kind, c.key);
     remember(runtime_, std::move(r));
-    return out(R::Done, c, std::move(message));
+    return out(OutcomeResult::Done, c, std::move(message));
   }
 
   // Restores one record; false keeps it (drift, refusal, failure).
@@ -337,10 +341,12 @@ class Session {
       case ChangeKind::ModuleParam: {
         const std::string path = paramPath(r.object);
         auto now = ctx_.root.readFile(path);
-        if (!now) return done(r, R::Drift, "it cannot be read any more (module unloaded?); left alone", true);
+        if (!now)
+          return done(r, OutcomeResult::Drift, "it cannot be read any more (module unloaded?); left alone", true);
         if (canonical(*now) != canonical(r.written)) return drift(r, std::string(core::trim(*now)));
-        if (auto w = ctx_.writer.write(path, r.original); !w) return done(r, R::Failed, w.error().describe(), false);
-        return done(r, R::Done, r.object + " " + r.written + " -> " + r.original, true);
+        if (auto w = ctx_.writer.write(path, r.original); !w)
+          return done(r, OutcomeResult::Failed, w.error().describe(), false);
+        return done(r, OutcomeResult::Done, r.object + " " + r.written + " -> " + r.original, true);
       }
       case ChangeKind::ModprobeConf: {
         auto now = ctx_.root.readFile(r.object);
@@ -349,25 +355,25 @@ class Session {
                         : ::unlink(ctx_.root.hostPath(r.object).c_str()) == 0
                             ? core::Result<core::Done>(core::Done{})
                             : core::Result<core::Done>(core::errnoError(errno, r.object));
-        if (!restored) return done(r, R::Failed, restored.error().describe(), false);
-        return done(r, R::Done, r.object + (r.existed ? " restored" : " removed"), true);
+        if (!restored) return done(r, OutcomeResult::Failed, restored.error().describe(), false);
+        return done(r, OutcomeResult::Done, r.object + (r.existed ? " restored" : " removed"), true);
       }
       case ChangeKind::Rings:
       case ChangeKind::Channels:
       case ChangeKind::Coalesce: {
-        if (ctx_.ethtool == nullptr) return done(r, R::Kept, "no ethtool access (under --root)", false);
+        if (ctx_.ethtool == nullptr) return done(r, OutcomeResult::Kept, "no ethtool access (under --root)", false);
         const core::EthtoolKey* k = keyOf(r.kind, r.key);
         auto written = k != nullptr ? core::parseEthtoolValue(k->type, r.written) : std::nullopt;
         auto original = k != nullptr ? core::parseEthtoolValue(k->type, r.original) : std::nullopt;
         auto now = ctx_.ethtool->get(r.ifindex, r.kind, r.key);
-        if (!now) return done(r, R::Drift, now.error().describe() + "; left alone", true);
+        if (!now) return done(r, OutcomeResult::Drift, now.error().describe() + "; left alone", true);
         if (!written || !original || *now != *written) {
           return drift(r, std::to_string(*now), competitors(r.device, r.object, r.kind, r.key));
         }
         if (auto s = ctx_.ethtool->set(r.ifindex, r.kind, r.key, *original); !s) {
-          return done(r, R::Failed, s.error().describe(), false);
+          return done(r, OutcomeResult::Failed, s.error().describe(), false);
         }
-        return done(r, R::Done,
+        return done(r, OutcomeResult::Done,
                     r.object + " " + r.key + " " + r.written + " -> " + r.original +
                         competitors(r.device, r.object, r.kind, r.key),
                     true);
@@ -379,21 +385,22 @@ class Session {
   bool revertDomain(const ChangeRecord& r) {
     if (!r.group) return false;
     const core::Group* g = host_.group(*r.group);
-    if (g == nullptr || !g->type) return done(r, R::Drift, "the group is gone (device removed?); forgotten", true);
+    if (g == nullptr || !g->type)
+      return done(r, OutcomeResult::Drift, "the group is gone (device removed?); forgotten", true);
     if (std::string(core::toString(*g->type)) != r.written) return drift(r, std::string(core::toString(*g->type)));
     if (r.irreversible) {
-      return done(r, R::Kept,
+      return done(r, OutcomeResult::Kept,
                   "DMA-FQ set with drivers bound stays until the devices are unbound or the machine reboots", false);
     }
     auto original = core::parseDomainType(r.original);
     if (!original) return false;
     auto prepared = core::prepareDomainChange(host_, *r.group, *original);
-    if (!prepared) return done(r, R::Refused, prepared.error().message, false);
+    if (!prepared) return done(r, OutcomeResult::Refused, prepared.error().message, false);
     auto journal = journalOf();
-    if (!journal) return done(r, R::Failed, journal.error().describe(), false);
+    if (!journal) return done(r, OutcomeResult::Failed, journal.error().describe(), false);
     auto report =
         runDomainChange(*prepared, ctx_.root, ctx_.writer, *journal, host_.kernel.upstream.version, ctx_.hooks);
-    return done(r, report.succeeded ? R::Done : R::Failed, report.summary(), report.succeeded);
+    return done(r, report.succeeded ? OutcomeResult::Done : OutcomeResult::Failed, report.summary(), report.succeeded);
   }
 
   // Who else sets this NIC value (NetworkManager, a .link file): it will fight the change.
@@ -427,13 +434,13 @@ class Session {
 
   // `also`: who else sets the value, for NIC settings.
   bool drift(const ChangeRecord& r, const std::string& now, const std::string& also = "") {
-    return done(r, R::Drift,
+    return done(r, OutcomeResult::Drift,
                 r.object + " " + r.key + " is now " + now + ", not the " + r.written +
                     " iommud wrote: something else changed it; left alone" + also,
                 false);
   }
 
-  bool done(const ChangeRecord& r, R result, const std::string& message, bool forget) {
+  bool done(const ChangeRecord& r, OutcomeResult result, const std::string& message, bool forget) {
     outcomes_.push_back(Outcome{result, r.kind, r.device, r.object, r.key, message, r.group, r.rule, r.ruleWhere,
                                 r.written, r.original});
     return forget;
@@ -481,10 +488,10 @@ class Session {
     list.push_back(std::move(r));
   }
 
-  bool out(R result, const core::Change& c, std::string message) {
+  bool out(OutcomeResult result, const core::Change& c, std::string message) {
     outcomes_.push_back(Outcome{result, c.kind, c.device, c.object, c.key, std::move(message), c.group, c.rule.name,
                                 c.rule.where.str(), c.from, c.to, c.risk, c.tradeOff});
-    return result == R::Done;
+    return result == OutcomeResult::Done;
   }
 
   // "group 20 type DMA-FQ -> identity (rule nvme-identity, 2026-11-21T12:00:00Z)".
@@ -505,7 +512,7 @@ class Session {
       if (list->empty() && !ctx_.root.readFile(path).ok()) continue;
       if (auto s = saveRecords(ctx_.root, path, *list); !s) {
         outcomes_.push_back(
-            Outcome{R::Failed, ChangeKind::Domain, "", path, "", "cannot record: " + s.error().describe()});
+            Outcome{OutcomeResult::Failed, ChangeKind::Domain, "", path, "", "cannot record: " + s.error().describe()});
       }
     }
   }
@@ -531,14 +538,14 @@ std::string utcNow() {
 
 std::string_view toString(Outcome::Result r) {
   switch (r) {
-    case R::Done: return "done";
-    case R::Advised: return "advised";
-    case R::Refused: return "refused";
-    case R::Failed: return "failed";
-    case R::Drift: return "drift";
-    case R::Kept: return "kept";
-    case R::Skipped: return "skipped";
-    case R::Lost: return "lost";
+    case OutcomeResult::Done: return "done";
+    case OutcomeResult::Advised: return "advised";
+    case OutcomeResult::Refused: return "refused";
+    case OutcomeResult::Failed: return "failed";
+    case OutcomeResult::Drift: return "drift";
+    case OutcomeResult::Kept: return "kept";
+    case OutcomeResult::Skipped: return "skipped";
+    case OutcomeResult::Lost: return "lost";
   }
   return "?";
 }

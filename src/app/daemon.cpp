@@ -39,7 +39,7 @@ namespace sd = adapters::systemd;
 namespace bus = adapters::dbus;
 using Clock = std::chrono::steady_clock;
 using Priority = sd::Priority;
-using R = Outcome::Result;
+using OutcomeKind = Outcome::Result;
 
 DaemonPaths daemonPathsFromEnvironment() {
   DaemonPaths p;
@@ -322,16 +322,17 @@ class Daemon {
       outcomeLine(o, false, lines);
       char letter = 0;
       switch (o.result) {
-        case R::Done: letter = 'T'; break;
-        case R::Advised: letter = 'A'; break;
-        case R::Refused:
-        case R::Skipped: letter = isRefusal(o) ? 'X' : 0; break;
-        case R::Failed: letter = 'F'; break;
+        case OutcomeKind::Done: letter = 'T'; break;
+        case OutcomeKind::Advised: letter = 'A'; break;
+        case OutcomeKind::Refused:
+        case OutcomeKind::Skipped: letter = isRefusal(o) ? 'X' : 0; break;
+        case OutcomeKind::Failed: letter = 'F'; break;
         default: break;
       }
       if (letter != 0 && !o.device.empty()) tally(letter, o.device, o.kind);
       // A domain change unbinds and rebinds the group's drivers, done or rolled back.
-      if (o.kind == core::ChangeKind::Domain && (o.result == R::Done || o.result == R::Failed) && !o.device.empty()) {
+      if (o.kind == core::ChangeKind::Domain && (o.result == OutcomeKind::Done || o.result == OutcomeKind::Failed) &&
+          !o.device.empty()) {
         tally('B', o.device, o.kind);
       }
     }
@@ -404,10 +405,10 @@ class Daemon {
     if (!devices.empty()) only = devices.front();
     for (const auto& o : revertChanges(only, host, ctx)) {
       auto e = journalEntry(o, host);
-      if (o.result == R::Done) e.messageId = std::string(msgid::kReverted);
+      if (o.result == OutcomeKind::Done) e.messageId = std::string(msgid::kReverted);
       log_.write(e);
       outcomeLine(o, true, lines);
-      if (o.result != R::Done || o.device.empty()) continue;
+      if (o.result != OutcomeKind::Done || o.device.empty()) continue;
       for (const auto& a : endpoints(host, o.device, o.kind)) lines += "R\t" + a + "\t\nU\t" + a + "\t\n";
     }
   }
@@ -1056,7 +1057,7 @@ class Daemon {
       if (host) {
         for (const auto& o : revertChanges(std::nullopt, *host, ctx)) {
           auto e = journalEntry(o, *host);
-          if (o.result == R::Done) e.messageId = std::string(msgid::kReverted);
+          if (o.result == OutcomeKind::Done) e.messageId = std::string(msgid::kReverted);
           log_.write(e);
           if (auto counter = counterKey(o, true)) counters_.add(*counter);
         }

@@ -2,18 +2,13 @@
 
 #include <algorithm>
 
+#include "core/little_endian.hpp"
+
 namespace iommud::core {
 namespace {
 
-// ACPI tables are little-endian (ACPI 6.5 §5.2).
-uint32_t le(std::string_view b, size_t at, size_t width) {
-  uint32_t v = 0;
-  for (size_t i = width; i-- > 0;) v = (v << 8) | static_cast<unsigned char>(b[at + i]);
-  return v;
-}
-
 uint64_t le64(std::string_view b, size_t at) {
-  return (static_cast<uint64_t>(le(b, at + 4, 4)) << 32) | le(b, at, 4);
+  return (static_cast<uint64_t>(littleEndian(b, at + 4, 4)) << 32) | littleEndian(b, at, 4);
 }
 
 constexpr size_t kHeader = 36;  // the common ACPI table header
@@ -21,7 +16,7 @@ constexpr size_t kHeader = 36;  // the common ACPI table header
 // The table's own length field, bounded by what was read.
 std::optional<std::string_view> table(std::string_view bytes, std::string_view signature, size_t fixed) {
   if (bytes.size() < fixed || bytes.substr(0, 4) != signature) return std::nullopt;
-  size_t length = le(bytes, 4, 4);
+  size_t length = littleEndian(bytes, 4, 4);
   if (length < fixed) return std::nullopt;
   return bytes.substr(0, std::min(length, bytes.size()));
 }
@@ -59,11 +54,11 @@ std::optional<IvrsInfo> parseIvrs(std::string_view bytes) {
   auto t = table(bytes, "IVRS", kHeader + 4);
   if (!t) return std::nullopt;
   IvrsInfo info;
-  info.ivinfo = le(*t, kHeader, 4);
+  info.ivinfo = littleEndian(*t, kHeader, 4);
   size_t at = kFirst;
   while (at + 4 <= t->size()) {
     auto type = static_cast<uint8_t>((*t)[at]);
-    size_t length = le(*t, at + 2, 2);
+    size_t length = littleEndian(*t, at + 2, 2);
     if (length < 4 || at + length > t->size()) break;
     if (type == 0x10 || type == 0x11 || type == 0x40) {
       // IVHD: device id at 4, segment at 16, attributes at 20 (24 bytes for type 0x10), then for
@@ -72,9 +67,9 @@ std::optional<IvrsInfo> parseIvrs(std::string_view bytes) {
       if (length < need) break;
       IvhdInfo h;
       h.type = type;
-      h.deviceId = static_cast<uint16_t>(le(*t, at + 4, 2));
-      h.segment = static_cast<uint16_t>(le(*t, at + 16, 2));
-      h.attributes = le(*t, at + 20, 4);
+      h.deviceId = static_cast<uint16_t>(littleEndian(*t, at + 4, 2));
+      h.segment = static_cast<uint16_t>(littleEndian(*t, at + 16, 2));
+      h.attributes = littleEndian(*t, at + 20, 4);
       if (type != 0x10) h.efr = le64(*t, at + 24);
       info.ivhds.push_back(h);
     }

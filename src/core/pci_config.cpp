@@ -1,14 +1,9 @@
 #include "core/pci_config.hpp"
 
+#include "core/little_endian.hpp"
+
 namespace iommud::core {
 namespace {
-
-// Config space is little-endian.
-uint32_t le(std::string_view b, size_t at, size_t width) {
-  uint32_t v = 0;
-  for (size_t i = width; i-- > 0;) v = (v << 8) | static_cast<unsigned char>(b[at + i]);
-  return v;
-}
 
 constexpr size_t kStandard = 256;
 constexpr size_t kExtended = 4096;
@@ -18,11 +13,11 @@ constexpr uint16_t kExtCapAcs = 0x0d;
 // The standard capability list starts at the pointer at 0x34 when status bit 4 says it exists.
 // Pointers are dword-aligned and at least 0x40; at most 48 entries fit, which bounds a loop.
 std::optional<size_t> findCapability(std::string_view b, uint8_t id) {
-  if ((le(b, 0x06, 2) & 0x10U) == 0) return std::nullopt;
-  size_t at = le(b, 0x34, 1) & 0xfcU;
+  if ((littleEndian(b, 0x06, 2) & 0x10U) == 0) return std::nullopt;
+  size_t at = littleEndian(b, 0x34, 1) & 0xfcU;
   for (int n = 0; n < 48 && at >= 0x40 && at + 2 <= b.size() && at < kStandard; ++n) {
-    if (le(b, at, 1) == id) return at;
-    at = le(b, at + 1, 1) & 0xfcU;
+    if (littleEndian(b, at, 1) == id) return at;
+    at = littleEndian(b, at + 1, 1) & 0xfcU;
   }
   return std::nullopt;
 }
@@ -32,7 +27,7 @@ std::optional<size_t> findCapability(std::string_view b, uint8_t id) {
 std::optional<size_t> findExtendedCapability(std::string_view b, uint16_t id) {
   size_t at = kStandard;
   for (int n = 0; n < 480 && at >= kStandard && at + 4 <= b.size() && at < kExtended; ++n) {
-    uint32_t header = le(b, at, 4);
+    uint32_t header = littleEndian(b, at, 4);
     if (header == 0 || header == 0xffffffffU) return std::nullopt;
     if ((header & 0xffffU) == id) return at;
     at = (header >> 20) & 0xffcU;
@@ -45,19 +40,20 @@ std::optional<size_t> findExtendedCapability(std::string_view b, uint16_t id) {
 std::optional<PciConfig> parsePciConfig(std::string_view bytes) {
   if (bytes.size() < 64) return std::nullopt;
   PciConfig c;
-  c.vendorId = static_cast<uint16_t>(le(bytes, 0, 2));
-  c.deviceId = static_cast<uint16_t>(le(bytes, 2, 2));
-  c.multifunction = (le(bytes, 0x0e, 1) & 0x80U) != 0;
+  c.vendorId = static_cast<uint16_t>(littleEndian(bytes, 0, 2));
+  c.deviceId = static_cast<uint16_t>(littleEndian(bytes, 2, 2));
+  c.multifunction = (littleEndian(bytes, 0x0e, 1) & 0x80U) != 0;
   c.capabilitiesRead = bytes.size() > 64;
   if (c.capabilitiesRead) {
     if (auto pcie = findCapability(bytes, kCapPcie); pcie && *pcie + 4 <= bytes.size()) {
-      c.pcieType = static_cast<uint8_t>((le(bytes, *pcie + 2, 2) >> 4) & 0xfU);
+      c.pcieType = static_cast<uint8_t>((littleEndian(bytes, *pcie + 2, 2) >> 4) & 0xfU);
     }
   }
   c.extendedRead = bytes.size() > kStandard;
   if (c.extendedRead) {
     if (auto acs = findExtendedCapability(bytes, kExtCapAcs); acs && *acs + 8 <= bytes.size()) {
-      c.acs = Acs{static_cast<uint16_t>(le(bytes, *acs + 4, 2)), static_cast<uint16_t>(le(bytes, *acs + 6, 2))};
+      c.acs = Acs{static_cast<uint16_t>(littleEndian(bytes, *acs + 4, 2)),
+                  static_cast<uint16_t>(littleEndian(bytes, *acs + 6, 2))};
     }
   }
   return c;

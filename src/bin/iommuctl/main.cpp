@@ -28,6 +28,7 @@ int main(int argc, char** argv) {
     iommud::ctl::addTop(app, globals, code);
     auto args = iommud::ctl::optionsAnywhere(app, std::vector<std::string>(argv, argv + argc));
     std::vector<char*> argvAnywhere;
+    argvAnywhere.reserve(args.size());
     for (auto& a : args) argvAnywhere.push_back(a.data());
     CLI11_PARSE(app, static_cast<int>(argvAnywhere.size()), argvAnywhere.data());
     return code;
