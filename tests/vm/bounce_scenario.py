@@ -139,7 +139,10 @@ def check(out: Path, series: str) -> tuple[list[str], list[str]]:
         problems.append(f"6.12 attributes maps: untrusted {u['maps']}, trusted {t['maps']}")
     if read("status.rc").strip() != "0":
         return problems + [f"status --measure exited {read('status.rc').strip()}: {read('status.err')}"], notes
-    bounce = [f for f in json.loads(read("status.json"))["findings"] if f["id"] == "untrusted-bounce"]
+    findings = json.loads(read("status.json"))["findings"]
+    if [f for f in findings if f["id"] == "untrusted-no-bounce-buffers"]:
+        problems.append("untrusted-no-bounce-buffers raised on a host whose kernel set swiotlb up")
+    bounce = [f for f in findings if f["id"] == "untrusted-bounce"]
     if len(bounce) != 1 or bounce[0]["devices"] != [uaddr]:
         return problems + [f"untrusted-bounce should name {uaddr} alone: {bounce}"], notes
     m = re.search(r"Measured over [\d.]+ s: \S+ (\d+) bounces", bounce[0]["summary"])
