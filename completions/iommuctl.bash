@@ -91,7 +91,7 @@ _iommuctl()
         check) opts='--help' ;;
         plan) opts='--help --device --json --hotplug --boot --color --policies' ;;
         explain) opts='--help --json --hotplug --boot --color --policies --measure' ;;
-        apply) opts='--help --device --hotplug --policies' ;;
+        apply) opts='--help --device --hotplug --policies --measure' ;;
         revert) opts='--help --device' ;;
         top) opts='--help --seconds --once --json --device --all --sort --color' ;;
         *) return ;;

@@ -83,6 +83,50 @@ class Family {
   std::string name_, head_, samples_;
 };
 
+// The per-device DMA counters (docs/metrics.md "DMA counters"): one series per device the
+// kernel counted work for, so bounded by the host's PCI functions that do DMA.
+void dmaFamilies(const core::DmaReading& dma, const core::HostFacts& host, std::string& out) {
+  Family maps("iommud_dma_maps_total", "counter",
+              "DMA API mappings (dma_map_page and dma_map_sg) a device made since iommud began measuring (6.12 and "
+              "later: the dma:* tracepoints).");
+  Family bytes("iommud_dma_mapped_bytes_total", "counter",
+               "Bytes a device mapped with dma_map_page since measuring began.");
+  Family unmaps("iommud_dma_unmaps_total", "counter", "DMA API unmappings a device made since measuring began.");
+  Family bounces("iommud_swiotlb_bounces_total", "counter",
+                 "Mappings of a device bounced through swiotlb since measuring began (untrusted devices' sub-page "
+                 "mappings, devices that cannot reach the buffer).");
+  Family faults("iommud_iommu_faults_total", "counter", "IOMMU page faults of a device since measuring began.");
+  const bool attributed = core::attributesMaps(dma);
+  for (const auto& [address, c] : dma.devices) {
+    const auto* d = host.device(address);
+    std::vector<std::pair<std::string_view, std::string>> labels{{"device", address},
+                                                                 {"name", d != nullptr ? d->displayName() : address}};
+    if (attributed) {
+      maps.sample(labels, c.maps);
+      bytes.sample(labels, c.mappedBytes);
+      unmaps.sample(labels, c.unmaps);
+    }
+    bounces.sample(labels, c.bounces);
+    faults.sample(labels, c.faults);
+  }
+  maps.to(out);
+  bytes.to(out);
+  unmaps.to(out);
+  bounces.to(out);
+  faults.to(out);
+  if (dma.armed.contains(core::DmaEvent::IommuMap)) {
+    Family("iommud_iommu_page_maps_total", "counter",
+           "IOMMU page-table maps of all devices since measuring began (iommu:map; the one map count of kernels "
+           "before 6.12).")
+        .sample({}, dma.host.maps)
+        .to(out);
+  }
+  Family("iommud_dma_maps_attributed", "gauge",
+         "Whether this kernel attributes DMA mappings to devices (1: it has the dma:* tracepoints, 6.12 and later).")
+      .sample({}, attributed ? 1 : 0)
+      .to(out);
+}
+
 }  // namespace
 
 std::string prometheusText(const Status& status, const Counters& counters, std::optional<int64_t> updatedAt) {
@@ -168,6 +212,7 @@ std::string prometheusText(const Status& status, const Counters& counters, std::
          "Values a revert left alone since iommud started because someone else had changed them since.")
       .sample({}, counters.drift)
       .to(out);
+  if (counters.dma) dmaFamilies(*counters.dma, status.host, out);
   if (updatedAt) {
     Family(kTimestamp, "gauge", "When iommud's view of the host last changed, in seconds since the epoch.")
         .sample({}, static_cast<uint64_t>(*updatedAt))

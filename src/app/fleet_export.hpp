@@ -7,6 +7,7 @@
 
 #include "app/apply.hpp"
 #include "app/status_report.hpp"
+#include "core/dma_stats.hpp"
 
 namespace iommud::app {
 
@@ -14,6 +15,9 @@ namespace iommud::app {
 struct Counters {
   uint64_t done = 0, advised = 0, refused = 0, failed = 0;  // policy changes, by what became of them
   uint64_t reverted = 0, revertFailed = 0, drift = 0;       // records restored, not restored, drifted
+  /// DMA mapping work per device since measuring began (docs/measure.md "Fleet counters"); none
+  /// when the daemon does not measure. Not summed by +=: only the daemon measures.
+  std::optional<core::DmaReading> dma;
   /// Counts one more under `key`, as counterKey() names it; an unknown key counts nothing.
   void add(std::string_view key);
   Counters& operator+=(const Counters& other);

@@ -10,6 +10,7 @@
 #include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <functional>
 #include <optional>
 
 #include "adapters/sysfs/host_reader.hpp"
@@ -214,28 +215,65 @@ int runTop(const adapters::sysfs::Root& root, const TopOptions& options) {
   return code;
 }
 
-core::Result<core::DmaWindow> measureWindow(const adapters::sysfs::Root& root, double seconds,
-                                            const core::HostFacts& host) {
-  SignalSink signals;
-  auto counters = adapters::trace::DmaCounters::open(root);
-  if (!counters) return core::Error{counters.error().code, "", oneLine(counters.error())};
-  auto before = counters->read();
+namespace {
+
+// Counts for `seconds` between two readings; EINTR when a signal ends the wait.
+core::Result<core::DmaInterval> countFor(const adapters::trace::DmaCounters& counters, double seconds,
+                                         const SignalSink& signals) {
+  auto before = counters.read();
   auto t0 = Clock::now();
   if (!before) return before.error();
   auto period = std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
   Waited w = waitUntil(t0 + period, signals, false);
   if (w.wake == Wake::Quit) return core::Error{EINTR, "", "the measurement was interrupted"};
-  auto after = counters->read();
+  auto after = counters.read();
   auto t1 = Clock::now();
   if (!after) return after.error();
-  auto interval = core::diffReadings(*before, *after, std::chrono::duration<double>(t1 - t0).count());
+  return core::diffReadings(*before, *after, std::chrono::duration<double>(t1 - t0).count());
+}
+
+core::DmaWindow windowOf(const core::DmaInterval& interval, const core::HostFacts& host) {
   core::DmaWindow window;
   window.seconds = interval.seconds;
   window.mapsAttributed = interval.mapsAttributed;
   window.hostMapsPerSecond = interval.hostMapsPerSecond;
   window.rows = core::dmaRows(interval, host);
-  if (auto closed = counters->close(); !closed) return closed.error();
   return window;
+}
+
+core::Result<adapters::trace::DmaCounters> openCounters(const adapters::sysfs::Root& root) {
+  auto counters = adapters::trace::DmaCounters::open(root);
+  if (!counters) return core::Error{counters.error().code, "", oneLine(counters.error())};
+  return counters;
+}
+
+}  // namespace
+
+core::Result<core::DmaWindow> measureWindow(const adapters::sysfs::Root& root, double seconds,
+                                            const core::HostFacts& host) {
+  SignalSink signals;
+  auto counters = openCounters(root);
+  if (!counters) return counters.error();
+  auto interval = countFor(*counters, seconds, signals);
+  if (!interval) return interval.error();
+  if (auto closed = counters->close(); !closed) return closed.error();
+  return windowOf(*interval, host);
+}
+
+core::Result<MeasuredChange> measureAround(const adapters::sysfs::Root& root, double seconds,
+                                           const core::HostFacts& host,
+                                           const std::function<core::Result<core::HostFacts>()>& change) {
+  SignalSink signals;
+  auto counters = openCounters(root);
+  if (!counters) return counters.error();
+  auto before = countFor(*counters, seconds, signals);
+  if (!before) return before.error();
+  auto after = change();
+  if (!after) return after.error();
+  auto interval = countFor(*counters, seconds, signals);
+  if (!interval) return interval.error();
+  if (auto closed = counters->close(); !closed) return closed.error();
+  return MeasuredChange{windowOf(*before, host), windowOf(*interval, *after)};
 }
 
 }  // namespace iommud::app

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <functional>
 #include <string>
 
 #include "adapters/sysfs/root.hpp"
@@ -28,5 +29,19 @@ int runTop(const adapters::sysfs::Root& root, const TopOptions& options);
 /// early (EINTR); the instance is removed either way. An error's text is one line for people.
 core::Result<core::DmaWindow> measureWindow(const adapters::sysfs::Root& root, double seconds,
                                             const core::HostFacts& host);
+
+/// The two windows of `apply --measure` (docs/measure.md "Before and after").
+struct MeasuredChange {
+  core::DmaWindow before;  // joined with the host as it was
+  core::DmaWindow after;   // joined with the host `change` read after it acted
+};
+
+/// Counts for `seconds`, runs `change` (which makes the change and returns the host read afresh
+/// after it), then counts for `seconds` again, with the same triggers. The time `change` takes is
+/// in neither window. A signal during the first window ends it with EINTR before `change` runs;
+/// the caller learns from its own `change` whether it ran.
+core::Result<MeasuredChange> measureAround(const adapters::sysfs::Root& root, double seconds,
+                                           const core::HostFacts& host,
+                                           const std::function<core::Result<core::HostFacts>()>& change);
 
 }  // namespace iommud::app

@@ -46,19 +46,21 @@ class ConfigParser : public detail::Checker {
   using Checker::Checker;
 
   void parseTop(const toml::value& top, DaemonConfig& config) {
-    forEachKey(top, "the top level",
-               {"log-level", "debounce-ms", "advise-only", "revert-on-stop", "policy-dirs", "prometheus", "nfd"},
-               [&](const std::string& k, const toml::value& v) {
-                 if (k == "log-level") config.logLevel = logLevel(v).value_or(config.logLevel);
-                 if (k == "debounce-ms") {
-                   if (auto ms = integer(v, k, 0, kMaxDebounceMs)) config.debounce = std::chrono::milliseconds(*ms);
-                 }
-                 if (k == "advise-only") config.adviseOnly = boolean(v, k).value_or(config.adviseOnly);
-                 if (k == "revert-on-stop") config.revertOnStop = boolean(v, k).value_or(config.revertOnStop);
-                 if (k == "policy-dirs") config.policyDirs = policyDirs(v);
-                 if (k == "prometheus") prometheus(v, config);
-                 if (k == "nfd") nfd(v, config);
-               });
+    forEachKey(
+        top, "the top level",
+        {"log-level", "debounce-ms", "advise-only", "revert-on-stop", "policy-dirs", "prometheus", "nfd", "measure"},
+        [&](const std::string& k, const toml::value& v) {
+          if (k == "log-level") config.logLevel = logLevel(v).value_or(config.logLevel);
+          if (k == "debounce-ms") {
+            if (auto ms = integer(v, k, 0, kMaxDebounceMs)) config.debounce = std::chrono::milliseconds(*ms);
+          }
+          if (k == "advise-only") config.adviseOnly = boolean(v, k).value_or(config.adviseOnly);
+          if (k == "revert-on-stop") config.revertOnStop = boolean(v, k).value_or(config.revertOnStop);
+          if (k == "policy-dirs") config.policyDirs = policyDirs(v);
+          if (k == "prometheus") prometheus(v, config);
+          if (k == "nfd") nfd(v, config);
+          if (k == "measure") measure(v, config);
+        });
   }
 
  private:
@@ -75,6 +77,16 @@ class ConfigParser : public detail::Checker {
     forEachKey(table, "[nfd]", {"enabled", "file"}, [&](const std::string& k, const toml::value& v) {
       if (k == "enabled") config.nfd = boolean(v, k).value_or(config.nfd);
       if (k == "file") config.nfdFile = path(v, k, true).value_or(config.nfdFile);
+    });
+  }
+
+  void measure(const toml::value& table, DaemonConfig& config) {
+    if (!isTable(table, "measure")) return;
+    forEachKey(table, "[measure]", {"enabled", "interval"}, [&](const std::string& k, const toml::value& v) {
+      if (k == "enabled") config.measure = boolean(v, k).value_or(config.measure);
+      if (k == "interval") {
+        if (auto s = integer(v, k, 1, kMaxMeasureIntervalS)) config.measureInterval = std::chrono::seconds(*s);
+      }
     });
   }
 

@@ -27,6 +27,10 @@ struct DaemonConfig {
   // [nfd]: a feature file for node-feature-discovery's `local` source (docs/metrics.md).
   bool nfd = false;
   std::string nfdFile = "/etc/kubernetes/node-feature-discovery/features.d/iommud";
+  // [measure]: count each device's DMA mapping work (docs/measure.md "In the daemon") and export it
+  // with the Prometheus file every `interval` seconds.
+  bool measure = false;
+  std::chrono::seconds measureInterval{15};
 };
 
 /// A configuration file read and checked, with everything wrong with it.
@@ -41,6 +45,8 @@ inline constexpr size_t kMaxConfigBytes = 64U << 10U;
 inline constexpr size_t kMaxPolicyDirs = 16;
 /// Largest `debounce-ms`: ten seconds of waiting is already more than any burst of uevents needs.
 inline constexpr int kMaxDebounceMs = 10000;
+/// Largest `[measure] interval`: an hour; Prometheus scrapes every minute or so.
+inline constexpr int kMaxMeasureIntervalS = 3600;
 
 /// Pure: parses and validates the text; `fileName` names it in diagnostics. Reports every
 /// semantic error, and the first syntax error.

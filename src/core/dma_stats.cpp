@@ -144,18 +144,23 @@ std::string DmaEventSpec::trigger() const {
 }
 
 const std::array<DmaEventSpec, kDmaEventCount>& dmaEventSpecs() {
-  // docs/kernel.md §10: the fields as Debian's 6.1 and 6.12 print them.
+  // docs/kernel.md §10: the fields as Debian's 6.1 and 6.12 print them, and the names of 6.18.
   static const std::array<DmaEventSpec, kDmaEventCount> specs{{
-      {DmaEvent::MapPage, "dma", "dma_map_page", "device", "size"},
-      {DmaEvent::UnmapPage, "dma", "dma_unmap_page", "device", ""},
-      {DmaEvent::MapSg, "dma", "dma_map_sg", "device", "full_ents"},
-      {DmaEvent::UnmapSg, "dma", "dma_unmap_sg", "device", ""},
-      {DmaEvent::Bounced, "swiotlb", "swiotlb_bounced", "dev_name", "size"},
-      {DmaEvent::PageFault, "iommu", "io_page_fault", "device", ""},
-      {DmaEvent::IommuMap, "iommu", "map", "common_type", "size"},
-      {DmaEvent::IommuUnmap, "iommu", "unmap", "common_type", "unmapped_size"},
+      {DmaEvent::MapPage, "dma", "dma_map_page", "dma_map_phys", "device", "size"},
+      {DmaEvent::UnmapPage, "dma", "dma_unmap_page", "dma_unmap_phys", "device", ""},
+      {DmaEvent::MapSg, "dma", "dma_map_sg", "", "device", "full_ents"},
+      {DmaEvent::UnmapSg, "dma", "dma_unmap_sg", "", "device", ""},
+      {DmaEvent::Bounced, "swiotlb", "swiotlb_bounced", "", "dev_name", "size"},
+      {DmaEvent::PageFault, "iommu", "io_page_fault", "", "device", ""},
+      {DmaEvent::IommuMap, "iommu", "map", "", "common_type", "size"},
+      {DmaEvent::IommuUnmap, "iommu", "unmap", "", "common_type", "unmapped_size"},
   }};
   return specs;
+}
+
+std::vector<std::string_view> DmaEventSpec::names() const {
+  if (renamed.empty()) return {name};
+  return {renamed, name};
 }
 
 const DmaEventSpec& specOf(DmaEvent event) {

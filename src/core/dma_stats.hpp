@@ -61,10 +61,15 @@ struct DmaEventSpec {
   DmaEvent event;
   std::string_view system;  // "dma"
   std::string_view name;    // "dma_map_page"
-  std::string_view key;     // "device"
-  std::string_view value;   // the summed field besides hitcount ("size"); empty for none
+  /// Its name from Linux 6.18 on, where it was renamed ("dma_map_phys"); empty when it never was.
+  /// docs/kernel.md §10: counted under whichever of the two names the kernel has.
+  std::string_view renamed;
+  std::string_view key;    // "device"
+  std::string_view value;  // the summed field besides hitcount ("size"); empty for none
   /// Whether it names a device (host-wide events are keyed by common_type: one bucket).
   [[nodiscard]] bool perDevice() const { return key != "common_type"; }
+  /// The names to look for, the newest first (one when it was never renamed).
+  [[nodiscard]] std::vector<std::string_view> names() const;
   /// "hist:keys=device:vals=hitcount,size"
   [[nodiscard]] std::string trigger() const;
 };

@@ -133,6 +133,40 @@ void untrustedBounce(const HostFacts& h, const HostMode& /*m*/, std::vector<Find
   }
 }
 
+// An untrusted device without a swiotlb pool: its sub-page mappings cannot be bounced, so the kernel
+// fails them (docs/kernel.md §5, §6): a finding of its own, since the device does not work at all.
+void untrustedNoBounceBuffers(const HostFacts& h, const HostMode& /*m*/, std::vector<Finding>& out) {
+  const auto& cl = h.kernel.iommuCmdline;
+  if (!cl.swiotlbNoforce && h.swiotlb.nslabs != 0U) return;
+  for (const auto& d : h.devices) {
+    if (d.kind() == DeviceKind::Bridge || !d.untrusted() || !d.group) continue;
+    const auto* g = h.group(*d.group);
+    if (g == nullptr || !g->type || !isTranslated(*g->type)) continue;
+    Finding f;
+    f.id = "untrusted-no-bounce-buffers";
+    f.severity = Severity::Error;
+    f.title = label(d) + " is untrusted and this host has no bounce buffers: its small mappings fail";
+    f.summary = label(d) + (d.driver ? ", driver " + *d.driver + "," : std::string()) +
+                " is untrusted, so the kernel must bounce every mapping smaller than a page through swiotlb; " +
+                (cl.swiotlbNoforce ? "swiotlb=noforce turned the pool off"
+                                   : "this host has no swiotlb pool (x86 sets one up only with memory above 4 GiB)") +
+                ", so each such mapping fails instead (the kernel logs \"DMA bounce buffers are inactive, unable to "
+                "map unaligned transaction\" once) and the driver gets a mapping error: a NIC typically cannot "
+                "bring its link up.";
+    f.devices.push_back(d.address);
+    f.groups.push_back(*d.group);
+    if (cl.swiotlbNoforce) {
+      f.remedies.push_back({"Remove swiotlb=noforce from the kernel command line", "none"});
+    } else {
+      f.remedies.push_back(
+          {"Boot with iommu=soft, which sets the swiotlb pool up (64 MiB by default) and leaves the IOMMU on (not "
+           "swiotlb=force, which bounces every device's DMA)",
+           "none: the device stays isolated, and only what needs bouncing is bounced"});
+    }
+    out.push_back(std::move(f));
+  }
+}
+
 void cachingMode(const HostFacts& h, const HostMode& /*m*/, std::vector<Finding>& out) {
   std::vector<std::string> units;
   for (const auto& u : h.units) {
@@ -282,6 +316,7 @@ std::vector<Finding> findings(const HostFacts& host, const HostMode& mode) {
   std::vector<Finding> out;
   vtdIotlbSyncMap(host, mode, out);
   untrustedBounce(host, mode, out);
+  untrustedNoBounceBuffers(host, mode, out);
   cachingMode(host, mode, out);
   defaultOn(host, mode, out);
   smmuStrict(host, mode, out);
@@ -294,9 +329,10 @@ std::vector<Finding> findings(const HostFacts& host, const HostMode& mode) {
 }
 
 const std::vector<std::string_view>& knownFindingIds() {
-  static const std::vector<std::string_view> ids = {"vtd-iotlb-sync-map", "untrusted-bounce", "caching-mode",
-                                                    "default-on",         "smmu-strict",      "vfio-translated",
-                                                    "cmdline-conflict"};
+  static const std::vector<std::string_view> ids = {
+      "vtd-iotlb-sync-map", "untrusted-bounce", "untrusted-no-bounce-buffers",
+      "caching-mode",       "default-on",       "smmu-strict",
+      "vfio-translated",    "cmdline-conflict"};
   return ids;
 }
 

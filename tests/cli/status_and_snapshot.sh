@@ -61,4 +61,15 @@ mkdir "$work/redacted"
 tar -xf "$work/redacted.tar" -C "$work/redacted"
 grep -q 'redacted: yes' "$work/redacted/SNAPSHOT" || fail "SNAPSHOT does not say it is redacted"
 "$iommuctl" --root "$work/redacted" status >/dev/null || fail "status of a redacted snapshot failed"
+# Counting needs the running kernel: under --root each --measure says so in one line, exit 2, and
+# apply changes nothing (it would say "done:" or "nothing to do" on stdout).
+for cmd in "status --measure 1" "apply --measure 1"; do
+  rc=0
+  # shellcheck disable=SC2086  # $cmd is words
+  "$iommuctl" --root "$work/redacted" $cmd >"$work/measure.out" 2>"$work/measure.err" || rc=$?
+  [[ $rc -eq 2 ]] || fail "$cmd under --root exited $rc, not 2"
+  [[ $(wc -l <"$work/measure.err") -eq 1 ]] && grep -q "cannot work under --root" "$work/measure.err" \
+    || fail "$cmd under --root did not say in one line why: $(cat "$work/measure.err")"
+  [[ ! -s $work/measure.out ]] || fail "$cmd under --root printed: $(cat "$work/measure.out")"
+done
 echo "cli: status, errors and snapshot round trip ok"

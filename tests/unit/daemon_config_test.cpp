@@ -27,7 +27,7 @@ std::vector<std::string> report(const std::string& text) {
 }
 
 const std::string kAllowed =
-    "expected one of: log-level, debounce-ms, advise-only, revert-on-stop, policy-dirs, prometheus, nfd";
+    "expected one of: log-level, debounce-ms, advise-only, revert-on-stop, policy-dirs, prometheus, nfd, measure";
 
 void expectDefaults(const DaemonConfig& c) {
   EXPECT_EQ(c.logLevel, LogLevel::Info);
@@ -39,6 +39,8 @@ void expectDefaults(const DaemonConfig& c) {
   EXPECT_EQ(c.prometheusDirectory, "/var/lib/prometheus/node-exporter");
   EXPECT_FALSE(c.nfd);
   EXPECT_EQ(c.nfdFile, "/etc/kubernetes/node-feature-discovery/features.d/iommud");
+  EXPECT_FALSE(c.measure);
+  EXPECT_EQ(c.measureInterval, std::chrono::seconds(15));
 }
 
 // A temporary directory, removed on destruction.
@@ -191,6 +193,18 @@ file = "/run/nfd/features.d/iommud"
   EXPECT_EQ(loaded.config.nfdFile, "/run/nfd/features.d/iommud");
 }
 
+TEST(DaemonConfig, ReadsTheMeasureTableAndItsBounds) {
+  auto loaded = config::parseDaemonConfig("[measure]\nenabled = true\ninterval = 60\n", "iommud.conf");
+  ASSERT_TRUE(loaded.ok()) << testing::PrintToString(lines(loaded));
+  EXPECT_TRUE(loaded.config.measure);
+  EXPECT_EQ(loaded.config.measureInterval, std::chrono::seconds(60));
+  EXPECT_EQ(report("[measure]\ninterval = 0\n").size(), 1U);
+  EXPECT_EQ(report("[measure]\ninterval = 3601\nwindow = 5\n"),
+            (std::vector<std::string>{
+                "iommud.conf:2:12: error: 'interval' is 3601, out of range 1..3600",
+                "iommud.conf:3:1: error: unknown key 'window' in [measure]; expected one of: enabled, interval"}));
+}
+
 TEST(DaemonConfig, ReportsEveryErrorOfTheFleetExportTables) {
   EXPECT_EQ(
       report(R"(prometheus = true
@@ -284,7 +298,7 @@ TEST(DaemonConfig, EachCommentedKeyOfTheShippedFileIsItsDefault) {
       expectDefaults(loaded.config);
     }
   }
-  EXPECT_EQ(keys, 9);
+  EXPECT_EQ(keys, 11);
 }
 
 // iommud.conf under the rules of policy files (config_file.hpp's WriterCheck, shared): as root the

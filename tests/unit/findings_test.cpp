@@ -69,12 +69,24 @@ TEST(Findings, UntrustedBounceWarnsWhenSwiotlbIsInactive) {
   const auto* f = findingById(s, "untrusted-bounce");
   ASSERT_NE(f, nullptr);
   EXPECT_NE(f->summary.find("swiotlb is inactive"), std::string::npos);
+  // A finding of its own, an error: the device's small mappings fail.
+  const auto* none = findingById(s, "untrusted-no-bounce-buffers");
+  ASSERT_NE(none, nullptr);
+  EXPECT_EQ(none->severity, Severity::Error);
+  EXPECT_EQ(none->devices, (std::vector<std::string>{"0000:05:00.0"}));
+  EXPECT_NE(none->summary.find("swiotlb=noforce turned the pool off"), std::string::npos) << none->summary;
+  ASSERT_EQ(none->remedies.size(), 1U);
+  EXPECT_EQ(none->remedies[0].action, "Remove swiotlb=noforce from the kernel command line");
 }
 
 TEST(Findings, UntrustedNicBehindAnExternalFacingPortWithoutASwiotlbPool) {
   // The tests/vm untrusted guest: the kernel said "DMA bounce buffers are inactive" for this NIC.
   auto s = statusOf(*externalPortGuest());
-  EXPECT_EQ(findingIds(s), (Ids{"default-on", "untrusted-bounce"}));
+  EXPECT_EQ(findingIds(s), (Ids{"default-on", "untrusted-bounce", "untrusted-no-bounce-buffers"}));
+  const auto* none = findingById(s, "untrusted-no-bounce-buffers");
+  ASSERT_NE(none, nullptr);
+  EXPECT_EQ(none->devices, (std::vector<std::string>{"0000:06:00.0"}));  // not the bridges above it
+  EXPECT_NE(none->remedies[0].action.find("iommu=soft"), std::string::npos);
   const auto* f = findingById(s, "untrusted-bounce");
   ASSERT_NE(f, nullptr);
   EXPECT_EQ(f->devices, (std::vector<std::string>{"0000:06:00.0"}));

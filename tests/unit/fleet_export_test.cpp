@@ -165,9 +165,50 @@ TEST(PrometheusText, HasEachSeriesOnceAndABoundedNumberOfThemOnEveryNamedHost) {
     auto status = statusOf(*host);
     auto series = seriesOf(app::prometheusText(status, someCounters(), kWhen));
     for (const auto& [key, n] : series) EXPECT_EQ(n, 1) << key << " on " << host->rootString();
-    // docs/metrics.md, "How many series": 43, and two per IOMMU unit, at most.
-    EXPECT_LE(series.size(), 43U + 2U * status.host.units.size()) << host->rootString();
+    // docs/metrics.md, "How many series": 46, and two per IOMMU unit, at most.
+    EXPECT_LE(series.size(), 46U + 2U * status.host.units.size()) << host->rootString();
   }
+}
+
+// What a daemon measuring for a while on the Thunderbolt NIC host read: the NIC and a device the
+// host no longer has.
+core::DmaReading someDmaReading(bool attributed) {
+  core::DmaReading r;
+  r.armed = {core::DmaEvent::Bounced, core::DmaEvent::PageFault, core::DmaEvent::IommuMap, core::DmaEvent::IommuUnmap};
+  if (attributed) r.armed.insert({core::DmaEvent::MapPage, core::DmaEvent::UnmapPage});
+  r.devices["0000:05:00.0"] = {.maps = 53183, .mappedBytes = 53183ULL * 1514, .unmaps = 53180, .bounces = 53183};
+  r.devices["0000:09:00.0"] = {.faults = 3};
+  r.host.maps = 120000;
+  return r;
+}
+
+TEST(PrometheusText, CarriesEachMeasuredDevicesCountersOnceWithItsName) {
+  app::Counters counters;
+  counters.dma = someDmaReading(true);
+  auto text = app::prometheusText(statusOf(*thunderboltNic()), counters, kWhen);
+  for (const char* line : {R"(iommud_dma_maps_total{device="0000:05:00.0",name="enp5s0"} 53183)",
+                           R"(iommud_dma_mapped_bytes_total{device="0000:05:00.0",name="enp5s0"} 80519062)",
+                           R"(iommud_dma_unmaps_total{device="0000:05:00.0",name="enp5s0"} 53180)",
+                           R"(iommud_swiotlb_bounces_total{device="0000:05:00.0",name="enp5s0"} 53183)",
+                           R"(iommud_iommu_faults_total{device="0000:09:00.0",name="0000:09:00.0"} 3)",
+                           "iommud_iommu_page_maps_total 120000", "iommud_dma_maps_attributed 1"}) {
+    EXPECT_NE(text.find(std::string(line) + '\n'), std::string::npos) << line << "\n" << text;
+  }
+  EXPECT_NE(text.find("# TYPE iommud_dma_maps_total counter\n"), std::string::npos);
+  for (const auto& [key, n] : seriesOf(text)) EXPECT_EQ(n, 1) << key;
+  EXPECT_FALSE(app::sameMetrics(text, app::prometheusText(statusOf(*thunderboltNic()), {}, kWhen)));
+}
+
+TEST(PrometheusText, LeavesOutPerDeviceMapsWhereTheKernelCannotAttributeThem) {
+  app::Counters counters;
+  counters.dma = someDmaReading(false);
+  auto text = app::prometheusText(statusOf(*thunderboltNic()), counters, kWhen);
+  EXPECT_EQ(text.find("iommud_dma_maps_total"), std::string::npos) << text;
+  EXPECT_EQ(text.find("iommud_dma_unmaps_total"), std::string::npos) << text;
+  EXPECT_NE(text.find("iommud_dma_maps_attributed 0\n"), std::string::npos) << text;
+  EXPECT_NE(text.find(R"(iommud_swiotlb_bounces_total{device="0000:05:00.0",name="enp5s0"} 53183)"), std::string::npos);
+  // Without measuring, none of them.
+  EXPECT_EQ(app::prometheusText(statusOf(*thunderboltNic()), {}, kWhen).find("iommud_dma_"), std::string::npos);
 }
 
 TEST(CounterKey, CountsRevertsApartAndRefusalsOnlyWhenTheyAreRefusals) {

@@ -12,13 +12,17 @@ In one boot (VT-d, CM=0: every NVMe group DMA-FQ), the guest:
    and ends top's interval with SIGINT once fio is done (so no clock races fio);
 4. records the tracefs instances left after top exited;
 5. runs `iommuctl status --measure 2 --json` and `explain nvme0 --measure 1 --json` (valid JSON,
-   no instance left).
+   no instance left);
+6. runs `iommuctl apply --measure 3` with a rule that puts nvme0's group at identity while fio keeps
+   reading nvme0: a window before the change, one after.
 
 The host checks: the killed top's instance was there after the kill and the next top removed it
 (and said so); the SIGTERMed top removed its own; top's JSON is valid (docs/schema/top.schema.json);
 on 6.12 the maps are attributed to nvme0 and to no other NVMe, at least fio's 4096, within 2% of
 perf's count for the same device, through translation (DMA-FQ); on 6.1 maps are not attributed
-(null, and the note says why) and the host-wide IOMMU maps agree within 2% with perf's iommu:map.
+(null, and the note says why) and the host-wide IOMMU maps agree within 2% with perf's iommu:map;
+apply --measure made the group identity and says nvme0 went from translated to not translated, with
+maps counted in both windows on 6.12 (identity still maps: the DMA API is called all the same).
 """
 
 from __future__ import annotations
@@ -105,6 +109,31 @@ echo $? > /vm/out/status-measured.rc
 $iommuctl explain nvme0 --measure 1 --json > /vm/out/explain-measured.json 2> /vm/out/explain-measured.err
 echo $? > /vm/out/explain-measured.rc
 ls $T/instances > /vm/out/after-status.txt
+
+# 6. apply --measure: nvme0's group to identity while fio keeps reading nvme0 (restarted when the
+# rebind takes the disk away for a moment), a window before and one after the change.
+mkdir -p /tmp/identity-policy
+cat > /tmp/identity-policy/50-identity.toml <<EOF
+[[rule]]
+name = "vm-measure-identity"
+description = "identity for nvme0, measured (tests/vm measure)"
+domain = "identity"
+when = "always"
+accept = ["no-isolation"]
+[rule.match]
+kind = "nvme"
+address = "$nvme0"
+EOF
+( while [ ! -e /tmp/stop-fio ]; do
+      fio --name=load --filename=/dev/nvme0n1 --rw=randread --bs=4k --direct=1 --size=16m --ioengine=psync \
+          --time_based --runtime=1 > /dev/null 2>&1 || sleep 0.1
+  done ) &
+loader=$!
+$iommuctl apply --policies /tmp/identity-policy --measure 3 > /vm/out/apply-measured.out 2> /vm/out/apply-measured.err
+echo $? > /vm/out/apply-measured.rc
+touch /tmp/stop-fio; wait $loader
+cat /sys/bus/pci/devices/$nvme0/iommu_group/type > /vm/out/identity-type.txt
+ls $T/instances > /vm/out/after-apply.txt
 """.replace("@IOS@", str(FIO_IOS))
 
 
@@ -164,6 +193,8 @@ def check(out: Path, series: str) -> tuple[list[str], list[str]]:
     if [n for n in read("after-status.txt").split() if n.startswith("iommud-")]:
         problems.append(f"status --measure left an instance: {read('after-status.txt').split()}")
 
+    problems += check_apply_measured(out, series, notes)
+
     # 3: the measurement.
     if read("top.rc").strip() != "0" or read("fio.rc").strip() != "0":
         problems.append(f"top exited {read('top.rc').strip()}, fio {read('fio.rc').strip()}: "
@@ -212,6 +243,39 @@ def check(out: Path, series: str) -> tuple[list[str], list[str]]:
             problems.append(f"host-wide IOMMU maps: top {host_maps}, perf {perf_maps}: not within 2% "
                             f"or fewer than fio's {FIO_IOS}")
     return problems, notes
+
+
+def check_apply_measured(out: Path, series: str, notes: list[str]) -> list[str]:
+    """6: apply --measure set nvme0's group to identity; its maps are counted before and after,
+    translated before and not after (on 6.1: not attributed, said in words)."""
+    read = lambda name: (out / name).read_text()  # noqa: E731
+    text = read("apply-measured.out")
+    if read("apply-measured.rc").strip() != "0":
+        return [f"apply --measure exited {read('apply-measured.rc').strip()}: {text} {read('apply-measured.err')}"]
+    problems = []
+    if read("identity-type.txt").strip() != "identity":
+        problems.append(f"nvme0's group is {read('identity-type.txt').strip()} after apply, not identity: {text}")
+    if [n for n in read("after-apply.txt").split() if n.startswith("iommud-")]:
+        problems.append(f"apply --measure left an instance: {read('after-apply.txt').split()}")
+    line = next((l for l in text.splitlines() if l.startswith("measured: nvme0:")), None)
+    if line is None:
+        return problems + [f"no measured line for nvme0 in apply's output: {text!r}"]
+    notes.append(f"apply --measure: {line}")
+    if "translated -> not translated" not in line:
+        problems.append(f"nvme0 should go from translated to not translated: {line}")
+    host = next((l for l in text.splitlines() if l.startswith("measured: host:")), "")
+    notes.append(f"apply --measure: {host}")
+    h = re.search(r"host: (\d+) -> (\d+) IOMMU page maps/s", host)
+    # nvme0 was the one busy device: out of translation, the IOMMU maps (almost) nothing.
+    if h is None or int(h.group(1)) == 0 or int(h.group(2)) * 4 > int(h.group(1)):
+        problems.append(f"the host's IOMMU maps should fall by far once nvme0 is at identity: {host!r}")
+    if series == "6.12":
+        m = re.search(r": (\d+) -> (\d+) maps/s", line)
+        if m is None or int(m.group(1)) == 0 or int(m.group(2)) == 0:
+            problems.append(f"fio read nvme0 through both windows, so both should count maps: {line}")
+    elif "maps not attributed to devices by this kernel" not in line:
+        problems.append(f"6.1 cannot attribute maps, and the line should say so: {line}")
+    return problems
 
 
 def run_measure(series: str, iommuctl: Path, out_dir: Path | None = None, echo: bool = False) -> scenarios.Outcome:

@@ -184,6 +184,10 @@ def problems(out: Path, notes: list[str]) -> list[str]:
         probs.append(f"swiotlb.nslabs: iommuctl says {status.get('swiotlb', {}).get('nslabs')}, the guest {nslabs}")
     if bounce and ("swiotlb is inactive" in bounce[0].get("summary", "")) != (nslabs == 0):
         probs.append(f"the guest's pool has {nslabs} slabs, the finding says: {bounce[0].get('summary')}")
+    # Without a pool the NIC's sub-page mappings fail: an error finding of its own, for it alone.
+    failing = [f.get("devices") for f in status.get("findings", []) if f.get("id") == "untrusted-no-bounce-buffers"]
+    if failing != ([[NIC]] if nslabs == 0 else []):
+        probs.append(f"untrusted-no-bounce-buffers for {failing} with a pool of {nslabs} slabs")
 
     # 2. The shipped policy's rings and coalescing, applied at hotplug.
     rc = (out / "apply-shipped.rc").read_text().strip()

@@ -243,6 +243,17 @@ DEVICES: dict[str, list[str]] = {
         "-netdev", "user,id=net_ext,restrict=on",
         "-device", "e1000e,id=nic_ext,netdev=net_ext,bus=rp_ext,romfile=",
     ],
+    # Two e1000e joined by QEMU hub 1 instead of a user network (the bounce scenario): traffic
+    # between them stays inside QEMU.  One on its own root port, one behind "external-port".
+    "e1000e-hub": [
+        "-device", "pcie-root-port,id=rp_nic,chassis=13,slot=13,bus=pcie.0",
+        "-netdev", "hubport,id=hub_a,hubid=1",
+        "-device", "e1000e,id=nic0,netdev=hub_a,bus=rp_nic,romfile=",
+    ],
+    "e1000e-external-hub": [
+        "-netdev", "hubport,id=hub_b,hubid=1",
+        "-device", "e1000e,id=nic_ext,netdev=hub_b,bus=rp_ext,romfile=",
+    ],
 }
 
 # The PCI address and ACPI path of the "external-port" root port.

@@ -28,8 +28,8 @@ std::optional<uint64_t> number(std::string_view s) {
   return v;
 }
 
-std::string eventDir(std::string_view instance, const core::DmaEventSpec& spec) {
-  return std::string(instance) + "/events/" + std::string(spec.system) + "/" + std::string(spec.name);
+std::string eventDir(std::string_view instance, const core::DmaEventSpec& spec, std::string_view name) {
+  return std::string(instance) + "/events/" + std::string(spec.system) + "/" + std::string(name);
 }
 
 bool exists(const sysfs::Root& root, const std::string& path) {
@@ -121,8 +121,10 @@ Result<Done> removeInstance(const sysfs::Root& root, const std::string& instance
   // then try once more.
   sysfs::RootWriter writer(root);
   for (const core::DmaEventSpec& spec : core::dmaEventSpecs()) {
-    std::string trigger = eventDir(instance, spec) + "/trigger";
-    if (exists(root, trigger)) (void)writer.write(trigger, "!" + spec.trigger());
+    for (std::string_view name : spec.names()) {
+      std::string trigger = eventDir(instance, spec, name) + "/trigger";
+      if (exists(root, trigger)) (void)writer.write(trigger, "!" + spec.trigger());
+    }
   }
   if (::rmdir(full.c_str()) == 0 || errno == ENOENT) return Done{};
   return errnoError(errno, instance);
@@ -190,8 +192,13 @@ Result<DmaCounters> DmaCounters::open(const sysfs::Root& root) {
   if (auto r = writer.write(instance + "/buffer_size_kb", "4"); !r) return r.error();
 
   for (const core::DmaEventSpec& spec : core::dmaEventSpecs()) {
-    std::string dir = eventDir(instance, spec);
-    auto formatText = root.readFile(dir + "/format");
+    std::string dir;
+    core::Result<std::string> formatText = Error{ENOENT, "", ""};
+    for (std::string_view name : spec.names()) {  // the name of 6.18 on, else the older one
+      dir = eventDir(instance, spec, name);
+      formatText = root.readFile(dir + "/format");
+      if (formatText || formatText.error().code != ENOENT) break;
+    }
     if (!formatText) {
       if (formatText.error().code != ENOENT) return formatText.error();
       counters.absent_.push_back(spec.event);
@@ -202,15 +209,15 @@ Result<DmaCounters> DmaCounters::open(const sysfs::Root& root) {
     auto missing = core::missingFields(spec, *format);
     if (!missing.empty()) return Error{EINVAL, dir + "/format", "the event has no field " + missing.front()};
     if (auto r = writer.write(dir + "/trigger", spec.trigger()); !r) return r.error();
-    counters.armed_.push_back(spec.event);
+    counters.armed_.emplace_back(spec.event, dir);
   }
   return counters;
 }
 
 Result<core::DmaReading> DmaCounters::read() const {
   std::map<core::DmaEvent, core::Hist> hists;
-  for (core::DmaEvent event : armed_) {
-    std::string path = eventDir(instance_, core::specOf(event)) + "/hist";
+  for (const auto& [event, dir] : armed_) {
+    std::string path = dir + "/hist";
     auto text = readAll(*root_, path);
     if (!text) return text.error();
     auto hist = core::parseHist(*text);

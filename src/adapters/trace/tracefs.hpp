@@ -4,6 +4,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "adapters/sysfs/root.hpp"
@@ -83,8 +84,8 @@ class DmaCounters {
   DmaCounters(const sysfs::Root& root, std::string instance);
 
   const sysfs::Root* root_;
-  std::string instance_;  // host path; empty once removed
-  std::vector<core::DmaEvent> armed_;
+  std::string instance_;                                       // host path; empty once removed
+  std::vector<std::pair<core::DmaEvent, std::string>> armed_;  // and the event's directory
   std::vector<core::DmaEvent> absent_;
   Sweep sweep_;
 };

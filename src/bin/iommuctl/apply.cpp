@@ -9,7 +9,9 @@
 #include "adapters/dbus/manager_client.hpp"
 #include "adapters/state/lock.hpp"
 #include "adapters/sysfs/host_reader.hpp"
+#include "app/top_run.hpp"
 #include "bin/iommuctl/commands.hpp"
+#include "core/measured_effect.hpp"
 
 namespace iommud::ctl {
 
@@ -53,11 +55,11 @@ int report(const std::vector<adapters::dbus::Action>& actions) {
   return code;
 }
 
-int report(const std::vector<app::Outcome>& outcomes) {
+std::vector<adapters::dbus::Action> actionsOf(const std::vector<app::Outcome>& outcomes) {
   std::vector<adapters::dbus::Action> actions;
   actions.reserve(outcomes.size());
   for (const auto& o : outcomes) actions.push_back({"", std::string(app::toString(o.result)), o.device, o.message});
-  return report(actions);
+  return actions;
 }
 
 // The running daemon, when there is one: then it is the one writer, and apply and revert are asked
@@ -78,60 +80,120 @@ int reportFromDaemon(const core::Result<std::vector<adapters::dbus::Action>>& ac
 
 }  // namespace
 
+namespace {
+
+struct ApplyOptions : ReportOptions {
+  std::string device;
+  double measure = 0;
+};
+
+// Applies what the policies plan, through the running daemon or here: what was done, as the
+// daemon reports it; nullopt after saying why nothing was done.
+std::optional<std::vector<adapters::dbus::Action>> applyOnce(const Globals& globals, const ApplyOptions& opts) {
+  auto fail = [](const std::string& why) {
+    std::fprintf(stderr, "iommuctl: %s\n", why.c_str());
+    return std::nullopt;
+  };
+  if (auto daemon = runningDaemon(globals)) {
+    if (!opts.policies.empty()) {
+      return fail("iommud is running and applies its own policies; drop --policies (or stop iommud to apply others)");
+    }
+    auto actions = daemon->apply(opts.hotplug, opts.device);
+    if (!actions) return fail("apply through iommud: " + actions.error().describe());
+    return std::move(actions).value();
+  }
+  adapters::sysfs::Root root(globals.root);
+  adapters::sysfs::RootWriter writer(root);
+  app::ApplyContext ctx{root, writer, nullptr, {}, app::utcNow, {}};
+  auto lock = startWriting(globals, ctx, "apply");
+  if (!lock) return std::nullopt;
+  auto loaded = loadPolicies(globals, opts.policies);
+  if (!loaded) return std::nullopt;
+  app::ReconcileRequest request;
+  request.trigger = opts.hotplug ? core::Trigger::Hotplug : core::Trigger::Coldplug;
+  if (!opts.device.empty()) {
+    auto host = adapters::sysfs::readHost(root);
+    if (!host) return fail("cannot read the host: " + host.error().describe());
+    const auto* d = deviceNamed(*host, opts.device);
+    if (d == nullptr) return std::nullopt;
+    request.devices.push_back(d->address);
+  }
+  auto done = app::reconcile(loaded->policies, request, ctx);
+  if (!done) return fail(done.error().describe());
+  return actionsOf(done->outcomes);
+}
+
+// The devices whose DMA a change may have changed: each changed device, and the other members
+// of its group (a domain type is the group's).
+std::vector<std::string> changedDevices(const std::vector<adapters::dbus::Action>& actions,
+                                        const core::HostFacts& host) {
+  std::vector<std::string> out;
+  for (const auto& a : actions) {
+    if (a.result != app::toString(app::Outcome::Result::Done) || a.device.empty()) continue;
+    out.push_back(a.device);
+    const auto* d = host.device(a.device);
+    if (d == nullptr || !d->group) continue;
+    for (const auto& g : host.groups) {
+      if (g.id == *d->group) out.insert(out.end(), g.devices.begin(), g.devices.end());
+    }
+  }
+  return out;
+}
+
+// apply --measure N: a window before, the change, a window after; the effect per changed device.
+int applyMeasured(const Globals& globals, const ApplyOptions& opts) {
+  adapters::sysfs::Root root(globals.root);
+  if (!root.isLive()) {
+    std::fputs("iommuctl: --measure counts on the running kernel; it cannot work under --root\n", stderr);
+    return 2;
+  }
+  auto host = adapters::sysfs::readHost(root);
+  if (!host) {
+    std::fprintf(stderr, "iommuctl: cannot read the host: %s\n", host.error().describe().c_str());
+    return 1;
+  }
+  std::fprintf(stderr, "iommuctl: counting for %g s before the change and %g s after it\n", opts.measure, opts.measure);
+  bool ran = false;
+  std::optional<std::vector<adapters::dbus::Action>> actions;
+  auto measured = app::measureAround(root, opts.measure, *host, [&]() -> core::Result<core::HostFacts> {
+    ran = true;
+    actions = applyOnce(globals, opts);
+    return adapters::sysfs::readHost(root);
+  });
+  int code = actions ? report(*actions) : 1;
+  if (!measured) {
+    std::fprintf(stderr, "iommuctl: %s%s\n", ran ? "" : "nothing was changed: ", measured.error().describe().c_str());
+    return 1;
+  }
+  if (!actions) return code;
+  auto effects = core::measuredEffects(measured->before, measured->after, changedDevices(*actions, *host));
+  for (const auto& e : effects) std::printf("measured: %s\n", core::describe(e).c_str());
+  if (effects.empty()) std::printf("measured: no device was changed\n");
+  std::printf("measured: %s\n", core::describeHost(measured->before, measured->after).c_str());
+  return code;
+}
+
+}  // namespace
+
 void addApply(CLI::App& app, const Globals& globals, int& code) {
   auto* cmd = app.add_subcommand("apply", "Make the changes the policies plan (advice is printed, not made)");
-  struct Options : ReportOptions {
-    std::string device;
-  };
-  auto opts = std::make_shared<Options>();
+  auto opts = std::make_shared<ApplyOptions>();
   cmd->add_option("--device", opts->device, "Apply only what concerns this device (PCI address, netdev or NVMe name)")
       ->option_text("DEVICE");
   cmd->add_flag("--hotplug", opts->hotplug, "Decide as if the devices had just appeared (disruptive changes allowed)");
+  cmd->add_option("--measure", opts->measure,
+                  "Count DMA mapping work for N seconds before the change and N after it, and print the difference "
+                  "per changed device (root; docs/measure.md)")
+      ->option_text("N")
+      ->check(CLI::Range(0.1, 3600.0));
   addPoliciesOption(cmd, opts->policies);
   cmd->callback([&globals, &code, opts] {
-    if (auto daemon = runningDaemon(globals)) {
-      if (!opts->policies.empty()) {
-        std::fprintf(stderr,
-                     "iommuctl: iommud is running and applies its own policies; drop --policies (or stop "
-                     "iommud to apply others)\n");
-        code = 1;
-        return;
-      }
-      code = reportFromDaemon(daemon->apply(opts->hotplug, opts->device), "apply");
+    if (opts->measure > 0) {
+      code = applyMeasured(globals, *opts);
       return;
     }
-    adapters::sysfs::Root root(globals.root);
-    adapters::sysfs::RootWriter writer(root);
-    app::ApplyContext ctx{root, writer, nullptr, {}, app::utcNow, {}};
-    auto lock = startWriting(globals, ctx, "apply");
-    if (!lock) {
-      code = 1;
-      return;
-    }
-    auto loaded = loadPolicies(globals, opts->policies);
-    if (!loaded) {
-      code = 1;
-      return;
-    }
-    app::ReconcileRequest request;
-    request.trigger = opts->hotplug ? core::Trigger::Hotplug : core::Trigger::Coldplug;
-    if (!opts->device.empty()) {
-      auto host = adapters::sysfs::readHost(root);
-      const auto* d = host ? deviceNamed(*host, opts->device) : nullptr;
-      if (d == nullptr) {
-        if (!host) std::fprintf(stderr, "iommuctl: cannot read the host: %s\n", host.error().describe().c_str());
-        code = 1;
-        return;
-      }
-      request.devices.push_back(d->address);
-    }
-    auto done = app::reconcile(loaded->policies, request, ctx);
-    if (!done) {
-      std::fprintf(stderr, "iommuctl: %s\n", done.error().describe().c_str());
-      code = 1;
-      return;
-    }
-    code = report(done->outcomes);
+    auto actions = applyOnce(globals, *opts);
+    code = actions ? report(*actions) : 1;
   });
 }
 
@@ -171,7 +233,7 @@ void addRevert(CLI::App& app, const Globals& globals, int& code) {
     }
     auto ethtool = app::NetlinkEthtool::open(host->kernel.upstream.version);
     if (ethtool) ctx.ethtool = ethtool->get();
-    code = report(app::revertChanges(only, *host, ctx));
+    code = report(actionsOf(app::revertChanges(only, *host, ctx)));
   });
 }
 
