@@ -21,7 +21,9 @@ Each part puts what iommud did or read next to what the kernel or the real tool 
    link to /dev/null, a drop-in, first match in name order), the file
    `udevadm test-builtin net_setup_link` applies (its ID_NET_LINK_FILE; it also sets the ring)
    must be the one iommud names as setting the RX ring, with the same value, or none when that
-   file sets no ring.
+   file sets no ring;
+5. NetworkManager keyfiles: the profiles iommud names for the NIC's RX ring must be exactly those a
+   running NetworkManager (Debian's 1.42, on its own system bus) lists as available for it.
 """
 
 from __future__ import annotations
@@ -157,8 +159,56 @@ mk() {  # mk FILE MATCH RXRING ("" for none)
 clean() { rm -rf "$E"/*vm-* "$U"/*vm-*; ethtool -G "$ifc" rx 256; }
 @LINK_CASES@
 clean
+
+# 5. NetworkManager keyfiles against a running NetworkManager (its own D-Bus system bus).
+NE=/etc/NetworkManager/system-connections NR=/run/NetworkManager/system-connections
+NU=/usr/lib/NetworkManager/system-connections
+mkdir -p /run/dbus "$NE" "$NR" "$NU" /var/lib/NetworkManager
+rm -f "$NE"/* "$NR"/* "$NU"/*
+read -r mac < "/sys/class/net/$ifc/address"
+kf() {  # kf FILE ID UUID MATCH-LINES RXRING: a profile activated by nobody (autoconnect=false)
+    printf '[connection]\nid=%s\nuuid=%s\ntype=ethernet\nautoconnect=false\n%s\n[ethtool]\nring-rx=%s\n' \
+        "$2" "$3" "$4" "$5" > "$1"
+    chmod 0600 "$1"
+}
+@NM_PROFILES@
+ls -l "$NE" "$NR" "$NU" > nm.files 2>&1
+printf '[main]\nplugins=keyfile\n' > /tmp/nm.conf
+dbus-daemon --system --fork
+NetworkManager --config /tmp/nm.conf --no-daemon > nm.log 2>&1 &
+nm-online -s -q -t 60; echo $? > nm-online.rc
+nmcli -t -f UUID,FILENAME connection show > nm-connections.txt 2>&1
+nmcli -g CONNECTIONS.AVAILABLE-CONNECTIONS device show "$ifc" > nm-available.txt 2>&1
+# NetworkManager brought the NIC up: apply spares a NIC in use unless asked as at hotplug.
+"$ctl" apply --hotplug --device "$nic" --policies /tmp/pol-ring > nm.apply 2>&1; echo $? > nm.apply-rc
+revert nm
 exit 0
 """
+
+# NetworkManager profiles, all with autoconnect=false (nothing gets activated; iommud then says
+# "may also set"): (file, uuid, match lines, RX ring). $NE, $NR, $NU: /etc, /run, /usr/lib.
+NM_PROFILES = [
+    ("$NE/name.nmconnection", "11111111-1111-4111-8111-111111111111", "interface-name=$ifc", 1024),
+    ("$NE/other-name.nmconnection", "22222222-2222-4222-8222-222222222222", "interface-name=eth9", 768),
+    # /usr/lib matches by driver, the /run copy of the same UUID names another interface: /run wins.
+    ("$NU/shadowed.nmconnection", "33333333-3333-4333-8333-333333333333", "[match]\ndriver=e1000e", 640),
+    ("$NR/shadowed.nmconnection", "33333333-3333-4333-8333-333333333333", "interface-name=eth9", 512),
+    ("$NE/mac.nmconnection", "44444444-4444-4444-8444-444444444444", "[ethernet]\nmac-address=$mac", 896),
+    # Open to others (0644 after kf): NetworkManager skips it.
+    ("$NE/open.nmconnection", "55555555-5555-4555-8555-555555555555", "[match]\ndriver=e1000e", 384),
+    # A /usr/lib profile hidden by a tombstone in /etc.
+    ("$NU/gone.nmconnection", "66666666-6666-4666-8666-666666666666", "[match]\ndriver=e1000e", 320),
+    ("$NU/kept.nmconnection", "77777777-7777-4777-8777-777777777777", "[match]\ndriver=e*", 352),
+]
+
+
+def _nm_profiles() -> str:
+    out = []
+    for path, uuid, match, ring in NM_PROFILES:
+        out.append(f'kf "{path}" "{Path(path).stem}" {uuid} "$(printf "{match}")" {ring}')
+    out.append('chmod 0644 "$NE/open.nmconnection"')
+    out.append('ln -s /dev/null "$NE/66666666-6666-4666-8666-666666666666.nmmeta"')
+    return "\n".join(out)
 
 
 def _link_cases() -> str:
@@ -313,9 +363,36 @@ def _link_problems(out: Path, notes: list[str]) -> list[str]:
     return probs
 
 
+_NM_OWNER = re.compile(r"NetworkManager (?:may )?also sets? it \(rx=(\d+) in (\S+):\d+\)")
+
+
+def _nm_problems(out: Path, notes: list[str]) -> list[str]:
+    """The profiles iommud names as setting the RX ring must be exactly those NetworkManager
+    lists as available for the NIC (its own matching, shadowing, permission and tombstone rules)."""
+    if _rc(out, "nm-online.rc") != 0:
+        return [f"NetworkManager did not finish starting: {(out / 'nm.log').read_text()[-800:]}"]
+    files = {}
+    for line in (out / "nm-connections.txt").read_text().splitlines():
+        uuid, _, path = line.partition(":")
+        files[uuid] = path
+    available = [x.strip() for x in (out / "nm-available.txt").read_text().split("|") if x.strip()]
+    # `-g` prints "UUID | id | UUID | id"; the UUIDs are the keys.
+    theirs = sorted(files.get(x, x) for x in available if x in files)
+    apply_out = (out / "nm.apply").read_text()
+    ours = sorted(f for _, f in _NM_OWNER.findall(apply_out))
+    notes.append(f"NetworkManager: loaded {sorted(files.values())}; available for the NIC {theirs}; iommud: {ours}")
+    probs = []
+    if ours != theirs:
+        probs.append(f"NetworkManager lists {theirs} as available for the NIC, iommud names {ours}: "
+                     f"{apply_out.strip()[-600:]}")
+    if not theirs:
+        probs.append("NetworkManager lists no profile for the NIC: the layout tests nothing")
+    return probs
+
+
 def problems(out: Path, notes: list[str]) -> list[str]:
     probs: list[str] = []
-    for part in (_param_problems, _modprobe_problems, _coalesce_problems, _link_problems):
+    for part in (_param_problems, _modprobe_problems, _coalesce_problems, _link_problems, _nm_problems):
         try:
             probs += part(out, notes)
         except (FileNotFoundError, ValueError, IndexError, json.JSONDecodeError) as e:
@@ -328,7 +405,8 @@ def run_adapters(series: str, iommuctl: Path, out_dir: Path | None = None, echo:
     files, _ = scenarios._prepare_iommuctl(iommuctl)
     for name, text in POLICIES.items():
         files[f"pol-{name}/50-vm.toml"] = text
-    script = (GUEST.replace("@NVME@", NVME).replace("@NIC@", NIC).replace("@LINK_CASES@", _link_cases()))
+    script = (GUEST.replace("@NVME@", NVME).replace("@NIC@", NIC).replace("@LINK_CASES@", _link_cases())
+              .replace("@NM_PROFILES@", _nm_profiles()))
     machine = vmlib.Machine(iommu="intel", caching_mode=False)
     r = vmlib.boot(kernel, machine, script, files_in=files, udev=True, timeout=300, out_dir=out_dir, echo=echo)
     probs: list[str] = []
