@@ -12,6 +12,8 @@ iommud looks at each group's type. The scenario checks, on VT-d (6.12):
   devices that can reach all memory on the `iommu=pt` host and after iommud put a group in
   `identity`; on the translated host both pass; with `intel_iommu=off` both fail;
 - on `iommu=pt` every endpoint reaches all memory for iommud, and its level is 0;
+- with an NIC behind an external-facing port (untrusted), fwupd's report is that of the translated
+  host; iommud's level says whether the untrusted NIC is strict and bounced;
 - fwupd's pre-boot DMA attribute (`org.fwupd.hsi.PrebootDma`, from the DMAR table) and iommud's
   `pre-boot-dma-protection` criterion agree (QEMU's DMAR does not set DMA_CTRL_PLATFORM_OPT_IN).
 
@@ -63,6 +65,9 @@ CASES = {
     "translated": (vmlib.Machine(iommu="intel", caching_mode=False), True),
     "pt": (vmlib.Machine(iommu="intel", caching_mode=False, cmdline=["iommu=pt"]), False),
     "off": (vmlib.Machine(iommu="intel", caching_mode=False, cmdline=["intel_iommu=off"]), False),
+    # An e1000e behind a root port an SSDT marks external-facing (untrusted, as in the untrusted
+    # scenario): fwupd's report does not change; iommud's exposure and level do.
+    "external-port": (vmlib.external_port_machine(), False),
 }
 
 
@@ -100,10 +105,42 @@ def snapshot_problems(out: Path, prefix: str, label: str, rows: list[dict]) -> l
     if _passes(preboot) != (ours is True):
         probs.append(f"{label}: fwupd's PrebootDma is {preboot.get('HsiResult')} {preboot.get('Flags')}, iommud's "
                      f"pre-boot-dma-protection met={ours}")
-    rows.append({"host": label, "fwupd_iommu": f"{iommu.get('HsiResult')}{' (pass)' if _passes(iommu) else ''}",
+    fwupd_view = sorted((a.get("AppstreamId"), a.get("HsiResult"), tuple(a.get("Flags") or []))
+                        for a in fwupd.get("SecurityAttributes", []))
+    rows.append({"host": label, "fwupd_all": fwupd_view, "bounce_pool": criteria.get("bounce-pool-active", {}).get("met"), "fwupd_iommu": f"{iommu.get('HsiResult')}{' (pass)' if _passes(iommu) else ''}",
                  "fwupd_preboot": preboot.get("HsiResult"), "iommud_all_memory": len(all_memory),
                  "endpoints": len(endpoints), "iommud_level": status.get("score", {}).get("level"),
                  "preboot_met": ours, "disagree": _passes(iommu) and bool(all_memory)})
+    return probs
+
+
+def summary_problems(rows: list[dict], notes: list[str]) -> list[str]:
+    """What the snapshots say together: where fwupd and iommud disagree."""
+    probs: list[str] = []
+    for row in rows:
+        notes.append(json.dumps({k: v for k, v in row.items() if k != "fwupd_all"}))
+    by_host = {r["host"]: r for r in rows}
+    ext, plain = by_host.get("external-port"), by_host.get("translated")
+    # fwupd sees nothing of an untrusted device; iommud says its bounce pool is missing (1 GiB: the
+    # kernel sets no swiotlb up, see the untrusted scenario).
+    if ext and plain and ext["fwupd_all"] != plain["fwupd_all"]:
+        probs.append("external-port: fwupd's report differs from the translated host's: "
+                     f"{sorted(set(ext['fwupd_all']) ^ set(plain['fwupd_all']))}")
+    if ext and ext["bounce_pool"] is not False:
+        probs.append(f"external-port: iommud's bounce-pool-active is {ext['bounce_pool']}, want false (no swiotlb)")
+    # Where they disagree: exactly the hosts with devices that reach all memory while an IOMMU exists.
+    disagree = sorted(r["host"] for r in rows if r["disagree"])
+    want = sorted(["pt", "translated, NVMe identity by iommud"])
+    if len(rows) == 5 and disagree != want:
+        probs.append(f"fwupd passes the IOMMU while iommud lists all-memory devices on {disagree}, want {want}")
+    for r in rows:
+        if r["host"] == "pt" and (r["iommud_all_memory"] != r["endpoints"] or r["iommud_level"] != 0):
+            probs.append(f"iommu=pt: iommud lists {r['iommud_all_memory']} of {r['endpoints']} endpoints reaching "
+                         f"all memory, level {r['iommud_level']}; want all, level 0")
+        if r["host"] == "translated" and r["iommud_all_memory"] != 0:
+            probs.append(f"translated: iommud lists {r['iommud_all_memory']} devices reaching all memory")
+        if r["host"] == "translated, NVMe identity by iommud" and r["iommud_all_memory"] != 1:
+            probs.append(f"NVMe in identity: iommud lists {r['iommud_all_memory']} devices reaching all memory, want 1")
     return probs
 
 
@@ -132,19 +169,5 @@ def run_fwupd(series: str, iommuctl: Path, out_dir: Path | None = None, echo: bo
                 probs += snapshot_problems(r.out_dir, "identity-", f"{name}, NVMe identity by iommud", rows)
         except (vmlib.GuestFailed, FileNotFoundError, ValueError, KeyError, json.JSONDecodeError) as e:
             probs.append(f"{name}: {type(e).__name__}: {e}")
-    for row in rows:
-        notes.append(json.dumps(row))
-    # Where they disagree: exactly the hosts with devices that reach all memory while an IOMMU exists.
-    disagree = sorted(r["host"] for r in rows if r["disagree"])
-    want = sorted(["pt", "translated, NVMe identity by iommud"])
-    if len(rows) == 4 and disagree != want:
-        probs.append(f"fwupd passes the IOMMU while iommud lists all-memory devices on {disagree}, want {want}")
-    for r in rows:
-        if r["host"] == "pt" and (r["iommud_all_memory"] != r["endpoints"] or r["iommud_level"] != 0):
-            probs.append(f"iommu=pt: iommud lists {r['iommud_all_memory']} of {r['endpoints']} endpoints reaching "
-                         f"all memory, level {r['iommud_level']}; want all, level 0")
-        if r["host"] == "translated" and r["iommud_all_memory"] != 0:
-            probs.append(f"translated: iommud lists {r['iommud_all_memory']} devices reaching all memory")
-        if r["host"] == "translated, NVMe identity by iommud" and r["iommud_all_memory"] != 1:
-            probs.append(f"NVMe in identity: iommud lists {r['iommud_all_memory']} devices reaching all memory, want 1")
+    probs += summary_problems(rows, notes)
     return scenarios.Outcome(f"fwupd on {series}", seconds, accel, probs, notes, base)
