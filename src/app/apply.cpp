@@ -320,7 +320,19 @@ class Session {
     auto set = timed([&] { return ctx_.ethtool->set(n->ifindex, c.kind, c.key, *value); });
     if (!set) return out(OutcomeResult::Failed, c, set.error().describe());
     auto now = timed([&] { return ctx_.ethtool->get(n->ifindex, c.kind, c.key); });
-    if (!now || *now != *value) return out(OutcomeResult::Failed, c, "set " + c.to + " but it reads otherwise");
+    if (!now || *now != *value) {
+      // The driver took the value and keeps another (e1000e's rx-usecs 7000 reads 7142: its ITR
+      // has steps): put the one before back, or the NIC stays at a value nobody asked and no
+      // record can restore.
+      auto back = ctx_.ethtool->set(n->ifindex, c.kind, c.key, *was);
+      const std::string reads =
+          now ? core::formatEthtoolValue(k->type, *now) : "nothing (" + now.error().describe() + ")";
+      const std::string old = core::formatEthtoolValue(k->type, *was);
+      return out(
+          OutcomeResult::Failed, c,
+          c.object + " " + c.key + ": set " + c.to + " but the driver reads back " + reads +
+              (back ? "; put " + old + " back" : "; putting " + old + " back failed: " + back.error().describe()));
+    }
     ChangeRecord r = recordOf(c);
     r.original = core::formatEthtoolValue(k->type, *was);
     r.ifindex = n->ifindex;

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <tuple>
 
@@ -32,8 +33,9 @@ class FakeEthtool final : public app::EthtoolPort {
     if (it == values.end()) return core::Error{EOPNOTSUPP, "", "not supported"};
     return it->second;
   }
+  std::function<uint32_t(uint32_t)> rounds = [](uint32_t v) { return v; };  // what the driver keeps of a value
   core::Result<core::Done> set(int, ChangeKind kind, const std::string& key, uint32_t value) override {
-    values[{kind, key}] = value;
+    values[{kind, key}] = rounds(value);
     return core::Done{};
   }
 };
@@ -67,6 +69,7 @@ struct Bench {
           n.ethtool.read = true;
           for (const auto& [k, v] : ethtool.values) {
             if (k.first == ChangeKind::Rings) n.ethtool.rings[k.second] = v;
+            if (k.first == ChangeKind::Coalesce) n.ethtool.coalesce[k.second] = v;
           }
           n.ethtool.ringsMax = {{"rx", 8184}, {"tx", 8184}};
         }
@@ -333,6 +336,29 @@ TEST(Apply, SetsRingsThroughEthtoolAndRevertRestoresThem) {
   ASSERT_EQ(count(reverted, R::Done), 1) << describe(reverted);
   EXPECT_EQ((b.ethtool.values[{ChangeKind::Rings, "rx"}]), 2048U);
   EXPECT_EQ((b.ethtool.values[{ChangeKind::Rings, "tx"}]), 512U);
+}
+
+// e1000e keeps rx-usecs as an ITR with steps of 4 (seen on Debian's 6.12 in tests/vm adapters):
+// 7000 is taken and reads back 7142. iommud reports it failed and puts the old value back.
+TEST(Apply, PutsTheOldValueBackWhenTheDriverKeepsAnotherOne) {
+  Bench b(thunderboltNic(), {6, 12, 30});
+  b.ethtool.values = {{{ChangeKind::Coalesce, "rx-usecs"}, 3}};
+  b.ethtool.rounds = [](uint32_t v) { return v > 4 ? 1000000 / ((1000000 / v) & ~3U) : v; };
+  auto applied = b.apply(rules(R"(
+[[rule]]
+name = "usecs"
+description = "slow interrupts"
+[rule.match]
+driver = "atlantic"
+[rule.coalesce]
+rx-usecs = 7000
+)"),
+                         core::Trigger::Hotplug);
+  ASSERT_EQ(count(applied, R::Failed), 1) << describe(applied);
+  EXPECT_NE(describe(applied).find("set 7000 but the driver reads back 7142; put 3 back"), std::string::npos)
+      << describe(applied);
+  EXPECT_EQ((b.ethtool.values[{ChangeKind::Coalesce, "rx-usecs"}]), 3U);
+  EXPECT_TRUE(app::readRecords(b.root, b.ctx.paths).empty());
 }
 
 TEST(Apply, NamesAnotherProgramThatSetsTheSameNicValue) {
