@@ -30,6 +30,7 @@
 #include "app/outcome_log.hpp"
 #include "app/plan_report.hpp"
 #include "app/reconcile.hpp"
+#include "app/worker_report.hpp"
 #include "config/daemon_config.hpp"
 #include "core/text.hpp"
 
@@ -101,21 +102,8 @@ std::optional<Settings> loadSettings(const std::string& root, const std::string&
   return settings;
 }
 
-// What the child reports to the daemon, one line each, fields separated by tabs:
-// - what a batch did to one device: "<letter>\t<address>\t<identity>". Letters: T tuned (a wanted
-//   setting holds), A advised, X refused, F failed, P re-plugged (a departed identity is back);
-//   R forget what was known of it (first, for every device the batch decides on), B the daemon
-//   rebound it (its binds are no hotplug), U a revert restored it (leave it alone until a re-plug
-//   or a reload, as after F: its policy would otherwise undo the revert at its rebind's events);
-// - "O\t<time>\t<result>\t<address>\t<message>": an outcome, for RecentActions and D-Bus replies;
-// - "K\t<counter>": the outcome just before counts in that counter (Counters::add);
-// - "W\t<path>\t<error>": a fleet export was written, or was not (error empty: up to date);
-// - "E\t<D-Bus error name>\t<message>": a D-Bus call that could not be done;
-// - "J\t<length>" and then that many bytes: the answer to Plan (JSON, which has line breaks);
-// - "V" (the worker read the host for the view), then, only when the D-Bus API is up, M (vendor,
-//   mode), G (group: id, type, addresses joined by ','), D (device: address, name, driver, group,
-//   untrusted 0/1), N (finding: id, severity, title), C (record: time, device, object, key, from,
-//   to, rule) lines: the host as the D-Bus properties show it.
+// What a batch did to each device, as the daemon tallies it for STATUS= (the worker's
+// DeviceEvents, worker_report.hpp).
 struct Tally {
   std::string identity;
   bool tuned = false, advised = false, refused = false, failed = false;
@@ -193,9 +181,9 @@ class Daemon {
 
   int once() {
     if (!begin()) return 1;
-    auto lines = reconcileBatch({});
-    if (!lines) return 1;
-    absorb(*lines, true);
+    WorkerReport report;
+    if (!reconcileBatch({}, report)) return 1;
+    absorb(report, true);
     log_.info(statusLine());
     return failed_ ? 1 : 0;
   }
@@ -263,21 +251,16 @@ class Daemon {
   // --- the work: one batch of devices (or the whole host), reconciled and reported -------------
 
   // Runs in the child (or in this process with --once): reconciles, logs every outcome and
-  // returns the tallies as lines for the daemon; nullopt when the host could not be read.
-  std::optional<std::string> reconcileBatch(const Batch& batch) {
-    std::string lines;
+  // reports what became of each device; false when the host could not be read.
+  bool reconcileBatch(const Batch& batch, WorkerReport& report) {
+    if (batch.whole()) return reconcileSome(options_.early ? core::Trigger::Boot : core::Trigger::Coldplug, {}, report);
     bool ok = true;
-    if (batch.whole()) {
-      ok = reconcileSome(options_.early ? core::Trigger::Boot : core::Trigger::Coldplug, {}, lines);
-    } else {
-      if (!batch.hot.empty()) ok = reconcileSome(core::Trigger::Hotplug, batch.hot, lines);
-      if (!batch.cold.empty()) ok = reconcileSome(core::Trigger::Coldplug, batch.cold, lines) && ok;
-    }
-    if (!ok) return std::nullopt;
-    return lines;
+    if (!batch.hot.empty()) ok = reconcileSome(core::Trigger::Hotplug, batch.hot, report);
+    if (!batch.cold.empty()) ok = reconcileSome(core::Trigger::Coldplug, batch.cold, report) && ok;
+    return ok;
   }
 
-  bool reconcileSome(core::Trigger trigger, const std::vector<std::string>& devices, std::string& lines) {
+  bool reconcileSome(core::Trigger trigger, const std::vector<std::string>& devices, WorkerReport& report) {
     ReconcileRequest request;
     request.trigger = trigger;
     request.devices = devices;
@@ -293,16 +276,16 @@ class Daemon {
                (devices.empty() ? std::string("the whole host") : std::to_string(devices.size()) + " device(s)") +
                " in " + std::to_string(std::chrono::duration<double, std::milli>(Clock::now() - start).count()) +
                " ms");
-    auto line = [&](char letter, const std::string& address) {
+    auto line = [&](DeviceNews news, const std::string& address) {
       const auto* d = done->host.device(address);
-      lines += std::string(1, letter) + '\t' + address + '\t' + (d != nullptr ? d->identity() : "") + '\n';
+      report.devices.push_back({news, address, d != nullptr ? d->identity() : ""});
     };
-    auto tally = [&](char letter, const std::string& address, core::ChangeKind kind) {
-      for (const auto& a : endpoints(done->host, address, kind)) line(letter, a);
+    auto tally = [&](DeviceNews news, const std::string& address, core::ChangeKind kind) {
+      for (const auto& a : endpoints(done->host, address, kind)) line(news, a);
     };
     // The daemon forgets what it knew of every device this batch decides on, before the news.
     for (const auto& address : devices) {
-      for (const auto& a : endpoints(done->host, address, core::ChangeKind::Domain)) line('R', a);
+      for (const auto& a : endpoints(done->host, address, core::ChangeKind::Domain)) line(DeviceNews::Forget, a);
     }
     for (const auto& address : trigger == core::Trigger::Hotplug ? devices : std::vector<std::string>{}) {
       const auto* d = done->host.device(address);
@@ -314,90 +297,91 @@ class Daemon {
              d->displayName() + " (" + d->identity() + ") is back at " + address + " (was " + it->second +
                  "); its policy is applied again",
              {{"IOMMUD_DEVICE", address}, {"IOMMUD_NAME", d->displayName()}, {"IOMMUD_IDENTITY", d->identity()}}});
-        line('P', address);
+        line(DeviceNews::Replugged, address);
       }
     }
     for (const auto& o : done->outcomes) {
       log_.write(journalEntry(o, done->host));
-      outcomeLine(o, false, lines);
-      char letter = 0;
-      switch (o.result) {
-        case OutcomeKind::Done: letter = 'T'; break;
-        case OutcomeKind::Advised: letter = 'A'; break;
-        case OutcomeKind::Refused:
-        case OutcomeKind::Skipped: letter = isRefusal(o) ? 'X' : 0; break;
-        case OutcomeKind::Failed: letter = 'F'; break;
-        default: break;
-      }
-      if (letter != 0 && !o.device.empty()) tally(letter, o.device, o.kind);
+      addOutcome(o, false, report);
+      if (auto news = newsOf(o); news && !o.device.empty()) tally(*news, o.device, o.kind);
       // A domain change unbinds and rebinds the group's drivers, done or rolled back.
       if (o.kind == core::ChangeKind::Domain && (o.result == OutcomeKind::Done || o.result == OutcomeKind::Failed) &&
           !o.device.empty()) {
-        tally('B', o.device, o.kind);
+        tally(DeviceNews::Rebound, o.device, o.kind);
       }
     }
     for (const auto& s : done->satisfied) {
       log_.debug(s.object + " " + s.key + " is already " + s.value + " (rule " + s.rule.name + ")");
-      tally('T', s.device, s.kind);
+      tally(DeviceNews::Tuned, s.device, s.kind);
     }
     return true;
   }
 
-  static void outcomeLine(const Outcome& o, bool revert, std::string& lines) {
-    lines += "O\t" + utcNow() + '\t' + std::string(toString(o.result)) + '\t' + o.device + '\t' +
-             bus::oneLine(o.message) + '\n';
-    if (auto counter = counterKey(o, revert)) lines += "K\t" + std::string(*counter) + '\n';
-  }
-
-  // The counters as a child's lines add to them.
-  static Counters counted(Counters counters, std::string_view lines) {
-    for (auto line : core::split(lines, '\n')) {
-      if (line.starts_with("K\t")) counters.add(line.substr(2));
+  // What an outcome says of its device, for the tallies; nullopt: nothing (kept, skipped for no refusal).
+  static std::optional<DeviceNews> newsOf(const Outcome& o) {
+    switch (o.result) {
+      case OutcomeKind::Done: return DeviceNews::Tuned;
+      case OutcomeKind::Advised: return DeviceNews::Advised;
+      case OutcomeKind::Refused:
+      case OutcomeKind::Skipped: return isRefusal(o) ? std::optional(DeviceNews::Refused) : std::nullopt;
+      case OutcomeKind::Failed: return DeviceNews::Failed;
+      default: return std::nullopt;
     }
-    return counters;
   }
 
-  static void errorLine(const char* name, const std::string& message, std::string& lines) {
-    lines += std::string("E\t") + name + '\t' + bus::oneLine(message) + '\n';
+  static void addOutcome(const Outcome& o, bool revert, WorkerReport& report) {
+    report.actions.push_back({utcNow(), std::string(toString(o.result)), o.device, bus::oneLine(o.message)});
+    if (auto counter = counterKey(o, revert)) report.counters.add(*counter);
   }
 
-  // Runs in the child: the work's lines for the daemon; nullopt when the host could not be read.
-  std::optional<std::string> runWork(const Work& work) {
-    if (work.view) return viewLines(counters_);
+  static void callError(const char* name, const std::string& message, WorkerReport& report) {
+    report.error = CallError{name, bus::oneLine(message)};
+  }
+
+  // Runs in the child: the work's report for the daemon; nullopt when the host could not be read.
+  std::optional<WorkerReport> runWork(const Work& work) {
+    WorkerReport report;
+    if (work.view) {
+      if (!addView(counters_, report)) return std::nullopt;
+      return report;
+    }
     if (!work.call) {
-      auto lines = reconcileBatch(work.batch);
+      if (!reconcileBatch(work.batch, report)) return std::nullopt;
       // After the start and a reload, the properties and the exports are fresh as soon as READY=1 is.
-      if (lines && work.batch.whole() && wantsView()) *lines += viewLines(counted(counters_, *lines)).value_or("");
-      return lines;
+      if (work.batch.whole() && wantsView()) {
+        Counters counters = counters_;
+        counters += report.counters;
+        (void)addView(counters, report);
+      }
+      return report;
     }
     const Call& call = *work.call;
-    std::string lines;
     auto host = adapters::sysfs::readHost(root_);
     if (!host) {
-      errorLine(bus::kErrorFailed, "cannot read the host: " + host.error().describe(), lines);
-      return lines;
+      callError(bus::kErrorFailed, "cannot read the host: " + host.error().describe(), report);
+      return report;
     }
     std::vector<std::string> devices;
     if (!call.device.empty()) {
       const auto* d = findDevice(*host, call.device);
       if (d == nullptr) {
-        errorLine(bus::kErrorNoSuchDevice, "no device " + call.device + " on this host", lines);
-        return lines;
+        callError(bus::kErrorNoSuchDevice, "no device " + call.device + " on this host", report);
+        return report;
       }
       devices.push_back(d->address);
     }
     const auto trigger = call.hotplug ? core::Trigger::Hotplug : core::Trigger::Coldplug;
     switch (call.kind) {
       case Call::Kind::Apply:
-        if (!reconcileSome(trigger, devices, lines)) errorLine(bus::kErrorFailed, "cannot read the host", lines);
+        if (!reconcileSome(trigger, devices, report)) callError(bus::kErrorFailed, "cannot read the host", report);
         break;
-      case Call::Kind::Revert: revertLines(devices, *host, lines); break;
-      case Call::Kind::Plan: planLines(trigger, devices, lines); break;
+      case Call::Kind::Revert: revert(devices, *host, report); break;
+      case Call::Kind::Plan: plan(trigger, devices, report); break;
     }
-    return lines;
+    return report;
   }
 
-  void revertLines(const std::vector<std::string>& devices, const core::HostFacts& host, std::string& lines) {
+  void revert(const std::vector<std::string>& devices, const core::HostFacts& host, WorkerReport& report) {
     ApplyContext ctx = context();
     auto ethtool = NetlinkEthtool::open(host.kernel.upstream.version);
     if (ethtool) ctx.ethtool = ethtool->get();
@@ -407,16 +391,19 @@ class Daemon {
       auto e = journalEntry(o, host);
       if (o.result == OutcomeKind::Done) e.messageId = std::string(msgid::kReverted);
       log_.write(e);
-      outcomeLine(o, true, lines);
+      addOutcome(o, true, report);
       if (o.result != OutcomeKind::Done || o.device.empty()) continue;
-      for (const auto& a : endpoints(host, o.device, o.kind)) lines += "R\t" + a + "\t\nU\t" + a + "\t\n";
+      for (const auto& a : endpoints(host, o.device, o.kind)) {
+        report.devices.push_back({DeviceNews::Forget, a, ""});
+        report.devices.push_back({DeviceNews::Reverted, a, ""});
+      }
     }
   }
 
-  void planLines(core::Trigger trigger, const std::vector<std::string>& devices, std::string& lines) {
+  void plan(core::Trigger trigger, const std::vector<std::string>& devices, WorkerReport& report) {
     auto view = readHostView(root_, settings_.policies.policies);
     if (!view) {
-      errorLine(bus::kErrorFailed, "cannot read the host: " + view.error().describe(), lines);
+      callError(bus::kErrorFailed, "cannot read the host: " + view.error().describe(), report);
       return;
     }
     core::PlanOptions po;
@@ -425,8 +412,7 @@ class Daemon {
     if (!devices.empty()) po.device = devices.front();
     const auto& st = view->status;
     auto plan = core::plan({st.host, st.mode, st.findings}, settings_.policies.policies, po);
-    std::string json = planJson(plan, settings_.policies.policies);
-    lines += "J\t" + std::to_string(json.size()) + '\n' + json;
+    report.planJson = planJson(plan, settings_.policies.policies);
   }
 
   // Whether anyone wants a view of the host after it may have changed: the D-Bus properties, the
@@ -441,114 +427,48 @@ class Daemon {
     return t;
   }
 
-  // Writes the fleet exports that changed; "W" lines for the daemon, which logs their errors.
-  std::string exportLines(const Status& status, const Counters& counters) {
-    std::string out;
+  // Writes the fleet exports that changed; the daemon logs their errors.
+  void addExports(const Status& status, const Counters& counters, WorkerReport& report) {
     for (const auto& r : writeExports(exportTargets(), status, counters, std::time(nullptr))) {
       if (r.error.empty()) log_.debug(r.written ? "wrote " + r.path : r.path + " says this already");
-      out += "W\t" + r.path + '\t' + bus::oneLine(r.error) + '\n';
+      report.exports.push_back({r.path, r.error});
     }
-    return out;
   }
 
-  // The host as the D-Bus properties show it, after writing the fleet exports of it.
-  std::optional<std::string> viewLines(const Counters& counters) {
+  // Reads the host for its view: writes the fleet exports of it and, with the D-Bus API up, puts
+  // it in the report as the properties show it (else an empty view: the exports are fresh).
+  bool addView(const Counters& counters, WorkerReport& report) {
     auto host = adapters::sysfs::readHost(root_);
     if (!host) {
       log_.warning("cannot read the host for its view (D-Bus properties, fleet exports): " + host.error().describe());
-      return std::nullopt;
+      return false;
     }
     auto status = buildStatus(std::move(host).value());
-    std::string exported = exportLines(status, counters);
-    if (!service_) return "V\n" + exported;
-    std::string out =
-        exported + "V\nM\t" + std::string(core::toString(status.mode.vendor)) + '\t' + status.mode.modeName() + '\n';
+    addExports(status, counters, report);
+    auto& view = report.host.emplace();
+    if (!service_) return true;
+    view.vendor = std::string(core::toString(status.mode.vendor));
+    view.mode = status.mode.modeName();
     for (const auto& g : status.host.groups) {
-      out += "G\t" + std::to_string(g.id) + '\t' + (g.type ? std::string(core::toString(*g.type)) : "unknown") + '\t' +
-             joined(g.devices, ',') + '\n';
+      view.groups.push_back({g.id, g.type ? std::string(core::toString(*g.type)) : "unknown", g.devices});
     }
     for (const auto& d : status.host.devices) {
       std::string name = d.displayName();
-      out += "D\t" + d.address + '\t' + (name == d.address ? "" : bus::oneLine(name)) + '\t' +
-             bus::oneLine(d.driver.value_or("")) + '\t' + (d.group ? std::to_string(*d.group) : "-1") + '\t' +
-             (d.untrusted() ? "1" : "0") + '\n';
+      view.devices.push_back({d.address, name == d.address ? "" : bus::oneLine(name),
+                              bus::oneLine(d.driver.value_or("")), d.group ? *d.group : -1, d.untrusted()});
     }
     for (const auto& f : status.findings) {
-      out += "N\t" + f.id + '\t' + std::string(core::toString(f.severity)) + '\t' + bus::oneLine(f.title) + '\n';
+      view.findings.push_back({f.id, std::string(core::toString(f.severity)), bus::oneLine(f.title)});
     }
     for (const auto& c : readRecords(root_, paths_.state)) {
-      out += "C\t" + c.time + '\t' + bus::oneLine(c.device) + '\t' + bus::oneLine(c.object) + '\t' +
-             bus::oneLine(c.key) + '\t' + bus::oneLine(c.original) + '\t' + bus::oneLine(c.written) + '\t' +
-             bus::oneLine(c.rule) + '\n';
+      view.changes.push_back({c.time, bus::oneLine(c.device), bus::oneLine(c.object), bus::oneLine(c.key),
+                              bus::oneLine(c.original), bus::oneLine(c.written), bus::oneLine(c.rule)});
     }
-    return out;
-  }
-
-  // What the child said besides the tallies.
-  struct Report {
-    std::vector<bus::Action> actions;
-    std::optional<std::pair<std::string, std::string>> error;  // D-Bus error name, message
-    std::optional<std::string> json;                           // Plan's answer
-    std::optional<bus::HostSummary> host;                      // a fresh view
-    Counters counters;                                         // what the outcomes add
-    std::vector<std::pair<std::string, std::string>> exports;  // path, error
-  };
-
-  static Report parseReport(const std::string& output) {
-    Report out;
-    for (size_t pos = 0; pos < output.size();) {
-      size_t end = output.find('\n', pos);
-      if (end == std::string::npos) end = output.size();
-      std::string_view line(output.data() + pos, end - pos);
-      pos = end + 1;
-      auto f = core::split(line, '\t');
-      auto at = [&](size_t i) { return i < f.size() ? std::string(f[i]) : std::string(); };
-      if (f.empty() || f[0].size() != 1) continue;
-      switch (f[0][0]) {
-        case 'O': out.actions.push_back({at(1), at(2), at(3), at(4)}); break;
-        case 'K': out.counters.add(at(1)); break;
-        case 'W': out.exports.emplace_back(at(1), at(2)); break;
-        case 'E': out.error.emplace(at(1), at(2)); break;
-        case 'J': {
-          size_t n = std::strtoul(at(1).c_str(), nullptr, 10);
-          out.json = output.substr(std::min(pos, output.size()), n);
-          pos += n;
-          break;
-        }
-        case 'V': out.host.emplace(); break;
-        case 'M':
-          if (out.host) {
-            out.host->vendor = at(1);
-            out.host->mode = at(2);
-          }
-          break;
-        case 'G':
-          if (out.host) {
-            bus::GroupView g{std::atoi(at(1).c_str()), at(2), {}};
-            const std::string members = at(3);
-            for (auto a : core::split(members, ',')) {
-              if (!a.empty()) g.devices.emplace_back(a);
-            }
-            out.host->groups.push_back(std::move(g));
-          }
-          break;
-        case 'D':
-          if (out.host) out.host->devices.push_back({at(1), at(2), at(3), std::atoi(at(4).c_str()), at(5) == "1"});
-          break;
-        case 'N':
-          if (out.host) out.host->findings.push_back({at(1), at(2), at(3)});
-          break;
-        case 'C':
-          if (out.host) out.host->changes.push_back({at(1), at(2), at(3), at(4), at(5), at(6), at(7)});
-          break;
-        default: break;
-      }
-    }
-    return out;
+    return true;
   }
 
   // What a child's work said, beyond the tallies: the D-Bus caller's answer, RecentActions, Acted.
-  void report(Report r, bool exitedOk) {
+  void report(WorkerReport r, bool exitedOk) {
     const Work& work = childWork_;
     const bool plan = work.call && work.call->kind == Call::Kind::Plan;
     if (!plan && !work.view) lastRunAt_ = utcNow();
@@ -560,17 +480,17 @@ class Daemon {
       bus::PendingCall reply = std::move(*childCall_);
       childCall_.reset();
       if (r.error) {
-        reply.replyError(r.error->first.c_str(), r.error->second);
+        reply.replyError(r.error->name.c_str(), r.error->message);
       } else if (!exitedOk) {
         reply.replyError(bus::kErrorFailed, "the work was cut short; the journal says why");
       } else if (work.call->kind == Call::Kind::Plan) {
-        reply.replyText(r.json.value_or(""));
+        reply.replyText(r.planJson.value_or(""));
       } else {
         reply.replyActions(r.actions);
       }
     }
     counters_ += r.counters;
-    for (const auto& [path, error] : r.exports) exported(path, error);
+    for (const auto& e : r.exports) exported(e.path, e.error);
     if (r.host && *r.host != hostSummary_) {
       hostSummary_ = std::move(*r.host);
       if (service_) service_->propertiesChanged(bus::ManagerService::Properties::Host);
@@ -606,37 +526,33 @@ class Daemon {
     return w.batch.hot.empty() ? "change" : "hotplug";
   }
 
-  // Takes a batch's tallies into the daemon's view of the devices.
-  void absorb(const std::string& lines, bool wholeHost) {
+  // Takes a batch's news of devices into the daemon's view of them.
+  void absorb(const WorkerReport& report, bool wholeHost) {
     if (wholeHost) {
       tallies_.clear();
       leftAlone_.clear();
     }
-    for (auto line : core::split(lines, '\n')) {
-      auto f = core::split(line, '\t');
-      if (f.size() != 3 || f[0].size() != 1) continue;
-      std::string address(f[1]);
-      if (std::string_view("RTAXFPBU").find(f[0][0]) == std::string_view::npos) continue;  // not a tally
-      if (f[0][0] == 'R') {
+    for (const auto& [news, address, identity] : report.devices) {
+      if (news == DeviceNews::Forget) {
         tallies_.erase(address);
         leftAlone_.erase(address);
         continue;
       }
       auto& t = tallies_[address];
-      t.identity = std::string(f[2]);
-      switch (f[0][0]) {
-        case 'T': t.tuned = true; break;
-        case 'A': t.advised = true; break;
-        case 'X': t.refused = true; break;
-        case 'F':
+      t.identity = identity;
+      switch (news) {
+        case DeviceNews::Tuned: t.tuned = true; break;
+        case DeviceNews::Advised: t.advised = true; break;
+        case DeviceNews::Refused: t.refused = true; break;
+        case DeviceNews::Failed:
           t.failed = true;
           failed_ = true;
           // (A device plugged in again meanwhile is a new try.)
           if (!pluggedMeanwhile_.contains(address)) leftAlone_[address] = "its last change failed";
           break;
-        case 'P': departed_.erase(t.identity); break;
-        case 'U': leftAlone_[address] = "it was reverted"; [[fallthrough]];
-        case 'B':
+        case DeviceNews::Replugged: departed_.erase(t.identity); break;
+        case DeviceNews::Reverted: leftAlone_[address] = "it was reverted"; [[fallthrough]];
+        case DeviceNews::Rebound:
           // Plugged in again while the worker ran (a PCI remove, then add): a new device, whose
           // events are no echo of the worker's rebind.
           if (pluggedMeanwhile_.contains(address)) break;
@@ -645,7 +561,7 @@ class Daemon {
           hot_.erase(address);
           if (auto q = queued_.find(address); q != queued_.end()) q->second = false;
           break;
-        default: break;
+        case DeviceNews::Forget: break;
       }
     }
   }
@@ -709,14 +625,14 @@ class Daemon {
     }
     if (pid == 0) {
       close(fds[0]);
-      auto lines = runWork(work);
-      const std::string out = lines.value_or("");
+      auto report = runWork(work);
+      const std::string out = encodeReport(report.value_or(WorkerReport{}));
       for (size_t off = 0; off < out.size();) {
         ssize_t n = write(fds[1], out.data() + off, out.size() - off);
         if (n <= 0) break;
         off += static_cast<size_t>(n);
       }
-      _exit(lines ? 0 : 1);
+      _exit(report ? 0 : 1);
     }
     close(fds[1]);
     (void)fcntl(fds[0], F_SETFL, O_NONBLOCK);
@@ -768,8 +684,12 @@ class Daemon {
     const Work& work = childWork_;
     const bool wholeHost = (!work.call && !work.view && work.batch.whole()) ||
                            (work.call && work.call->kind == Call::Kind::Apply && work.call->device.empty());
-    absorb(childOutput_, wholeHost);
-    report(parseReport(childOutput_), si.si_code == CLD_EXITED && si.si_status == 0);
+    auto decoded = decodeReport(childOutput_);
+    if (!decoded && si.si_code == CLD_EXITED)
+      log_.error("the worker for " + describeBatch() + ": " + decoded.error().describe());
+    WorkerReport news = decoded ? std::move(decoded).value() : WorkerReport{};
+    absorb(news, wholeHost);
+    report(std::move(news), si.si_code == CLD_EXITED && si.si_status == 0);
     // The events a failed change's rollback caused while the worker ran are no new plug.
     for (const auto& [a, _] : leftAlone_) dropPending(a);
     auto now = Clock::now();
