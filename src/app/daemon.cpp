@@ -25,7 +25,10 @@
 #include "adapters/dbus/manager_service.hpp"
 #include "adapters/sysfs/host_reader.hpp"
 #include "adapters/udev/monitor.hpp"
+#include "app/bus_view.hpp"
+#include "app/daemon_exports.hpp"
 #include "app/fleet_files.hpp"
+#include "app/hotplug_filter.hpp"
 #include "app/message_ids.hpp"
 #include "app/outcome_log.hpp"
 #include "app/plan_report.hpp"
@@ -109,13 +112,6 @@ struct Tally {
   bool tuned = false, advised = false, refused = false, failed = false;
 };
 
-// What the worker is given: devices that just appeared (hot: a hotplug, disruptive changes
-// allowed), devices that changed otherwise (cold: as at start), or, with both empty, the whole host.
-struct Batch {
-  std::vector<std::string> hot, cold;
-  [[nodiscard]] bool whole() const { return hot.empty() && cold.empty(); }
-};
-
 // A D-Bus method the worker does.
 struct Call {
   enum class Kind { Plan, Apply, Revert };
@@ -154,12 +150,6 @@ std::string joined(const std::vector<std::string>& parts, char separator) {
   return out;
 }
 
-// A uevent that means the device just appeared to its driver: the moment hotplug rules act. Not
-// a replay (udev's coldplug at boot, `udevadm trigger`): those devices were there before.
-bool appears(const adapters::udev::UEvent& e) {
-  return !e.synthetic && (e.action == "add" || (e.subsystem == "pci" && e.action == "bind"));
-}
-
 class Daemon {
  public:
   Daemon(DaemonPaths paths, const sd::Log& log, Settings settings, DaemonOptions options)
@@ -170,7 +160,7 @@ class Daemon {
     calls_.clear();  // their callers hear that they were dropped, while the bus is there
     childCall_.reset();
     service_.reset();
-    for (auto& [_, s] : debounce_) sd_event_source_unref(s);
+    sd_event_source_unref(debounceTimer_);
     sd_event_source_unref(childSource_);
     sd_event_source_unref(pipeSource_);
     if (pipe_ >= 0) close(pipe_);
@@ -210,7 +200,7 @@ class Daemon {
     (void)sd_event_set_watchdog(event_, 1);
     if (paths_.root == "/") connectBus();  // a synthetic root is no host to answer for on the bus
     // What is there now is no hotplug, whatever udev replays of it later.
-    if (auto present = root_.listDir("/sys/bus/pci/devices")) atStart_.insert(present->begin(), present->end());
+    if (auto present = root_.listDir("/sys/bus/pci/devices")) filter_.present(*present);
     coldplugQueued_ = true;
     startNext();
     int r = sd_event_loop(event_);
@@ -241,7 +231,9 @@ class Daemon {
                       std::to_string(r.rebound.size()) + " device(s)",
                   {{"IOMMUD_GROUP", std::to_string(r.record.change.group)}}});
     }
-    if (session->recovered) rebound_.insert(session->recovered->rebound.begin(), session->recovered->rebound.end());
+    if (session->recovered) {
+      for (const auto& a : session->recovered->rebound) filter_.rebound(a);
+    }
     session_.emplace(std::move(session).value());
     return true;
   }
@@ -419,13 +411,7 @@ class Daemon {
   // fleet exports.
   [[nodiscard]] bool wantsView() const { return service_ || exportTargets().any(); }
 
-  [[nodiscard]] ExportTargets exportTargets() const {
-    const auto& c = settings_.config;
-    ExportTargets t;
-    if (c.prometheus) t.prometheusFile = c.prometheusDirectory + "/" + std::string(kPrometheusFile);
-    if (c.nfd) t.nfdFile = c.nfdFile;
-    return t;
-  }
+  [[nodiscard]] ExportTargets exportTargets() const { return app::exportTargets(settings_.config); }
 
   // Writes the fleet exports that changed; the daemon logs their errors.
   void addExports(const Status& status, const Counters& counters, WorkerReport& report) {
@@ -445,25 +431,8 @@ class Daemon {
     }
     auto status = buildStatus(std::move(host).value());
     addExports(status, counters, report);
-    auto& view = report.host.emplace();
-    if (!service_) return true;
-    view.vendor = std::string(core::toString(status.mode.vendor));
-    view.mode = status.mode.modeName();
-    for (const auto& g : status.host.groups) {
-      view.groups.push_back({g.id, g.type ? std::string(core::toString(*g.type)) : "unknown", g.devices});
-    }
-    for (const auto& d : status.host.devices) {
-      std::string name = d.displayName();
-      view.devices.push_back({d.address, name == d.address ? "" : bus::oneLine(name),
-                              bus::oneLine(d.driver.value_or("")), d.group ? *d.group : -1, d.untrusted()});
-    }
-    for (const auto& f : status.findings) {
-      view.findings.push_back({f.id, std::string(core::toString(f.severity)), bus::oneLine(f.title)});
-    }
-    for (const auto& c : readRecords(root_, paths_.state)) {
-      view.changes.push_back({c.time, bus::oneLine(c.device), bus::oneLine(c.object), bus::oneLine(c.key),
-                              bus::oneLine(c.original), bus::oneLine(c.written), bus::oneLine(c.rule)});
-    }
+    // Without the D-Bus API an empty view: the exports are fresh.
+    report.host = service_ ? hostSummaryOf(status, readRecords(root_, paths_.state)) : bus::HostSummary{};
     return true;
   }
 
@@ -472,10 +441,7 @@ class Daemon {
     const Work& work = childWork_;
     const bool plan = work.call && work.call->kind == Call::Kind::Plan;
     if (!plan && !work.view) lastRunAt_ = utcNow();
-    for (const auto& a : r.actions) {
-      recent_.push_back(a);
-      if (recent_.size() > bus::kRecentActions) recent_.pop_front();
-    }
+    busView_.acted(r.actions);
     if (childCall_ && work.call) {
       bus::PendingCall reply = std::move(*childCall_);
       childCall_.reset();
@@ -491,10 +457,8 @@ class Daemon {
     }
     counters_ += r.counters;
     for (const auto& e : r.exports) exported(e.path, e.error);
-    if (r.host && *r.host != hostSummary_) {
-      hostSummary_ = std::move(*r.host);
-      if (service_) service_->propertiesChanged(bus::ManagerService::Properties::Host);
-    }
+    if (r.host && busView_.take(*r.host) && service_)
+      service_->propertiesChanged(bus::ManagerService::Properties::Host);
     if (!wantsView() || work.view || plan) return;
     if (!r.host) viewStale_ = true;
     if (!service_) return;
@@ -504,14 +468,13 @@ class Daemon {
 
   // An export that cannot be written is said once per reason, not at every change of the host.
   void exported(const std::string& path, const std::string& error) {
-    auto& last = exportErrors_[path];
-    if (error == last) return;
-    if (error.empty()) {
-      log_.notice("fleet export: " + path + " is written again");
+    auto note = exportErrors_.note(path, error);
+    if (!note) return;
+    if (note->warning) {
+      log_.warning(note->message);
     } else {
-      log_.warning("fleet export: cannot write " + error + " (said again only when the reason changes), ignoring");
+      log_.notice(note->message);
     }
-    last = error;
   }
 
   static std::string triggerName(const Work& w) {
@@ -530,12 +493,12 @@ class Daemon {
   void absorb(const WorkerReport& report, bool wholeHost) {
     if (wholeHost) {
       tallies_.clear();
-      leftAlone_.clear();
+      filter_.clearLeftAlone();
     }
     for (const auto& [news, address, identity] : report.devices) {
       if (news == DeviceNews::Forget) {
         tallies_.erase(address);
-        leftAlone_.erase(address);
+        filter_.forgetLeftAlone(address);
         continue;
       }
       auto& t = tallies_[address];
@@ -547,20 +510,11 @@ class Daemon {
         case DeviceNews::Failed:
           t.failed = true;
           failed_ = true;
-          // (A device plugged in again meanwhile is a new try.)
-          if (!pluggedMeanwhile_.contains(address)) leftAlone_[address] = "its last change failed";
+          filter_.failed(address);
           break;
         case DeviceNews::Replugged: departed_.erase(t.identity); break;
-        case DeviceNews::Reverted: leftAlone_[address] = "it was reverted"; [[fallthrough]];
-        case DeviceNews::Rebound:
-          // Plugged in again while the worker ran (a PCI remove, then add): a new device, whose
-          // events are no echo of the worker's rebind.
-          if (pluggedMeanwhile_.contains(address)) break;
-          rebound_.insert(address);
-          // Its bind events, already in, are the daemon's own: no hotplug.
-          hot_.erase(address);
-          if (auto q = queued_.find(address); q != queued_.end()) q->second = false;
-          break;
+        case DeviceNews::Reverted: filter_.reverted(address); break;
+        case DeviceNews::Rebound: filter_.rebound(address); break;
         case DeviceNews::Forget: break;
       }
     }
@@ -590,10 +544,9 @@ class Daemon {
     Work work;
     if (coldplugQueued_) {
       coldplugQueued_ = false;
-      queued_.clear();
-    } else if (!queued_.empty()) {
-      for (const auto& [address, hot] : queued_) (hot ? work.batch.hot : work.batch.cold).push_back(address);
-      queued_.clear();
+      filter_.dropQueued();
+    } else if (filter_.hasQueued()) {
+      work.batch = filter_.takeQueued();
     } else if (!calls_.empty()) {
       work.call = calls_.front().first;
       childCall_.emplace(std::move(calls_.front().second));
@@ -640,7 +593,7 @@ class Daemon {
     childPid_ = pid;
     childWork_ = std::move(work);
     childOutput_.clear();
-    pluggedMeanwhile_.clear();
+    filter_.workerStarted();
     int r = sd_event_add_io(event_, &pipeSource_, pipe_, EPOLLIN, onPipe, this);
     if (r >= 0) r = sd_event_add_child(event_, &childSource_, pid, WEXITED, onChild, this);
     if (r < 0) {  // cannot happen short of running out of memory: wait here rather than lose the child
@@ -677,6 +630,7 @@ class Daemon {
     close(pipe_);
     pipe_ = -1;
     childPid_ = 0;
+    filter_.workerDone();
     if (si.si_code != CLD_EXITED) {
       log_.error("the worker for " + describeBatch() + " was killed by signal " + std::to_string(si.si_status) +
                  "; the next start recovers any half-done transaction");
@@ -691,14 +645,12 @@ class Daemon {
     absorb(news, wholeHost);
     report(std::move(news), si.si_code == CLD_EXITED && si.si_status == 0);
     // The events a failed change's rollback caused while the worker ran are no new plug.
-    for (const auto& [a, _] : leftAlone_) dropPending(a);
+    filter_.dropLeftAlonePending();
+    armDebounce();
     auto now = Clock::now();
     for (const auto& a : batchDevices()) {
-      auto it = firedAt_.find(a);
-      if (it == firedAt_.end()) continue;
-      double ms = std::chrono::duration<double, std::milli>(now - it->second).count();
-      log_.debug("reacted to " + a + " in " + std::to_string(ms) + " ms");
-      firedAt_.erase(it);
+      if (auto took = filter_.reacted(a, now))
+        log_.debug("reacted to " + a + " in " + std::to_string(took->count()) + " ms");
     }
     const bool coldplug = !work.call && !work.view && work.batch.whole();
     childWork_ = {};
@@ -721,7 +673,7 @@ class Daemon {
 
   void connectBus() {
     bus::ManagerService::Handlers h;
-    h.host = [this]() -> const bus::HostSummary& { return hostSummary_; };
+    h.host = [this]() -> const bus::HostSummary& { return busView_.host(); };
     h.daemon = [this] { return daemonSummary(); };
     h.plan = [this](bus::PendingCall reply, bool hotplug, std::string device) {
       enqueue({Call::Kind::Plan, hotplug, std::move(device)}, std::move(reply));
@@ -774,12 +726,8 @@ class Daemon {
   }
 
   bus::DaemonSummary daemonSummary() const {
-    return {stopping_ ? "stopping" : (ready_ ? "running" : "starting"),
-            statusLine(),
-            startedAt_,
-            lastRunAt_,
-            static_cast<uint32_t>(settings_.policies.policies.rules.size()),
-            {recent_.begin(), recent_.end()}};
+    return {stopping_ ? "stopping" : (ready_ ? "running" : "starting"),      statusLine(),     startedAt_, lastRunAt_,
+            static_cast<uint32_t>(settings_.policies.policies.rules.size()), busView_.recent()};
   }
 
   std::string describeBatch() const {
@@ -805,62 +753,28 @@ class Daemon {
   }
 
   void uevent(const adapters::udev::UEvent& e) {
-    // A Thunderbolt device's PCI functions arrive as their own pci events; its path holds only the
-    // host controller's address.
-    if (e.subsystem == "thunderbolt") {
-      log_.debug("thunderbolt " + e.action + " " + e.sysname);
-      return;
+    using Kind = HotplugFilter::Verdict::Kind;
+    auto v = filter_.event(e, Clock::now(), stopping_);
+    if (v.address.empty()) {
+      if (e.subsystem == "thunderbolt") log_.debug("thunderbolt " + e.action + " " + e.sysname);
+      return;  // virtual: loop, dm, veth
     }
-    std::string address = core::pciFunctionOf(e.devpath);
-    if (address.empty()) return;  // virtual: loop, dm, veth
-    log_.debug(e.subsystem + " " + e.action + " " + e.sysname + " (" + address + ")" +
+    log_.debug(e.subsystem + " " + e.action + " " + e.sysname + " (" + v.address + ")" +
                (e.synthetic ? " (replayed)" : ""));
-    if (e.subsystem == "pci" && e.action == "remove") {
-      forget(address);
-      return;
+    switch (v.kind) {
+      case Kind::Removed: forget(v.address); break;
+      case Kind::LeftAlone:
+        log_.debug("ignoring " + e.action + " of " + v.address + ": " + v.why + "; a re-plug or a reload acts again");
+        break;
+      case Kind::Pending: armDebounce(); break;
+      case Kind::NotPci:
+      case Kind::Stopping: break;
     }
-    // Hot: a device plugged in while the daemon runs. Not a device that was there at start (udev's
-    // coldplug replays its add events, perhaps after READY), and not the daemon's own rebinds (a
-    // transaction, a rollback, the recovery at start): only the next PCI add of that device.
-    const bool plugged = e.subsystem == "pci" && e.action == "add" && !e.synthetic && !atStart_.contains(address);
-    if (plugged) {
-      fresh_.insert(address);
-      rebound_.erase(address);
-      if (childPid_ > 0) pluggedMeanwhile_.insert(address);
-    }
-    const bool hot = appears(e) && fresh_.contains(address) && !rebound_.contains(address);
-    if (stopping_) return;
-    // After a failed change or a revert only a new plug (or a reload) acts again: the rollback's
-    // or the revert's own bind events would otherwise start the same failing change over and over,
-    // or undo the revert.
-    if (auto left = leftAlone_.find(address); left != leftAlone_.end()) {
-      if (!(e.subsystem == "pci" && e.action == "add")) {
-        log_.debug("ignoring " + e.action + " of " + address + ": " + left->second +
-                   "; a re-plug or a reload acts again");
-        return;
-      }
-      leftAlone_.erase(left);
-    }
-    debounce(address, hot);
   }
 
-  // Drops what is pending for a device: its debounce timer, its place in the queue.
-  void dropPending(const std::string& address) {
-    if (auto it = debounce_.find(address); it != debounce_.end()) {
-      sd_event_source_unref(it->second);
-      debounce_.erase(it);
-    }
-    queued_.erase(address);
-    hot_.erase(address);
-    firedAt_.erase(address);
-  }
-
+  // What the daemon knew of a device that went; it is remembered only by identity, if it was tuned.
   void forget(const std::string& address) {
-    dropPending(address);
-    leftAlone_.erase(address);
-    rebound_.erase(address);
-    atStart_.erase(address);
-    fresh_.erase(address);
+    armDebounce();
     if (auto it = tallies_.find(address); it != tallies_.end()) {
       if (it->second.tuned && !it->second.identity.empty()) departed_[it->second.identity] = address;
       tallies_.erase(it);
@@ -868,34 +782,32 @@ class Daemon {
     }
   }
 
-  // (Re)arms the device's timer: acting waits until its events have been quiet for the debounce.
-  void debounce(const std::string& address, bool hot) {
-    if (hot) hot_.insert(address);
-    auto usec = static_cast<uint64_t>(std::chrono::microseconds(settings_.config.debounce).count());
-    if (auto it = debounce_.find(address); it != debounce_.end()) {
-      (void)sd_event_source_set_time_relative(it->second, usec);
-      (void)sd_event_source_set_enabled(it->second, SD_EVENT_ONESHOT);
+  // One timer, at the end of the earliest pending debounce: acting waits until a device's events
+  // have been quiet for the debounce.
+  void armDebounce() {
+    auto next = filter_.nextDeadline();
+    if (!next) {
+      if (debounceTimer_ != nullptr) (void)sd_event_source_set_enabled(debounceTimer_, SD_EVENT_OFF);
       return;
     }
-    sd_event_source* s = nullptr;
-    if (int r = sd_event_add_time_relative(event_, &s, CLOCK_MONOTONIC, usec, 1000, onDebounced, this); r < 0) {
-      log_.error("cannot arm a timer for " + address + ": " + std::strerror(-r) + ", ignoring its event");
+    // steady_clock is CLOCK_MONOTONIC, as sd-event's timer.
+    auto usec =
+        static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(next->time_since_epoch()).count());
+    if (debounceTimer_ != nullptr) {
+      (void)sd_event_source_set_time(debounceTimer_, usec);
+      (void)sd_event_source_set_enabled(debounceTimer_, SD_EVENT_ONESHOT);
       return;
     }
-    debounce_.emplace(address, s);
+    if (int r = sd_event_add_time(event_, &debounceTimer_, CLOCK_MONOTONIC, usec, 1000, onDebounced, this); r < 0) {
+      log_.error(std::string("cannot arm the debounce timer: ") + std::strerror(-r) +
+                 ", ignoring the events meanwhile");
+    }
   }
 
-  static int onDebounced(sd_event_source* s, uint64_t /*usec*/, void* self) {
+  static int onDebounced(sd_event_source* /*s*/, uint64_t /*usec*/, void* self) {
     auto* d = static_cast<Daemon*>(self);
-    for (auto it = d->debounce_.begin(); it != d->debounce_.end(); ++it) {
-      if (it->second != s) continue;
-      const bool hot = d->hot_.erase(it->first) > 0;
-      d->queued_[it->first] = d->queued_[it->first] || hot;
-      d->firedAt_[it->first] = Clock::now();
-      sd_event_source_unref(s);
-      d->debounce_.erase(it);
-      break;
-    }
+    d->filter_.expire(Clock::now());
+    d->armDebounce();
     d->startNext();
     return 0;
   }
@@ -925,9 +837,10 @@ class Daemon {
                       "; the last good configuration and policies stay in force",
                   {{"IOMMUD_PROBLEMS", std::to_string(problems.size())}}});
     } else {
-      leftAlone_.clear();
+      filter_.clearLeftAlone();
       const auto before = exportTargets();
       settings_ = std::move(*loaded);
+      filter_.setDebounce(settings_.config.debounce);
       dropExports(before);
       log_.setMaxPriority(priorityOf(settings_.config.logLevel));
       log_.write({Priority::Info,
@@ -945,14 +858,11 @@ class Daemon {
 
   // An export turned off (or moved) by a reload goes: what it says would grow stale.
   void dropExports(const ExportTargets& before) {
-    const auto now = exportTargets();
-    for (const auto& [was, is] :
-         {std::pair(before.prometheusFile, now.prometheusFile), std::pair(before.nfdFile, now.nfdFile)}) {
-      if (!was || was == is) continue;
-      if (unlink(was->c_str()) != 0 && errno != ENOENT) {
-        log_.warning("fleet export: cannot remove " + *was + ": " + std::strerror(errno) + ", ignoring");
+    for (const auto& was : droppedExports(before, exportTargets())) {
+      if (unlink(was.c_str()) != 0 && errno != ENOENT) {
+        log_.warning("fleet export: cannot remove " + was + ": " + std::strerror(errno) + ", ignoring");
       }
-      exportErrors_.erase(*was);
+      exportErrors_.forget(was);
     }
   }
 
@@ -1008,10 +918,8 @@ class Daemon {
   sd_event* event_ = nullptr;
   sd_event_source* monitorSource_ = nullptr;
   std::vector<sd_event_source*> signalSources_;
-  std::map<std::string, sd_event_source*> debounce_;  // address -> its pending timer
-  std::set<std::string> hot_;                         // pending devices that appeared (see appears())
-  std::map<std::string, bool> queued_;                // debounced, waiting for the worker -> hot
-  std::map<std::string, Clock::time_point> firedAt_;  // when each queued device's debounce ended
+  HotplugFilter filter_{settings_.config.debounce};
+  sd_event_source* debounceTimer_ = nullptr;  // at filter_.nextDeadline()
   bool coldplugQueued_ = false;
 
   pid_t childPid_ = 0;
@@ -1024,21 +932,15 @@ class Daemon {
 
   std::unique_ptr<bus::ManagerService> service_;  // nullptr: no system bus, or a synthetic root
   std::deque<std::pair<Call, bus::PendingCall>> calls_;
-  bus::HostSummary hostSummary_;
+  BusView busView_;
   bool viewStale_ = false;  // the host changed since the properties and the exports last read it
   Counters counters_;       // what the workers did, for the Prometheus export
-  std::map<std::string, std::string> exportErrors_;  // export path -> why it was last not written ("": it was)
-  std::deque<bus::Action> recent_;
+  ExportErrors exportErrors_;
   std::string startedAt_ = utcNow();
   std::string lastRunAt_;
 
-  std::map<std::string, Tally> tallies_;          // address -> what the policies did to it
-  std::map<std::string, std::string> departed_;   // identity of a tuned device that went -> its address
-  std::map<std::string, std::string> leftAlone_;  // failed or reverted -> why; wait for a re-plug
-  std::set<std::string> rebound_;                 // devices the daemon rebound: their binds are not hot
-  std::set<std::string> atStart_;                 // PCI functions present when the daemon started
-  std::set<std::string> fresh_;                   // PCI functions plugged in since
-  std::set<std::string> pluggedMeanwhile_;        // PCI functions plugged in while the worker runs
+  std::map<std::string, Tally> tallies_;         // address -> what the policies did to it
+  std::map<std::string, std::string> departed_;  // identity of a tuned device that went -> its address
   bool ready_ = false;
   bool stopping_ = false;
   bool failed_ = false;
