@@ -1,9 +1,7 @@
 #include "app/daemon.hpp"
 
-#include <fcntl.h>
 #include <sys/epoll.h>
 #include <sys/signalfd.h>
-#include <sys/wait.h>
 #include <systemd/sd-daemon.h>
 #include <systemd/sd-event.h>
 #include <unistd.h>
@@ -24,6 +22,7 @@
 
 #include "adapters/dbus/manager_service.hpp"
 #include "adapters/sysfs/host_reader.hpp"
+#include "adapters/systemd/worker_process.hpp"
 #include "adapters/udev/monitor.hpp"
 #include "app/bus_view.hpp"
 #include "app/daemon_exports.hpp"
@@ -161,9 +160,7 @@ class Daemon {
     childCall_.reset();
     service_.reset();
     sd_event_source_unref(debounceTimer_);
-    sd_event_source_unref(childSource_);
-    sd_event_source_unref(pipeSource_);
-    if (pipe_ >= 0) close(pipe_);
+    worker_.reset();
     sd_event_source_unref(monitorSource_);
     for (auto* s : signalSources_) sd_event_source_unref(s);
     sd_event_unref(event_);
@@ -184,6 +181,7 @@ class Daemon {
     for (int s : {SIGTERM, SIGINT, SIGHUP, SIGCHLD}) sigaddset(&mask, s);
     sigprocmask(SIG_BLOCK, &mask, nullptr);
     if (int r = sd_event_new(&event_); r < 0) return fatal("cannot create the event loop", -r);
+    worker_.emplace(event_, [this](sd::WorkerProcess::Exit e) { childExited(std::move(e)); });
     if (!begin()) return 1;
     auto monitor = adapters::udev::Monitor::open({"pci", "net", "nvme", "block", "thunderbolt"});
     if (!monitor) return fatal(monitor.error().describe(), 0);
@@ -540,7 +538,7 @@ class Daemon {
   // The next work, most urgent first: the whole host (start, reload), devices that appeared or
   // changed, D-Bus calls in their order, then a fresh view of the host for the properties.
   void startNext() {
-    if (childPid_ > 0 || stopping_) return;
+    if (working() || stopping_) return;
     Work work;
     if (coldplugQueued_) {
       coldplugQueued_ = false;
@@ -557,93 +555,37 @@ class Daemon {
     } else {
       return;
     }
-    // The work is dropped when no worker can be started; a D-Bus caller hears why.
-    auto cannot = [&](const char* what) {
-      std::string why = std::string(what) + ": " + std::strerror(errno);
-      log_.error(why + ", ignoring this work");
-      if (childCall_) childCall_->replyError(bus::kErrorFailed, why);
-      childCall_.reset();
-    };
-    int fds[2];
-    if (pipe2(fds, O_CLOEXEC) != 0) {
-      cannot("cannot create a pipe");
-      return;
-    }
-    pid_t pid = fork();
-    if (pid < 0) {
-      cannot("cannot fork");
-      close(fds[0]);
-      close(fds[1]);
-      return;
-    }
-    if (pid == 0) {
-      close(fds[0]);
-      auto report = runWork(work);
-      const std::string out = encodeReport(report.value_or(WorkerReport{}));
-      for (size_t off = 0; off < out.size();) {
-        ssize_t n = write(fds[1], out.data() + off, out.size() - off);
-        if (n <= 0) break;
-        off += static_cast<size_t>(n);
-      }
-      _exit(report ? 0 : 1);
-    }
-    close(fds[1]);
-    (void)fcntl(fds[0], F_SETFL, O_NONBLOCK);
-    pipe_ = fds[0];
-    childPid_ = pid;
     childWork_ = std::move(work);
-    childOutput_.clear();
     filter_.workerStarted();
-    int r = sd_event_add_io(event_, &pipeSource_, pipe_, EPOLLIN, onPipe, this);
-    if (r >= 0) r = sd_event_add_child(event_, &childSource_, pid, WEXITED, onChild, this);
-    if (r < 0) {  // cannot happen short of running out of memory: wait here rather than lose the child
-      log_.error(std::string("cannot watch the worker: ") + std::strerror(-r) + "; waiting for it");
-      siginfo_t si{};
-      waitid(P_PID, static_cast<id_t>(pid), &si, WEXITED);
-      childExited(si);
+    auto started = worker_->start([this] {
+      auto report = runWork(childWork_);
+      return sd::WorkerProcess::Result{encodeReport(report.value_or(WorkerReport{})), report ? 0 : 1};
+    });
+    if (!started) {  // the work is dropped; a D-Bus caller hears why
+      log_.error(started.error().describe() + ", ignoring this work");
+      if (childCall_) childCall_->replyError(bus::kErrorFailed, started.error().describe());
+      childCall_.reset();
+      childWork_ = {};
+      filter_.workerDone();
     }
   }
 
-  void drainPipe() {
-    char buf[4096];
-    for (;;) {
-      ssize_t n = read(pipe_, buf, sizeof buf);
-      if (n <= 0) break;
-      childOutput_.append(buf, static_cast<size_t>(n));
-    }
-  }
+  [[nodiscard]] bool working() const { return worker_ && worker_->running(); }
 
-  static int onPipe(sd_event_source* /*s*/, int /*fd*/, uint32_t /*revents*/, void* self) {
-    static_cast<Daemon*>(self)->drainPipe();
-    return 0;
-  }
-
-  static int onChild(sd_event_source* /*s*/, const siginfo_t* si, void* self) {
-    static_cast<Daemon*>(self)->childExited(*si);
-    return 0;
-  }
-
-  void childExited(const siginfo_t& si) {
-    drainPipe();
-    pipeSource_ = sd_event_source_unref(pipeSource_);
-    childSource_ = sd_event_source_unref(childSource_);
-    close(pipe_);
-    pipe_ = -1;
-    childPid_ = 0;
+  void childExited(sd::WorkerProcess::Exit e) {
     filter_.workerDone();
-    if (si.si_code != CLD_EXITED) {
-      log_.error("the worker for " + describeBatch() + " was killed by signal " + std::to_string(si.si_status) +
+    if (!e.exited) {
+      log_.error("the worker for " + describeBatch() + " was killed by signal " + std::to_string(e.status) +
                  "; the next start recovers any half-done transaction");
     }
     const Work& work = childWork_;
     const bool wholeHost = (!work.call && !work.view && work.batch.whole()) ||
                            (work.call && work.call->kind == Call::Kind::Apply && work.call->device.empty());
-    auto decoded = decodeReport(childOutput_);
-    if (!decoded && si.si_code == CLD_EXITED)
-      log_.error("the worker for " + describeBatch() + ": " + decoded.error().describe());
+    auto decoded = decodeReport(e.output);
+    if (!decoded && e.exited) log_.error("the worker for " + describeBatch() + ": " + decoded.error().describe());
     WorkerReport news = decoded ? std::move(decoded).value() : WorkerReport{};
     absorb(news, wholeHost);
-    report(std::move(news), si.si_code == CLD_EXITED && si.si_status == 0);
+    report(std::move(news), e.exited && e.status == 0);
     // The events a failed change's rollback caused while the worker ran are no new plug.
     filter_.dropLeftAlonePending();
     armDebounce();
@@ -875,9 +817,9 @@ class Daemon {
     if (service_) service_->propertiesChanged(bus::ManagerService::Properties::Daemon);
     log_.write({Priority::Info,
                 std::string(msgid::kStopping),
-                childPid_ > 0 ? "stopping after the change under way (" + describeBatch() + ")" : "stopping",
+                working() ? "stopping after the change under way (" + describeBatch() + ")" : "stopping",
                 {}});
-    if (childPid_ == 0) stop();
+    if (!working()) stop();
   }
 
   void stop() {
@@ -922,12 +864,8 @@ class Daemon {
   sd_event_source* debounceTimer_ = nullptr;  // at filter_.nextDeadline()
   bool coldplugQueued_ = false;
 
-  pid_t childPid_ = 0;
-  int pipe_ = -1;
-  sd_event_source* pipeSource_ = nullptr;
-  sd_event_source* childSource_ = nullptr;
+  std::optional<sd::WorkerProcess> worker_;  // one at a time
   Work childWork_;
-  std::string childOutput_;
   std::optional<bus::PendingCall> childCall_;  // the D-Bus call the worker answers
 
   std::unique_ptr<bus::ManagerService> service_;  // nullptr: no system bus, or a synthetic root
