@@ -181,7 +181,7 @@ class Daemon {
     for (int s : {SIGTERM, SIGINT, SIGHUP, SIGCHLD}) sigaddset(&mask, s);
     sigprocmask(SIG_BLOCK, &mask, nullptr);
     if (int r = sd_event_new(&event_); r < 0) return fatal("cannot create the event loop", -r);
-    worker_.emplace(event_, [this](sd::WorkerProcess::Exit e) { childExited(std::move(e)); });
+    worker_.emplace(event_, [this](const sd::WorkerProcess::Exit& e) { childExited(e); });
     if (!begin()) return 1;
     auto monitor = adapters::udev::Monitor::open({"pci", "net", "nvme", "block", "thunderbolt"});
     if (!monitor) return fatal(monitor.error().describe(), 0);
@@ -572,7 +572,7 @@ class Daemon {
 
   [[nodiscard]] bool working() const { return worker_ && worker_->running(); }
 
-  void childExited(sd::WorkerProcess::Exit e) {
+  void childExited(const sd::WorkerProcess::Exit& e) {
     filter_.workerDone();
     if (!e.exited) {
       log_.error("the worker for " + describeBatch() + " was killed by signal " + std::to_string(e.status) +
@@ -823,30 +823,31 @@ class Daemon {
   }
 
   void stop() {
-    if (settings_.config.revertOnStop) {
-      ApplyContext ctx = context();
-      auto host = adapters::sysfs::readHost(root_);
-      if (host) {
-        for (const auto& o : revertChanges(std::nullopt, *host, ctx)) {
-          auto e = journalEntry(o, *host);
-          if (o.result == OutcomeKind::Done) e.messageId = std::string(msgid::kReverted);
-          log_.write(e);
-          if (auto counter = counterKey(o, true)) counters_.add(*counter);
-        }
-        // What the exports say outlives the daemon: say what the revert left.
-        if (exportTargets().any()) {
-          if (auto after = adapters::sysfs::readHost(root_)) {
-            for (const auto& r :
-                 writeExports(exportTargets(), buildStatus(std::move(after).value()), counters_, std::time(nullptr))) {
-              exported(r.path, r.error);
-            }
-          }
-        }
-      } else {
-        log_.error("cannot revert on stop: " + host.error().describe());
-      }
-    }
+    if (settings_.config.revertOnStop) revertOnStop();
     sd_event_exit(event_, 0);
+  }
+
+  void revertOnStop() {
+    ApplyContext ctx = context();
+    auto host = adapters::sysfs::readHost(root_);
+    if (!host) {
+      log_.error("cannot revert on stop: " + host.error().describe());
+      return;
+    }
+    for (const auto& o : revertChanges(std::nullopt, *host, ctx)) {
+      auto e = journalEntry(o, *host);
+      if (o.result == OutcomeKind::Done) e.messageId = std::string(msgid::kReverted);
+      log_.write(e);
+      if (auto counter = counterKey(o, true)) counters_.add(*counter);
+    }
+    // What the exports say outlives the daemon: say what the revert left.
+    if (!exportTargets().any()) return;
+    auto after = adapters::sysfs::readHost(root_);
+    if (!after) return;
+    for (const auto& r :
+         writeExports(exportTargets(), buildStatus(std::move(after).value()), counters_, std::time(nullptr))) {
+      exported(r.path, r.error);
+    }
   }
 
   DaemonPaths paths_;
