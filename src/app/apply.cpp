@@ -176,6 +176,7 @@ class Session {
       }
       if (c.kind != ChangeKind::Domain && c.group && rebound.contains(*c.group)) {
         out(OutcomeResult::Kept, c, "its driver was just rebound; the next round of apply sets it on the fresh device");
+        outcomes_.back().nextRound = true;
         continue;
       }
       switch (c.kind) {
@@ -455,7 +456,15 @@ class Session {
   bool done(const ChangeRecord& r, OutcomeResult result, const std::string& message, bool forget) {
     outcomes_.push_back(Outcome{result, r.kind, r.device, r.object, r.key, message, r.group, r.rule, r.ruleWhere,
                                 r.written, r.original});
+    outcomes_.back().members = membersOf(r.kind, r.group);
     return forget;
+  }
+
+  // A domain change's group, as the host was before it; nothing for other changes.
+  std::vector<std::string> membersOf(ChangeKind kind, const std::optional<int>& group) const {
+    if (kind != ChangeKind::Domain || !group) return {};
+    const core::Group* g = host_.group(*group);
+    return g != nullptr ? g->devices : std::vector<std::string>{};
   }
 
   const core::NetDev* netdev(const core::Change& c) const {
@@ -503,6 +512,7 @@ class Session {
   bool out(OutcomeResult result, const core::Change& c, std::string message) {
     outcomes_.push_back(Outcome{result, c.kind, c.device, c.object, c.key, std::move(message), c.group, c.rule.name,
                                 c.rule.where.str(), c.from, c.to, c.risk, c.tradeOff});
+    outcomes_.back().members = membersOf(c.kind, c.group);
     return result == OutcomeResult::Done;
   }
 

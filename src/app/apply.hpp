@@ -53,6 +53,8 @@ struct Outcome {
   core::Risk risk = core::Risk::None;    // of the change, as the plan rated it
   std::string tradeOff;                  // the protection it gives up or gains, in words
   std::optional<core::SkipReason> skip;  // Skipped: why
+  bool nextRound = false;                // Kept: its group was just rebound; the next round makes it
+  std::vector<std::string> members;      // Domain: the group's devices (PCI addresses) before the change
 };
 std::string_view toString(Outcome::Result r);
 

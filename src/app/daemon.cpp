@@ -1,9 +1,7 @@
 #include "app/daemon.hpp"
 
-#include <fcntl.h>
 #include <sys/epoll.h>
 #include <sys/signalfd.h>
-#include <sys/wait.h>
 #include <systemd/sd-daemon.h>
 #include <systemd/sd-event.h>
 #include <unistd.h>
@@ -24,12 +22,17 @@
 
 #include "adapters/dbus/manager_service.hpp"
 #include "adapters/sysfs/host_reader.hpp"
+#include "adapters/systemd/worker_process.hpp"
 #include "adapters/udev/monitor.hpp"
+#include "app/bus_view.hpp"
+#include "app/daemon_exports.hpp"
 #include "app/fleet_files.hpp"
+#include "app/hotplug_filter.hpp"
 #include "app/message_ids.hpp"
 #include "app/outcome_log.hpp"
 #include "app/plan_report.hpp"
 #include "app/reconcile.hpp"
+#include "app/worker_report.hpp"
 #include "config/daemon_config.hpp"
 #include "core/text.hpp"
 
@@ -101,31 +104,11 @@ std::optional<Settings> loadSettings(const std::string& root, const std::string&
   return settings;
 }
 
-// What the child reports to the daemon, one line each, fields separated by tabs:
-// - what a batch did to one device: "<letter>\t<address>\t<identity>". Letters: T tuned (a wanted
-//   setting holds), A advised, X refused, F failed, P re-plugged (a departed identity is back);
-//   R forget what was known of it (first, for every device the batch decides on), B the daemon
-//   rebound it (its binds are no hotplug), U a revert restored it (leave it alone until a re-plug
-//   or a reload, as after F: its policy would otherwise undo the revert at its rebind's events);
-// - "O\t<time>\t<result>\t<address>\t<message>": an outcome, for RecentActions and D-Bus replies;
-// - "K\t<counter>": the outcome just before counts in that counter (Counters::add);
-// - "W\t<path>\t<error>": a fleet export was written, or was not (error empty: up to date);
-// - "E\t<D-Bus error name>\t<message>": a D-Bus call that could not be done;
-// - "J\t<length>" and then that many bytes: the answer to Plan (JSON, which has line breaks);
-// - "V" (the worker read the host for the view), then, only when the D-Bus API is up, M (vendor,
-//   mode), G (group: id, type, addresses joined by ','), D (device: address, name, driver, group,
-//   untrusted 0/1), N (finding: id, severity, title), C (record: time, device, object, key, from,
-//   to, rule) lines: the host as the D-Bus properties show it.
+// What a batch did to each device, as the daemon tallies it for STATUS= (the worker's
+// DeviceEvents, worker_report.hpp).
 struct Tally {
   std::string identity;
   bool tuned = false, advised = false, refused = false, failed = false;
-};
-
-// What the worker is given: devices that just appeared (hot: a hotplug, disruptive changes
-// allowed), devices that changed otherwise (cold: as at start), or, with both empty, the whole host.
-struct Batch {
-  std::vector<std::string> hot, cold;
-  [[nodiscard]] bool whole() const { return hot.empty() && cold.empty(); }
 };
 
 // A D-Bus method the worker does.
@@ -166,12 +149,6 @@ std::string joined(const std::vector<std::string>& parts, char separator) {
   return out;
 }
 
-// A uevent that means the device just appeared to its driver: the moment hotplug rules act. Not
-// a replay (udev's coldplug at boot, `udevadm trigger`): those devices were there before.
-bool appears(const adapters::udev::UEvent& e) {
-  return !e.synthetic && (e.action == "add" || (e.subsystem == "pci" && e.action == "bind"));
-}
-
 class Daemon {
  public:
   Daemon(DaemonPaths paths, const sd::Log& log, Settings settings, DaemonOptions options)
@@ -182,10 +159,8 @@ class Daemon {
     calls_.clear();  // their callers hear that they were dropped, while the bus is there
     childCall_.reset();
     service_.reset();
-    for (auto& [_, s] : debounce_) sd_event_source_unref(s);
-    sd_event_source_unref(childSource_);
-    sd_event_source_unref(pipeSource_);
-    if (pipe_ >= 0) close(pipe_);
+    sd_event_source_unref(debounceTimer_);
+    worker_.reset();
     sd_event_source_unref(monitorSource_);
     for (auto* s : signalSources_) sd_event_source_unref(s);
     sd_event_unref(event_);
@@ -193,9 +168,9 @@ class Daemon {
 
   int once() {
     if (!begin()) return 1;
-    auto lines = reconcileBatch({});
-    if (!lines) return 1;
-    absorb(*lines, true);
+    WorkerReport report;
+    if (!reconcileBatch({}, report)) return 1;
+    absorb(report, true);
     log_.info(statusLine());
     return failed_ ? 1 : 0;
   }
@@ -206,6 +181,7 @@ class Daemon {
     for (int s : {SIGTERM, SIGINT, SIGHUP, SIGCHLD}) sigaddset(&mask, s);
     sigprocmask(SIG_BLOCK, &mask, nullptr);
     if (int r = sd_event_new(&event_); r < 0) return fatal("cannot create the event loop", -r);
+    worker_.emplace(event_, [this](const sd::WorkerProcess::Exit& e) { childExited(e); });
     if (!begin()) return 1;
     auto monitor = adapters::udev::Monitor::open({"pci", "net", "nvme", "block", "thunderbolt"});
     if (!monitor) return fatal(monitor.error().describe(), 0);
@@ -222,7 +198,7 @@ class Daemon {
     (void)sd_event_set_watchdog(event_, 1);
     if (paths_.root == "/") connectBus();  // a synthetic root is no host to answer for on the bus
     // What is there now is no hotplug, whatever udev replays of it later.
-    if (auto present = root_.listDir("/sys/bus/pci/devices")) atStart_.insert(present->begin(), present->end());
+    if (auto present = root_.listDir("/sys/bus/pci/devices")) filter_.present(*present);
     coldplugQueued_ = true;
     startNext();
     int r = sd_event_loop(event_);
@@ -253,7 +229,9 @@ class Daemon {
                       std::to_string(r.rebound.size()) + " device(s)",
                   {{"IOMMUD_GROUP", std::to_string(r.record.change.group)}}});
     }
-    if (session->recovered) rebound_.insert(session->recovered->rebound.begin(), session->recovered->rebound.end());
+    if (session->recovered) {
+      for (const auto& a : session->recovered->rebound) filter_.rebound(a);
+    }
     session_.emplace(std::move(session).value());
     return true;
   }
@@ -263,21 +241,16 @@ class Daemon {
   // --- the work: one batch of devices (or the whole host), reconciled and reported -------------
 
   // Runs in the child (or in this process with --once): reconciles, logs every outcome and
-  // returns the tallies as lines for the daemon; nullopt when the host could not be read.
-  std::optional<std::string> reconcileBatch(const Batch& batch) {
-    std::string lines;
+  // reports what became of each device; false when the host could not be read.
+  bool reconcileBatch(const Batch& batch, WorkerReport& report) {
+    if (batch.whole()) return reconcileSome(options_.early ? core::Trigger::Boot : core::Trigger::Coldplug, {}, report);
     bool ok = true;
-    if (batch.whole()) {
-      ok = reconcileSome(options_.early ? core::Trigger::Boot : core::Trigger::Coldplug, {}, lines);
-    } else {
-      if (!batch.hot.empty()) ok = reconcileSome(core::Trigger::Hotplug, batch.hot, lines);
-      if (!batch.cold.empty()) ok = reconcileSome(core::Trigger::Coldplug, batch.cold, lines) && ok;
-    }
-    if (!ok) return std::nullopt;
-    return lines;
+    if (!batch.hot.empty()) ok = reconcileSome(core::Trigger::Hotplug, batch.hot, report);
+    if (!batch.cold.empty()) ok = reconcileSome(core::Trigger::Coldplug, batch.cold, report) && ok;
+    return ok;
   }
 
-  bool reconcileSome(core::Trigger trigger, const std::vector<std::string>& devices, std::string& lines) {
+  bool reconcileSome(core::Trigger trigger, const std::vector<std::string>& devices, WorkerReport& report) {
     ReconcileRequest request;
     request.trigger = trigger;
     request.devices = devices;
@@ -293,16 +266,16 @@ class Daemon {
                (devices.empty() ? std::string("the whole host") : std::to_string(devices.size()) + " device(s)") +
                " in " + std::to_string(std::chrono::duration<double, std::milli>(Clock::now() - start).count()) +
                " ms");
-    auto line = [&](char letter, const std::string& address) {
+    auto line = [&](DeviceNews news, const std::string& address) {
       const auto* d = done->host.device(address);
-      lines += std::string(1, letter) + '\t' + address + '\t' + (d != nullptr ? d->identity() : "") + '\n';
+      report.devices.push_back({news, address, d != nullptr ? d->identity() : ""});
     };
-    auto tally = [&](char letter, const std::string& address, core::ChangeKind kind) {
-      for (const auto& a : endpoints(done->host, address, kind)) line(letter, a);
+    auto tally = [&](DeviceNews news, const std::string& address, core::ChangeKind kind) {
+      for (const auto& a : endpoints(done->host, address, kind)) line(news, a);
     };
     // The daemon forgets what it knew of every device this batch decides on, before the news.
     for (const auto& address : devices) {
-      for (const auto& a : endpoints(done->host, address, core::ChangeKind::Domain)) line('R', a);
+      for (const auto& a : endpoints(done->host, address, core::ChangeKind::Domain)) line(DeviceNews::Forget, a);
     }
     for (const auto& address : trigger == core::Trigger::Hotplug ? devices : std::vector<std::string>{}) {
       const auto* d = done->host.device(address);
@@ -314,90 +287,91 @@ class Daemon {
              d->displayName() + " (" + d->identity() + ") is back at " + address + " (was " + it->second +
                  "); its policy is applied again",
              {{"IOMMUD_DEVICE", address}, {"IOMMUD_NAME", d->displayName()}, {"IOMMUD_IDENTITY", d->identity()}}});
-        line('P', address);
+        line(DeviceNews::Replugged, address);
       }
     }
     for (const auto& o : done->outcomes) {
       log_.write(journalEntry(o, done->host));
-      outcomeLine(o, false, lines);
-      char letter = 0;
-      switch (o.result) {
-        case OutcomeKind::Done: letter = 'T'; break;
-        case OutcomeKind::Advised: letter = 'A'; break;
-        case OutcomeKind::Refused:
-        case OutcomeKind::Skipped: letter = isRefusal(o) ? 'X' : 0; break;
-        case OutcomeKind::Failed: letter = 'F'; break;
-        default: break;
-      }
-      if (letter != 0 && !o.device.empty()) tally(letter, o.device, o.kind);
+      addOutcome(o, false, report);
+      if (auto news = newsOf(o); news && !o.device.empty()) tally(*news, o.device, o.kind);
       // A domain change unbinds and rebinds the group's drivers, done or rolled back.
       if (o.kind == core::ChangeKind::Domain && (o.result == OutcomeKind::Done || o.result == OutcomeKind::Failed) &&
           !o.device.empty()) {
-        tally('B', o.device, o.kind);
+        tally(DeviceNews::Rebound, o.device, o.kind);
       }
     }
     for (const auto& s : done->satisfied) {
       log_.debug(s.object + " " + s.key + " is already " + s.value + " (rule " + s.rule.name + ")");
-      tally('T', s.device, s.kind);
+      tally(DeviceNews::Tuned, s.device, s.kind);
     }
     return true;
   }
 
-  static void outcomeLine(const Outcome& o, bool revert, std::string& lines) {
-    lines += "O\t" + utcNow() + '\t' + std::string(toString(o.result)) + '\t' + o.device + '\t' +
-             bus::oneLine(o.message) + '\n';
-    if (auto counter = counterKey(o, revert)) lines += "K\t" + std::string(*counter) + '\n';
-  }
-
-  // The counters as a child's lines add to them.
-  static Counters counted(Counters counters, std::string_view lines) {
-    for (auto line : core::split(lines, '\n')) {
-      if (line.starts_with("K\t")) counters.add(line.substr(2));
+  // What an outcome says of its device, for the tallies; nullopt: nothing (kept, skipped for no refusal).
+  static std::optional<DeviceNews> newsOf(const Outcome& o) {
+    switch (o.result) {
+      case OutcomeKind::Done: return DeviceNews::Tuned;
+      case OutcomeKind::Advised: return DeviceNews::Advised;
+      case OutcomeKind::Refused:
+      case OutcomeKind::Skipped: return isRefusal(o) ? std::optional(DeviceNews::Refused) : std::nullopt;
+      case OutcomeKind::Failed: return DeviceNews::Failed;
+      default: return std::nullopt;
     }
-    return counters;
   }
 
-  static void errorLine(const char* name, const std::string& message, std::string& lines) {
-    lines += std::string("E\t") + name + '\t' + bus::oneLine(message) + '\n';
+  static void addOutcome(const Outcome& o, bool revert, WorkerReport& report) {
+    report.actions.push_back({utcNow(), std::string(toString(o.result)), o.device, bus::oneLine(o.message)});
+    if (auto counter = counterKey(o, revert)) report.counters.add(*counter);
   }
 
-  // Runs in the child: the work's lines for the daemon; nullopt when the host could not be read.
-  std::optional<std::string> runWork(const Work& work) {
-    if (work.view) return viewLines(counters_);
+  static void callError(const char* name, const std::string& message, WorkerReport& report) {
+    report.error = CallError{name, bus::oneLine(message)};
+  }
+
+  // Runs in the child: the work's report for the daemon; nullopt when the host could not be read.
+  std::optional<WorkerReport> runWork(const Work& work) {
+    WorkerReport report;
+    if (work.view) {
+      if (!addView(counters_, report)) return std::nullopt;
+      return report;
+    }
     if (!work.call) {
-      auto lines = reconcileBatch(work.batch);
+      if (!reconcileBatch(work.batch, report)) return std::nullopt;
       // After the start and a reload, the properties and the exports are fresh as soon as READY=1 is.
-      if (lines && work.batch.whole() && wantsView()) *lines += viewLines(counted(counters_, *lines)).value_or("");
-      return lines;
+      if (work.batch.whole() && wantsView()) {
+        Counters counters = counters_;
+        counters += report.counters;
+        (void)addView(counters, report);
+      }
+      return report;
     }
     const Call& call = *work.call;
-    std::string lines;
     auto host = adapters::sysfs::readHost(root_);
     if (!host) {
-      errorLine(bus::kErrorFailed, "cannot read the host: " + host.error().describe(), lines);
-      return lines;
+      callError(bus::kErrorFailed, "cannot read the host: " + host.error().describe(), report);
+      return report;
     }
     std::vector<std::string> devices;
     if (!call.device.empty()) {
       const auto* d = findDevice(*host, call.device);
       if (d == nullptr) {
-        errorLine(bus::kErrorNoSuchDevice, "no device " + call.device + " on this host", lines);
-        return lines;
+        callError(bus::kErrorNoSuchDevice, "no device " + call.device + " on this host", report);
+        return report;
       }
       devices.push_back(d->address);
     }
     const auto trigger = call.hotplug ? core::Trigger::Hotplug : core::Trigger::Coldplug;
     switch (call.kind) {
       case Call::Kind::Apply:
-        if (!reconcileSome(trigger, devices, lines)) errorLine(bus::kErrorFailed, "cannot read the host", lines);
+        if (!reconcileSome(trigger, devices, report)) callError(bus::kErrorFailed, "cannot read the host", report);
         break;
-      case Call::Kind::Revert: revertLines(devices, *host, lines); break;
-      case Call::Kind::Plan: planLines(trigger, devices, lines); break;
+      case Call::Kind::Revert: revert(devices, *host, report); break;
+      case Call::Kind::Plan: plan(trigger, devices, report); break;
     }
-    return lines;
+    return report;
   }
 
-  void revertLines(const std::vector<std::string>& devices, const core::HostFacts& host, std::string& lines) {
+  void revert(const std::vector<std::string>& devices, const core::HostFacts& host, WorkerReport& report) {
     ApplyContext ctx = context();
     auto ethtool = NetlinkEthtool::open(host.kernel.upstream.version);
     if (ethtool) ctx.ethtool = ethtool->get();
@@ -407,16 +381,19 @@ class Daemon {
       auto e = journalEntry(o, host);
       if (o.result == OutcomeKind::Done) e.messageId = std::string(msgid::kReverted);
       log_.write(e);
-      outcomeLine(o, true, lines);
+      addOutcome(o, true, report);
       if (o.result != OutcomeKind::Done || o.device.empty()) continue;
-      for (const auto& a : endpoints(host, o.device, o.kind)) lines += "R\t" + a + "\t\nU\t" + a + "\t\n";
+      for (const auto& a : endpoints(host, o.device, o.kind)) {
+        report.devices.push_back({DeviceNews::Forget, a, ""});
+        report.devices.push_back({DeviceNews::Reverted, a, ""});
+      }
     }
   }
 
-  void planLines(core::Trigger trigger, const std::vector<std::string>& devices, std::string& lines) {
+  void plan(core::Trigger trigger, const std::vector<std::string>& devices, WorkerReport& report) {
     auto view = readHostView(root_, settings_.policies.policies);
     if (!view) {
-      errorLine(bus::kErrorFailed, "cannot read the host: " + view.error().describe(), lines);
+      callError(bus::kErrorFailed, "cannot read the host: " + view.error().describe(), report);
       return;
     }
     core::PlanOptions po;
@@ -425,156 +402,61 @@ class Daemon {
     if (!devices.empty()) po.device = devices.front();
     const auto& st = view->status;
     auto plan = core::plan({st.host, st.mode, st.findings}, settings_.policies.policies, po);
-    std::string json = planJson(plan, settings_.policies.policies);
-    lines += "J\t" + std::to_string(json.size()) + '\n' + json;
+    report.planJson = planJson(plan, settings_.policies.policies);
   }
 
   // Whether anyone wants a view of the host after it may have changed: the D-Bus properties, the
   // fleet exports.
   [[nodiscard]] bool wantsView() const { return service_ || exportTargets().any(); }
 
-  [[nodiscard]] ExportTargets exportTargets() const {
-    const auto& c = settings_.config;
-    ExportTargets t;
-    if (c.prometheus) t.prometheusFile = c.prometheusDirectory + "/" + std::string(kPrometheusFile);
-    if (c.nfd) t.nfdFile = c.nfdFile;
-    return t;
-  }
+  [[nodiscard]] ExportTargets exportTargets() const { return app::exportTargets(settings_.config); }
 
-  // Writes the fleet exports that changed; "W" lines for the daemon, which logs their errors.
-  std::string exportLines(const Status& status, const Counters& counters) {
-    std::string out;
+  // Writes the fleet exports that changed; the daemon logs their errors.
+  void addExports(const Status& status, const Counters& counters, WorkerReport& report) {
     for (const auto& r : writeExports(exportTargets(), status, counters, std::time(nullptr))) {
       if (r.error.empty()) log_.debug(r.written ? "wrote " + r.path : r.path + " says this already");
-      out += "W\t" + r.path + '\t' + bus::oneLine(r.error) + '\n';
+      report.exports.push_back({r.path, r.error});
     }
-    return out;
   }
 
-  // The host as the D-Bus properties show it, after writing the fleet exports of it.
-  std::optional<std::string> viewLines(const Counters& counters) {
+  // Reads the host for its view: writes the fleet exports of it and, with the D-Bus API up, puts
+  // it in the report as the properties show it (else an empty view: the exports are fresh).
+  bool addView(const Counters& counters, WorkerReport& report) {
     auto host = adapters::sysfs::readHost(root_);
     if (!host) {
       log_.warning("cannot read the host for its view (D-Bus properties, fleet exports): " + host.error().describe());
-      return std::nullopt;
+      return false;
     }
     auto status = buildStatus(std::move(host).value());
-    std::string exported = exportLines(status, counters);
-    if (!service_) return "V\n" + exported;
-    std::string out =
-        exported + "V\nM\t" + std::string(core::toString(status.mode.vendor)) + '\t' + status.mode.modeName() + '\n';
-    for (const auto& g : status.host.groups) {
-      out += "G\t" + std::to_string(g.id) + '\t' + (g.type ? std::string(core::toString(*g.type)) : "unknown") + '\t' +
-             joined(g.devices, ',') + '\n';
-    }
-    for (const auto& d : status.host.devices) {
-      std::string name = d.displayName();
-      out += "D\t" + d.address + '\t' + (name == d.address ? "" : bus::oneLine(name)) + '\t' +
-             bus::oneLine(d.driver.value_or("")) + '\t' + (d.group ? std::to_string(*d.group) : "-1") + '\t' +
-             (d.untrusted() ? "1" : "0") + '\n';
-    }
-    for (const auto& f : status.findings) {
-      out += "N\t" + f.id + '\t' + std::string(core::toString(f.severity)) + '\t' + bus::oneLine(f.title) + '\n';
-    }
-    for (const auto& c : readRecords(root_, paths_.state)) {
-      out += "C\t" + c.time + '\t' + bus::oneLine(c.device) + '\t' + bus::oneLine(c.object) + '\t' +
-             bus::oneLine(c.key) + '\t' + bus::oneLine(c.original) + '\t' + bus::oneLine(c.written) + '\t' +
-             bus::oneLine(c.rule) + '\n';
-    }
-    return out;
-  }
-
-  // What the child said besides the tallies.
-  struct Report {
-    std::vector<bus::Action> actions;
-    std::optional<std::pair<std::string, std::string>> error;  // D-Bus error name, message
-    std::optional<std::string> json;                           // Plan's answer
-    std::optional<bus::HostSummary> host;                      // a fresh view
-    Counters counters;                                         // what the outcomes add
-    std::vector<std::pair<std::string, std::string>> exports;  // path, error
-  };
-
-  static Report parseReport(const std::string& output) {
-    Report out;
-    for (size_t pos = 0; pos < output.size();) {
-      size_t end = output.find('\n', pos);
-      if (end == std::string::npos) end = output.size();
-      std::string_view line(output.data() + pos, end - pos);
-      pos = end + 1;
-      auto f = core::split(line, '\t');
-      auto at = [&](size_t i) { return i < f.size() ? std::string(f[i]) : std::string(); };
-      if (f.empty() || f[0].size() != 1) continue;
-      switch (f[0][0]) {
-        case 'O': out.actions.push_back({at(1), at(2), at(3), at(4)}); break;
-        case 'K': out.counters.add(at(1)); break;
-        case 'W': out.exports.emplace_back(at(1), at(2)); break;
-        case 'E': out.error.emplace(at(1), at(2)); break;
-        case 'J': {
-          size_t n = std::strtoul(at(1).c_str(), nullptr, 10);
-          out.json = output.substr(std::min(pos, output.size()), n);
-          pos += n;
-          break;
-        }
-        case 'V': out.host.emplace(); break;
-        case 'M':
-          if (out.host) {
-            out.host->vendor = at(1);
-            out.host->mode = at(2);
-          }
-          break;
-        case 'G':
-          if (out.host) {
-            bus::GroupView g{std::atoi(at(1).c_str()), at(2), {}};
-            const std::string members = at(3);
-            for (auto a : core::split(members, ',')) {
-              if (!a.empty()) g.devices.emplace_back(a);
-            }
-            out.host->groups.push_back(std::move(g));
-          }
-          break;
-        case 'D':
-          if (out.host) out.host->devices.push_back({at(1), at(2), at(3), std::atoi(at(4).c_str()), at(5) == "1"});
-          break;
-        case 'N':
-          if (out.host) out.host->findings.push_back({at(1), at(2), at(3)});
-          break;
-        case 'C':
-          if (out.host) out.host->changes.push_back({at(1), at(2), at(3), at(4), at(5), at(6), at(7)});
-          break;
-        default: break;
-      }
-    }
-    return out;
+    addExports(status, counters, report);
+    // Without the D-Bus API an empty view: the exports are fresh.
+    report.host = service_ ? hostSummaryOf(status, readRecords(root_, paths_.state)) : bus::HostSummary{};
+    return true;
   }
 
   // What a child's work said, beyond the tallies: the D-Bus caller's answer, RecentActions, Acted.
-  void report(Report r, bool exitedOk) {
+  void report(WorkerReport r, bool exitedOk) {
     const Work& work = childWork_;
     const bool plan = work.call && work.call->kind == Call::Kind::Plan;
     if (!plan && !work.view) lastRunAt_ = utcNow();
-    for (const auto& a : r.actions) {
-      recent_.push_back(a);
-      if (recent_.size() > bus::kRecentActions) recent_.pop_front();
-    }
+    busView_.acted(r.actions);
     if (childCall_ && work.call) {
       bus::PendingCall reply = std::move(*childCall_);
       childCall_.reset();
       if (r.error) {
-        reply.replyError(r.error->first.c_str(), r.error->second);
+        reply.replyError(r.error->name.c_str(), r.error->message);
       } else if (!exitedOk) {
         reply.replyError(bus::kErrorFailed, "the work was cut short; the journal says why");
       } else if (work.call->kind == Call::Kind::Plan) {
-        reply.replyText(r.json.value_or(""));
+        reply.replyText(r.planJson.value_or(""));
       } else {
         reply.replyActions(r.actions);
       }
     }
     counters_ += r.counters;
-    for (const auto& [path, error] : r.exports) exported(path, error);
-    if (r.host && *r.host != hostSummary_) {
-      hostSummary_ = std::move(*r.host);
-      if (service_) service_->propertiesChanged(bus::ManagerService::Properties::Host);
-    }
+    for (const auto& e : r.exports) exported(e.path, e.error);
+    if (r.host && busView_.take(*r.host) && service_)
+      service_->propertiesChanged(bus::ManagerService::Properties::Host);
     if (!wantsView() || work.view || plan) return;
     if (!r.host) viewStale_ = true;
     if (!service_) return;
@@ -584,14 +466,13 @@ class Daemon {
 
   // An export that cannot be written is said once per reason, not at every change of the host.
   void exported(const std::string& path, const std::string& error) {
-    auto& last = exportErrors_[path];
-    if (error == last) return;
-    if (error.empty()) {
-      log_.notice("fleet export: " + path + " is written again");
+    auto note = exportErrors_.note(path, error);
+    if (!note) return;
+    if (note->warning) {
+      log_.warning(note->message);
     } else {
-      log_.warning("fleet export: cannot write " + error + " (said again only when the reason changes), ignoring");
+      log_.notice(note->message);
     }
-    last = error;
   }
 
   static std::string triggerName(const Work& w) {
@@ -606,46 +487,33 @@ class Daemon {
     return w.batch.hot.empty() ? "change" : "hotplug";
   }
 
-  // Takes a batch's tallies into the daemon's view of the devices.
-  void absorb(const std::string& lines, bool wholeHost) {
+  // Takes a batch's news of devices into the daemon's view of them.
+  void absorb(const WorkerReport& report, bool wholeHost) {
     if (wholeHost) {
       tallies_.clear();
-      leftAlone_.clear();
+      filter_.clearLeftAlone();
     }
-    for (auto line : core::split(lines, '\n')) {
-      auto f = core::split(line, '\t');
-      if (f.size() != 3 || f[0].size() != 1) continue;
-      std::string address(f[1]);
-      if (std::string_view("RTAXFPBU").find(f[0][0]) == std::string_view::npos) continue;  // not a tally
-      if (f[0][0] == 'R') {
+    for (const auto& [news, address, identity] : report.devices) {
+      if (news == DeviceNews::Forget) {
         tallies_.erase(address);
-        leftAlone_.erase(address);
+        filter_.forgetLeftAlone(address);
         continue;
       }
       auto& t = tallies_[address];
-      t.identity = std::string(f[2]);
-      switch (f[0][0]) {
-        case 'T': t.tuned = true; break;
-        case 'A': t.advised = true; break;
-        case 'X': t.refused = true; break;
-        case 'F':
+      t.identity = identity;
+      switch (news) {
+        case DeviceNews::Tuned: t.tuned = true; break;
+        case DeviceNews::Advised: t.advised = true; break;
+        case DeviceNews::Refused: t.refused = true; break;
+        case DeviceNews::Failed:
           t.failed = true;
           failed_ = true;
-          // (A device plugged in again meanwhile is a new try.)
-          if (!pluggedMeanwhile_.contains(address)) leftAlone_[address] = "its last change failed";
+          filter_.failed(address);
           break;
-        case 'P': departed_.erase(t.identity); break;
-        case 'U': leftAlone_[address] = "it was reverted"; [[fallthrough]];
-        case 'B':
-          // Plugged in again while the worker ran (a PCI remove, then add): a new device, whose
-          // events are no echo of the worker's rebind.
-          if (pluggedMeanwhile_.contains(address)) break;
-          rebound_.insert(address);
-          // Its bind events, already in, are the daemon's own: no hotplug.
-          hot_.erase(address);
-          if (auto q = queued_.find(address); q != queued_.end()) q->second = false;
-          break;
-        default: break;
+        case DeviceNews::Replugged: departed_.erase(t.identity); break;
+        case DeviceNews::Reverted: filter_.reverted(address); break;
+        case DeviceNews::Rebound: filter_.rebound(address); break;
+        case DeviceNews::Forget: break;
       }
     }
   }
@@ -670,14 +538,13 @@ class Daemon {
   // The next work, most urgent first: the whole host (start, reload), devices that appeared or
   // changed, D-Bus calls in their order, then a fresh view of the host for the properties.
   void startNext() {
-    if (childPid_ > 0 || stopping_) return;
+    if (working() || stopping_) return;
     Work work;
     if (coldplugQueued_) {
       coldplugQueued_ = false;
-      queued_.clear();
-    } else if (!queued_.empty()) {
-      for (const auto& [address, hot] : queued_) (hot ? work.batch.hot : work.batch.cold).push_back(address);
-      queued_.clear();
+      filter_.dropQueued();
+    } else if (filter_.hasQueued()) {
+      work.batch = filter_.takeQueued();
     } else if (!calls_.empty()) {
       work.call = calls_.front().first;
       childCall_.emplace(std::move(calls_.front().second));
@@ -688,97 +555,44 @@ class Daemon {
     } else {
       return;
     }
-    // The work is dropped when no worker can be started; a D-Bus caller hears why.
-    auto cannot = [&](const char* what) {
-      std::string why = std::string(what) + ": " + std::strerror(errno);
-      log_.error(why + ", ignoring this work");
-      if (childCall_) childCall_->replyError(bus::kErrorFailed, why);
-      childCall_.reset();
-    };
-    int fds[2];
-    if (pipe2(fds, O_CLOEXEC) != 0) {
-      cannot("cannot create a pipe");
-      return;
-    }
-    pid_t pid = fork();
-    if (pid < 0) {
-      cannot("cannot fork");
-      close(fds[0]);
-      close(fds[1]);
-      return;
-    }
-    if (pid == 0) {
-      close(fds[0]);
-      auto lines = runWork(work);
-      const std::string out = lines.value_or("");
-      for (size_t off = 0; off < out.size();) {
-        ssize_t n = write(fds[1], out.data() + off, out.size() - off);
-        if (n <= 0) break;
-        off += static_cast<size_t>(n);
-      }
-      _exit(lines ? 0 : 1);
-    }
-    close(fds[1]);
-    (void)fcntl(fds[0], F_SETFL, O_NONBLOCK);
-    pipe_ = fds[0];
-    childPid_ = pid;
     childWork_ = std::move(work);
-    childOutput_.clear();
-    pluggedMeanwhile_.clear();
-    int r = sd_event_add_io(event_, &pipeSource_, pipe_, EPOLLIN, onPipe, this);
-    if (r >= 0) r = sd_event_add_child(event_, &childSource_, pid, WEXITED, onChild, this);
-    if (r < 0) {  // cannot happen short of running out of memory: wait here rather than lose the child
-      log_.error(std::string("cannot watch the worker: ") + std::strerror(-r) + "; waiting for it");
-      siginfo_t si{};
-      waitid(P_PID, static_cast<id_t>(pid), &si, WEXITED);
-      childExited(si);
+    filter_.workerStarted();
+    auto started = worker_->start([this] {
+      auto report = runWork(childWork_);
+      return sd::WorkerProcess::Result{encodeReport(report.value_or(WorkerReport{})), report ? 0 : 1};
+    });
+    if (!started) {  // the work is dropped; a D-Bus caller hears why
+      log_.error(started.error().describe() + ", ignoring this work");
+      if (childCall_) childCall_->replyError(bus::kErrorFailed, started.error().describe());
+      childCall_.reset();
+      childWork_ = {};
+      filter_.workerDone();
     }
   }
 
-  void drainPipe() {
-    char buf[4096];
-    for (;;) {
-      ssize_t n = read(pipe_, buf, sizeof buf);
-      if (n <= 0) break;
-      childOutput_.append(buf, static_cast<size_t>(n));
-    }
-  }
+  [[nodiscard]] bool working() const { return worker_ && worker_->running(); }
 
-  static int onPipe(sd_event_source* /*s*/, int /*fd*/, uint32_t /*revents*/, void* self) {
-    static_cast<Daemon*>(self)->drainPipe();
-    return 0;
-  }
-
-  static int onChild(sd_event_source* /*s*/, const siginfo_t* si, void* self) {
-    static_cast<Daemon*>(self)->childExited(*si);
-    return 0;
-  }
-
-  void childExited(const siginfo_t& si) {
-    drainPipe();
-    pipeSource_ = sd_event_source_unref(pipeSource_);
-    childSource_ = sd_event_source_unref(childSource_);
-    close(pipe_);
-    pipe_ = -1;
-    childPid_ = 0;
-    if (si.si_code != CLD_EXITED) {
-      log_.error("the worker for " + describeBatch() + " was killed by signal " + std::to_string(si.si_status) +
+  void childExited(const sd::WorkerProcess::Exit& e) {
+    filter_.workerDone();
+    if (!e.exited) {
+      log_.error("the worker for " + describeBatch() + " was killed by signal " + std::to_string(e.status) +
                  "; the next start recovers any half-done transaction");
     }
     const Work& work = childWork_;
     const bool wholeHost = (!work.call && !work.view && work.batch.whole()) ||
                            (work.call && work.call->kind == Call::Kind::Apply && work.call->device.empty());
-    absorb(childOutput_, wholeHost);
-    report(parseReport(childOutput_), si.si_code == CLD_EXITED && si.si_status == 0);
+    auto decoded = decodeReport(e.output);
+    if (!decoded && e.exited) log_.error("the worker for " + describeBatch() + ": " + decoded.error().describe());
+    WorkerReport news = decoded ? std::move(decoded).value() : WorkerReport{};
+    absorb(news, wholeHost);
+    report(std::move(news), e.exited && e.status == 0);
     // The events a failed change's rollback caused while the worker ran are no new plug.
-    for (const auto& [a, _] : leftAlone_) dropPending(a);
+    filter_.dropLeftAlonePending();
+    armDebounce();
     auto now = Clock::now();
     for (const auto& a : batchDevices()) {
-      auto it = firedAt_.find(a);
-      if (it == firedAt_.end()) continue;
-      double ms = std::chrono::duration<double, std::milli>(now - it->second).count();
-      log_.debug("reacted to " + a + " in " + std::to_string(ms) + " ms");
-      firedAt_.erase(it);
+      if (auto took = filter_.reacted(a, now))
+        log_.debug("reacted to " + a + " in " + std::to_string(took->count()) + " ms");
     }
     const bool coldplug = !work.call && !work.view && work.batch.whole();
     childWork_ = {};
@@ -801,7 +615,7 @@ class Daemon {
 
   void connectBus() {
     bus::ManagerService::Handlers h;
-    h.host = [this]() -> const bus::HostSummary& { return hostSummary_; };
+    h.host = [this]() -> const bus::HostSummary& { return busView_.host(); };
     h.daemon = [this] { return daemonSummary(); };
     h.plan = [this](bus::PendingCall reply, bool hotplug, std::string device) {
       enqueue({Call::Kind::Plan, hotplug, std::move(device)}, std::move(reply));
@@ -854,12 +668,8 @@ class Daemon {
   }
 
   bus::DaemonSummary daemonSummary() const {
-    return {stopping_ ? "stopping" : (ready_ ? "running" : "starting"),
-            statusLine(),
-            startedAt_,
-            lastRunAt_,
-            static_cast<uint32_t>(settings_.policies.policies.rules.size()),
-            {recent_.begin(), recent_.end()}};
+    return {stopping_ ? "stopping" : (ready_ ? "running" : "starting"),      statusLine(),     startedAt_, lastRunAt_,
+            static_cast<uint32_t>(settings_.policies.policies.rules.size()), busView_.recent()};
   }
 
   std::string describeBatch() const {
@@ -885,62 +695,28 @@ class Daemon {
   }
 
   void uevent(const adapters::udev::UEvent& e) {
-    // A Thunderbolt device's PCI functions arrive as their own pci events; its path holds only the
-    // host controller's address.
-    if (e.subsystem == "thunderbolt") {
-      log_.debug("thunderbolt " + e.action + " " + e.sysname);
-      return;
+    using Kind = HotplugFilter::Verdict::Kind;
+    auto v = filter_.event(e, Clock::now(), stopping_);
+    if (v.address.empty()) {
+      if (e.subsystem == "thunderbolt") log_.debug("thunderbolt " + e.action + " " + e.sysname);
+      return;  // virtual: loop, dm, veth
     }
-    std::string address = core::pciFunctionOf(e.devpath);
-    if (address.empty()) return;  // virtual: loop, dm, veth
-    log_.debug(e.subsystem + " " + e.action + " " + e.sysname + " (" + address + ")" +
+    log_.debug(e.subsystem + " " + e.action + " " + e.sysname + " (" + v.address + ")" +
                (e.synthetic ? " (replayed)" : ""));
-    if (e.subsystem == "pci" && e.action == "remove") {
-      forget(address);
-      return;
+    switch (v.kind) {
+      case Kind::Removed: forget(v.address); break;
+      case Kind::LeftAlone:
+        log_.debug("ignoring " + e.action + " of " + v.address + ": " + v.why + "; a re-plug or a reload acts again");
+        break;
+      case Kind::Pending: armDebounce(); break;
+      case Kind::NotPci:
+      case Kind::Stopping: break;
     }
-    // Hot: a device plugged in while the daemon runs. Not a device that was there at start (udev's
-    // coldplug replays its add events, perhaps after READY), and not the daemon's own rebinds (a
-    // transaction, a rollback, the recovery at start): only the next PCI add of that device.
-    const bool plugged = e.subsystem == "pci" && e.action == "add" && !e.synthetic && !atStart_.contains(address);
-    if (plugged) {
-      fresh_.insert(address);
-      rebound_.erase(address);
-      if (childPid_ > 0) pluggedMeanwhile_.insert(address);
-    }
-    const bool hot = appears(e) && fresh_.contains(address) && !rebound_.contains(address);
-    if (stopping_) return;
-    // After a failed change or a revert only a new plug (or a reload) acts again: the rollback's
-    // or the revert's own bind events would otherwise start the same failing change over and over,
-    // or undo the revert.
-    if (auto left = leftAlone_.find(address); left != leftAlone_.end()) {
-      if (!(e.subsystem == "pci" && e.action == "add")) {
-        log_.debug("ignoring " + e.action + " of " + address + ": " + left->second +
-                   "; a re-plug or a reload acts again");
-        return;
-      }
-      leftAlone_.erase(left);
-    }
-    debounce(address, hot);
   }
 
-  // Drops what is pending for a device: its debounce timer, its place in the queue.
-  void dropPending(const std::string& address) {
-    if (auto it = debounce_.find(address); it != debounce_.end()) {
-      sd_event_source_unref(it->second);
-      debounce_.erase(it);
-    }
-    queued_.erase(address);
-    hot_.erase(address);
-    firedAt_.erase(address);
-  }
-
+  // What the daemon knew of a device that went; it is remembered only by identity, if it was tuned.
   void forget(const std::string& address) {
-    dropPending(address);
-    leftAlone_.erase(address);
-    rebound_.erase(address);
-    atStart_.erase(address);
-    fresh_.erase(address);
+    armDebounce();
     if (auto it = tallies_.find(address); it != tallies_.end()) {
       if (it->second.tuned && !it->second.identity.empty()) departed_[it->second.identity] = address;
       tallies_.erase(it);
@@ -948,34 +724,32 @@ class Daemon {
     }
   }
 
-  // (Re)arms the device's timer: acting waits until its events have been quiet for the debounce.
-  void debounce(const std::string& address, bool hot) {
-    if (hot) hot_.insert(address);
-    auto usec = static_cast<uint64_t>(std::chrono::microseconds(settings_.config.debounce).count());
-    if (auto it = debounce_.find(address); it != debounce_.end()) {
-      (void)sd_event_source_set_time_relative(it->second, usec);
-      (void)sd_event_source_set_enabled(it->second, SD_EVENT_ONESHOT);
+  // One timer, at the end of the earliest pending debounce: acting waits until a device's events
+  // have been quiet for the debounce.
+  void armDebounce() {
+    auto next = filter_.nextDeadline();
+    if (!next) {
+      if (debounceTimer_ != nullptr) (void)sd_event_source_set_enabled(debounceTimer_, SD_EVENT_OFF);
       return;
     }
-    sd_event_source* s = nullptr;
-    if (int r = sd_event_add_time_relative(event_, &s, CLOCK_MONOTONIC, usec, 1000, onDebounced, this); r < 0) {
-      log_.error("cannot arm a timer for " + address + ": " + std::strerror(-r) + ", ignoring its event");
+    // steady_clock is CLOCK_MONOTONIC, as sd-event's timer.
+    auto usec =
+        static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(next->time_since_epoch()).count());
+    if (debounceTimer_ != nullptr) {
+      (void)sd_event_source_set_time(debounceTimer_, usec);
+      (void)sd_event_source_set_enabled(debounceTimer_, SD_EVENT_ONESHOT);
       return;
     }
-    debounce_.emplace(address, s);
+    if (int r = sd_event_add_time(event_, &debounceTimer_, CLOCK_MONOTONIC, usec, 1000, onDebounced, this); r < 0) {
+      log_.error(std::string("cannot arm the debounce timer: ") + std::strerror(-r) +
+                 ", ignoring the events meanwhile");
+    }
   }
 
-  static int onDebounced(sd_event_source* s, uint64_t /*usec*/, void* self) {
+  static int onDebounced(sd_event_source* /*s*/, uint64_t /*usec*/, void* self) {
     auto* d = static_cast<Daemon*>(self);
-    for (auto it = d->debounce_.begin(); it != d->debounce_.end(); ++it) {
-      if (it->second != s) continue;
-      const bool hot = d->hot_.erase(it->first) > 0;
-      d->queued_[it->first] = d->queued_[it->first] || hot;
-      d->firedAt_[it->first] = Clock::now();
-      sd_event_source_unref(s);
-      d->debounce_.erase(it);
-      break;
-    }
+    d->filter_.expire(Clock::now());
+    d->armDebounce();
     d->startNext();
     return 0;
   }
@@ -1005,9 +779,10 @@ class Daemon {
                       "; the last good configuration and policies stay in force",
                   {{"IOMMUD_PROBLEMS", std::to_string(problems.size())}}});
     } else {
-      leftAlone_.clear();
+      filter_.clearLeftAlone();
       const auto before = exportTargets();
       settings_ = std::move(*loaded);
+      filter_.setDebounce(settings_.config.debounce);
       dropExports(before);
       log_.setMaxPriority(priorityOf(settings_.config.logLevel));
       log_.write({Priority::Info,
@@ -1025,14 +800,11 @@ class Daemon {
 
   // An export turned off (or moved) by a reload goes: what it says would grow stale.
   void dropExports(const ExportTargets& before) {
-    const auto now = exportTargets();
-    for (const auto& [was, is] :
-         {std::pair(before.prometheusFile, now.prometheusFile), std::pair(before.nfdFile, now.nfdFile)}) {
-      if (!was || was == is) continue;
-      if (unlink(was->c_str()) != 0 && errno != ENOENT) {
-        log_.warning("fleet export: cannot remove " + *was + ": " + std::strerror(errno) + ", ignoring");
+    for (const auto& was : droppedExports(before, exportTargets())) {
+      if (unlink(was.c_str()) != 0 && errno != ENOENT) {
+        log_.warning("fleet export: cannot remove " + was + ": " + std::strerror(errno) + ", ignoring");
       }
-      exportErrors_.erase(*was);
+      exportErrors_.forget(was);
     }
   }
 
@@ -1045,36 +817,37 @@ class Daemon {
     if (service_) service_->propertiesChanged(bus::ManagerService::Properties::Daemon);
     log_.write({Priority::Info,
                 std::string(msgid::kStopping),
-                childPid_ > 0 ? "stopping after the change under way (" + describeBatch() + ")" : "stopping",
+                working() ? "stopping after the change under way (" + describeBatch() + ")" : "stopping",
                 {}});
-    if (childPid_ == 0) stop();
+    if (!working()) stop();
   }
 
   void stop() {
-    if (settings_.config.revertOnStop) {
-      ApplyContext ctx = context();
-      auto host = adapters::sysfs::readHost(root_);
-      if (host) {
-        for (const auto& o : revertChanges(std::nullopt, *host, ctx)) {
-          auto e = journalEntry(o, *host);
-          if (o.result == OutcomeKind::Done) e.messageId = std::string(msgid::kReverted);
-          log_.write(e);
-          if (auto counter = counterKey(o, true)) counters_.add(*counter);
-        }
-        // What the exports say outlives the daemon: say what the revert left.
-        if (exportTargets().any()) {
-          if (auto after = adapters::sysfs::readHost(root_)) {
-            for (const auto& r :
-                 writeExports(exportTargets(), buildStatus(std::move(after).value()), counters_, std::time(nullptr))) {
-              exported(r.path, r.error);
-            }
-          }
-        }
-      } else {
-        log_.error("cannot revert on stop: " + host.error().describe());
-      }
-    }
+    if (settings_.config.revertOnStop) revertOnStop();
     sd_event_exit(event_, 0);
+  }
+
+  void revertOnStop() {
+    ApplyContext ctx = context();
+    auto host = adapters::sysfs::readHost(root_);
+    if (!host) {
+      log_.error("cannot revert on stop: " + host.error().describe());
+      return;
+    }
+    for (const auto& o : revertChanges(std::nullopt, *host, ctx)) {
+      auto e = journalEntry(o, *host);
+      if (o.result == OutcomeKind::Done) e.messageId = std::string(msgid::kReverted);
+      log_.write(e);
+      if (auto counter = counterKey(o, true)) counters_.add(*counter);
+    }
+    // What the exports say outlives the daemon: say what the revert left.
+    if (!exportTargets().any()) return;
+    auto after = adapters::sysfs::readHost(root_);
+    if (!after) return;
+    for (const auto& r :
+         writeExports(exportTargets(), buildStatus(std::move(after).value()), counters_, std::time(nullptr))) {
+      exported(r.path, r.error);
+    }
   }
 
   DaemonPaths paths_;
@@ -1088,37 +861,25 @@ class Daemon {
   sd_event* event_ = nullptr;
   sd_event_source* monitorSource_ = nullptr;
   std::vector<sd_event_source*> signalSources_;
-  std::map<std::string, sd_event_source*> debounce_;  // address -> its pending timer
-  std::set<std::string> hot_;                         // pending devices that appeared (see appears())
-  std::map<std::string, bool> queued_;                // debounced, waiting for the worker -> hot
-  std::map<std::string, Clock::time_point> firedAt_;  // when each queued device's debounce ended
+  HotplugFilter filter_{settings_.config.debounce};
+  sd_event_source* debounceTimer_ = nullptr;  // at filter_.nextDeadline()
   bool coldplugQueued_ = false;
 
-  pid_t childPid_ = 0;
-  int pipe_ = -1;
-  sd_event_source* pipeSource_ = nullptr;
-  sd_event_source* childSource_ = nullptr;
+  std::optional<sd::WorkerProcess> worker_;  // one at a time
   Work childWork_;
-  std::string childOutput_;
   std::optional<bus::PendingCall> childCall_;  // the D-Bus call the worker answers
 
   std::unique_ptr<bus::ManagerService> service_;  // nullptr: no system bus, or a synthetic root
   std::deque<std::pair<Call, bus::PendingCall>> calls_;
-  bus::HostSummary hostSummary_;
+  BusView busView_;
   bool viewStale_ = false;  // the host changed since the properties and the exports last read it
   Counters counters_;       // what the workers did, for the Prometheus export
-  std::map<std::string, std::string> exportErrors_;  // export path -> why it was last not written ("": it was)
-  std::deque<bus::Action> recent_;
+  ExportErrors exportErrors_;
   std::string startedAt_ = utcNow();
   std::string lastRunAt_;
 
-  std::map<std::string, Tally> tallies_;          // address -> what the policies did to it
-  std::map<std::string, std::string> departed_;   // identity of a tuned device that went -> its address
-  std::map<std::string, std::string> leftAlone_;  // failed or reverted -> why; wait for a re-plug
-  std::set<std::string> rebound_;                 // devices the daemon rebound: their binds are not hot
-  std::set<std::string> atStart_;                 // PCI functions present when the daemon started
-  std::set<std::string> fresh_;                   // PCI functions plugged in since
-  std::set<std::string> pluggedMeanwhile_;        // PCI functions plugged in while the worker runs
+  std::map<std::string, Tally> tallies_;         // address -> what the policies did to it
+  std::map<std::string, std::string> departed_;  // identity of a tuned device that went -> its address
   bool ready_ = false;
   bool stopping_ = false;
   bool failed_ = false;

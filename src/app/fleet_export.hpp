@@ -21,6 +21,7 @@ struct Counters {
   /// Counts one more under `key`, as counterKey() names it; an unknown key counts nothing.
   void add(std::string_view key);
   Counters& operator+=(const Counters& other);
+  bool operator==(const Counters&) const = default;
 };
 
 /// The counter an outcome counts in, or nullopt (kept, and skipped changes that are no

@@ -16,15 +16,10 @@ adapters::systemd::Entry journalEntry(const Outcome& o, const core::HostFacts& h
   using R = Outcome::Result;
   adapters::systemd::Entry e;
   const auto* dev = host.device(o.device);
-  std::string members;
-  if (o.kind == core::ChangeKind::Domain && o.group) {
-    for (const auto& g : host.groups) {
-      if (g.id != *o.group) continue;
-      for (const auto& a : g.devices) {
-        const auto* m = host.device(a);
-        members += (members.empty() ? "" : ", ") + (m != nullptr ? m->displayName() : a);
-      }
-    }
+  std::string members;  // by the names people know them by
+  for (const auto& a : o.members) {
+    const auto* m = host.device(a);
+    members += (members.empty() ? "" : ", ") + (m != nullptr ? m->displayName() : a);
   }
   // "group 14 (nvme0, nvme1) type DMA -> identity, done: these devices can DMA to all memory;
   // accepted by rule nvme-pair in /etc/iommud/policies.d/50-nvme.toml:3:1"

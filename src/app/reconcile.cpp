@@ -125,9 +125,8 @@ core::Result<Reconciled> reconcile(const core::PolicySet& policies, const Reconc
       out.satisfied = std::move(plan.satisfied);
       out.host = std::move(view->status.host);
     }
-    bool again = std::any_of(outcomes.begin(), outcomes.end(), [](const Outcome& o) {
-      return o.result == Outcome::Result::Kept && o.message.find("rebound") != std::string::npos;
-    });
+    bool again = std::any_of(outcomes.begin(), outcomes.end(),
+                             [](const Outcome& o) { return o.result == Outcome::Result::Kept && o.nextRound; });
     for (auto& o : outcomes) {
       if (!(again && o.result == Outcome::Result::Kept)) out.outcomes.push_back(std::move(o));
     }

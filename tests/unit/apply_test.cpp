@@ -396,3 +396,30 @@ kind = "nvme"
 }
 
 }  // namespace
+
+// What reconcile's second round is decided by, and what the journal names a group's devices from:
+// fields of the outcome, never its words.
+TEST(Apply, ASettingOfAGroupJustReboundWaitsForTheNextRoundAndTheDomainChangeNamesItsMembers) {
+  auto h = thunderboltNic();
+  for (int g : {15, 16, 17}) h->write("/sys/kernel/iommu_groups/" + std::to_string(g) + "/type", "DMA-FQ\n");
+  Bench b(std::move(h), {6, 12, 30});
+  b.ethtool.values = {{{ChangeKind::Rings, "rx"}, 2048}, {{ChangeKind::Rings, "tx"}, 4096}};
+  auto applied = b.apply(rules(std::string(kAtlanticMaxRx) + R"(
+[[rule]]
+name = "strict"
+description = "strict for the NIC"
+domain = "DMA"
+[rule.match]
+driver = "atlantic"
+)"));
+  ASSERT_EQ(count(applied, R::Kept), 1) << describe(applied);
+  for (const auto& o : applied) {
+    EXPECT_EQ(o.nextRound, o.result == R::Kept) << o.message;
+    if (o.kind == ChangeKind::Domain) {
+      EXPECT_FALSE(o.members.empty()) << o.message;
+      EXPECT_NE(std::find(o.members.begin(), o.members.end(), o.device), o.members.end()) << o.message;
+    } else {
+      EXPECT_TRUE(o.members.empty()) << o.message;
+    }
+  }
+}

@@ -32,6 +32,7 @@ app::Outcome identityDone() {
   app::Outcome o{
       R::Done, core::ChangeKind::Domain, "0000:02:00.0", "group 14", "type", "group 14 type DMA -> identity, done"};
   o.group = 14;
+  o.members = {"0000:02:00.0", "0000:03:00.0"};
   o.rule = "nvme-pair";
   o.ruleWhere = "/etc/iommud/policies.d/50-nvme.toml:3:1";
   o.from = "DMA";

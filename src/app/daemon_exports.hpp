@@ -1,0 +1,37 @@
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "app/fleet_files.hpp"
+#include "config/daemon_config.hpp"
+
+namespace iommud::app {
+
+/// Where the configuration puts the fleet exports (docs/metrics.md).
+ExportTargets exportTargets(const config::DaemonConfig& config);
+
+/// The files `before` wrote that `now` does not (turned off or moved by a reload): they go, as
+/// what they say would grow stale.
+std::vector<std::string> droppedExports(const ExportTargets& before, const ExportTargets& now);
+
+/// An export that cannot be written is said once per reason, not at every change of the host.
+class ExportErrors {
+ public:
+  struct Note {
+    bool warning = false;  // false: a notice
+    std::string message;
+    bool operator==(const Note&) const = default;
+  };
+  /// What to log of an export's latest write (error empty: it was written, or is up to date);
+  /// nullopt when it says what the last write of that file said.
+  std::optional<Note> note(const std::string& path, const std::string& error);
+  void forget(const std::string& path) { last_.erase(path); }
+
+ private:
+  std::map<std::string, std::string> last_;  // path -> why it was last not written ("": it was)
+};
+
+}  // namespace iommud::app

@@ -1,0 +1,68 @@
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "adapters/dbus/manager_api.hpp"
+#include "app/fleet_export.hpp"
+#include "core/result.hpp"
+
+namespace iommud::app {
+
+/// What one piece of work decided about one device, for the daemon's bookkeeping of hot and cold
+/// devices and for its STATUS= tallies.
+enum class DeviceNews {
+  Forget,     // forget what was known of it (first, for every device the work decides on)
+  Tuned,      // a wanted setting holds
+  Advised,    // a change was advised
+  Refused,    // a change was refused
+  Failed,     // a change failed: leave it alone until a re-plug or a reload
+  Replugged,  // a departed identity is back
+  Rebound,    // the worker rebound its driver: its bind events are no hotplug
+  Reverted,   // a revert restored it: leave it alone until a re-plug or a reload
+};
+
+struct DeviceEvent {
+  DeviceNews news = DeviceNews::Forget;
+  std::string address;
+  std::string identity;  // empty where the worker did not know it
+  bool operator==(const DeviceEvent&) const = default;
+};
+
+/// A D-Bus call the worker could not do: the error's D-Bus name and its message.
+struct CallError {
+  std::string name;
+  std::string message;
+  bool operator==(const CallError&) const = default;
+};
+
+/// A fleet export the worker wrote, or could not write (error empty: it is up to date).
+struct ExportNews {
+  std::string path;
+  std::string error;
+  bool operator==(const ExportNews&) const = default;
+};
+
+/// Everything the worker tells the daemon about one piece of work. It crosses a process boundary
+/// as encodeReport()'s bytes and comes back whole through decodeReport(); nothing else is sent.
+struct WorkerReport {
+  std::vector<DeviceEvent> devices;             // in the order they happened
+  std::vector<adapters::dbus::Action> actions;  // outcomes, for RecentActions and D-Bus replies
+  Counters counters;                            // what the outcomes add to the exported counters
+  std::vector<ExportNews> exports;
+  std::optional<CallError> error;                   // the D-Bus call could not be done
+  std::optional<std::string> planJson;              // the answer to Plan
+  std::optional<adapters::dbus::HostSummary> host;  // a fresh view of the host (the D-Bus properties)
+  bool operator==(const WorkerReport&) const = default;
+};
+
+/// The report as bytes (compact JSON).
+std::string encodeReport(const WorkerReport& report);
+
+/// The report back from encodeReport()'s bytes; anything else (truncated, garbage, a field of the
+/// wrong type) is an error, never a partial report.
+core::Result<WorkerReport> decodeReport(std::string_view bytes);
+
+}  // namespace iommud::app

@@ -1,0 +1,87 @@
+#include "app/worker_report.hpp"
+
+#include <gtest/gtest.h>
+
+namespace app = iommud::app;
+namespace bus = iommud::adapters::dbus;
+
+namespace {
+
+app::WorkerReport everything() {
+  app::WorkerReport r;
+  r.devices = {{app::DeviceNews::Forget, "0000:02:00.0", "144d:a808/0000:0000 serial S1"},
+               {app::DeviceNews::Tuned, "0000:02:00.0", "144d:a808/0000:0000 serial S1"},
+               {app::DeviceNews::Rebound, "0000:03:00.0", ""},
+               {app::DeviceNews::Reverted, "0000:04:00.0", ""},
+               {app::DeviceNews::Replugged, "0000:05:00.0", "8086:1572/0000:0000 mac 00:11:22:33:44:55"}};
+  r.actions = {{"2026-11-25T12:00:00Z", "done", "0000:02:00.0", "group 14 type DMA -> identity, done"}};
+  r.counters.done = 3;
+  r.counters.drift = 1;
+  r.exports = {{"/run/prom/iommud.prom", ""}, {"/etc/nfd/iommud", "/etc/nfd/iommud: Permission denied"}};
+  r.error = app::CallError{"org.iommud1.Error.NoSuchDevice", "no device nvme9 on this host"};
+  r.planJson = "{\n  \"changes\": [],\n\t\"tab\": \"\\u0000\"\n}";
+  bus::HostSummary h;
+  h.vendor = "intel";
+  h.mode = "DMA-FQ";
+  h.groups = {{14, "DMA", {"0000:02:00.0", "0000:03:00.0"}}};
+  h.devices = {{"0000:02:00.0", "nvme0", "nvme", 14, false}, {"0000:06:00.0", "", "", -1, true}};
+  h.findings = {{"ats-untrusted", "warning", "ATS on\tan untrusted device"}};
+  h.changes = {{"2026-11-25T12:00:00Z", "0000:02:00.0", "group 14", "type", "DMA", "identity", "nvme-pair"}};
+  r.host = h;
+  return r;
+}
+
+}  // namespace
+
+TEST(WorkerReport, EveryFieldSurvivesTheRoundTrip) {
+  const auto r = everything();
+  auto back = app::decodeReport(app::encodeReport(r));
+  ASSERT_TRUE(back) << back.error().describe();
+  EXPECT_EQ(*back, r);
+  EXPECT_EQ(back->devices.at(3).news, app::DeviceNews::Reverted);
+  EXPECT_EQ(back->planJson, r.planJson);
+}
+
+TEST(WorkerReport, AnEmptyReportIsNotAViewOfTheHost) {
+  auto back = app::decodeReport(app::encodeReport({}));
+  ASSERT_TRUE(back) << back.error().describe();
+  EXPECT_EQ(*back, app::WorkerReport{});
+  EXPECT_FALSE(back->host);
+  EXPECT_FALSE(back->error);
+  EXPECT_FALSE(back->planJson);
+}
+
+TEST(WorkerReport, AnEmptyViewOfTheHostIsOne) {
+  app::WorkerReport r;
+  r.host.emplace();
+  auto back = app::decodeReport(app::encodeReport(r));
+  ASSERT_TRUE(back) << back.error().describe();
+  EXPECT_TRUE(back->host);
+}
+
+TEST(WorkerReport, EveryTruncationIsAnErrorNotAPartialReport) {
+  const std::string bytes = app::encodeReport(everything());
+  for (size_t n = 0; n < bytes.size(); ++n) {
+    auto back = app::decodeReport(std::string_view(bytes).substr(0, n));
+    EXPECT_FALSE(back) << "a report cut at byte " << n << " of " << bytes.size() << " decoded";
+  }
+}
+
+TEST(WorkerReport, GarbageAndWrongTypesAreErrors) {
+  for (const char* bytes :
+       {"", "\x01\x02\xff", "[]", "null", "42", "{}",
+        R"({"devices":[["Q","a",""]],"actions":[],"counters":[0,0,0,0,0,0,0],"exports":[]})",
+        R"({"devices":[["TT","a",""]],"actions":[],"counters":[0,0,0,0,0,0,0],"exports":[]})",
+        R"({"devices":[],"actions":[["t","done","a"]],"counters":[0,0,0,0,0,0,0],"exports":[]})",
+        R"({"devices":[],"actions":[],"counters":[0,0,0],"exports":[]})",
+        R"({"devices":[],"actions":[],"counters":[-1,0,0,0,0,0,0],"exports":[]})",
+        R"({"devices":{},"actions":[],"counters":[0,0,0,0,0,0,0],"exports":[]})",
+        R"({"devices":[],"actions":[],"counters":[0,0,0,0,0,0,0],"exports":[],"host":{"vendor":1}})",
+        "T\t0000:02:00.0\tidentity\n"}) {
+    auto back = app::decodeReport(bytes);
+    EXPECT_FALSE(back) << "decoded: " << bytes;
+    if (!back) {
+      EXPECT_FALSE(back.error().describe().empty());
+    }
+  }
+}
