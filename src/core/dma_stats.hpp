@@ -108,6 +108,8 @@ struct DmaReading {
   std::map<std::string, DeviceDmaCounters, std::less<>> devices;  // by device name ("0000:01:00.0")
   HostIommuCounters host;
   uint64_t dropped = 0;  // over all tables
+
+  bool operator==(const DmaReading&) const = default;
 };
 
 /// Folds the parsed `hist` files of the armed events into one reading.
