@@ -234,6 +234,8 @@ core::Result<core::DmaWindow> measureWindow(const adapters::sysfs::Root& root, d
   window.mapsAttributed = interval.mapsAttributed;
   window.hostMapsPerSecond = interval.hostMapsPerSecond;
   window.rows = core::dmaRows(interval, host);
+  // The counting host is this one (tracefs is live only): its page size, not x86's 4096.
+  window.pageBytes = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
   if (auto closed = counters->close(); !closed) return closed.error();
   return window;
 }
