@@ -238,6 +238,8 @@ core::DmaWindow windowOf(const core::DmaInterval& interval, const core::HostFact
   window.mapsAttributed = interval.mapsAttributed;
   window.hostMapsPerSecond = interval.hostMapsPerSecond;
   window.rows = core::dmaRows(interval, host);
+  // The counting host is this one (tracefs is live only): its page size, not x86's 4096.
+  window.pageBytes = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
   return window;
 }
 

@@ -219,7 +219,9 @@ void defaultOn(const HostFacts& h, const HostMode& m, std::vector<Finding>& out)
       {"Give identity or lazy DMA-FQ only to the internal devices whose throughput matters (an "
        "iommud policy)",
        std::string("identity: ") + kIdentityCost + "; DMA-FQ: " + kLazyCost});
-  f.remedies.push_back({"iommu=pt on the command line",
+  // iommu=pt is x86's (arch/x86/kernel/pci-dma.c); arm64 has only the generic iommu.passthrough=.
+  bool arm = m.vendor == Vendor::ArmSmmu || m.vendor == Vendor::ArmSmmuV3;
+  f.remedies.push_back({std::string(arm ? "iommu.passthrough=1" : "iommu=pt") + " on the command line",
                         "every trusted device can read and write all memory; only untrusted (external) devices "
                         "stay translated"});
   out.push_back(std::move(f));

@@ -205,6 +205,8 @@ struct KernelInfo {
 
 /// What firmware tables say about DMA remapping hardware.
 struct Firmware {
+  bool acpi = false;                      // /sys/firmware/acpi/tables exists: the firmware speaks ACPI
+  bool deviceTree = false;                // /sys/firmware/devicetree exists (arm64 without ACPI)
   std::vector<std::string> tables;        // present of DMAR, IVRS, IORT, VIOT
   std::optional<bool> dmarPlatformOptIn;  // DMAR flags bit 2, when the table is readable
   std::optional<DmarInfo> dmar;           // when the table is readable (root)

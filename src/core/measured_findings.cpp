@@ -57,7 +57,8 @@ Finding smallMaps(const DmaRow& r, const DmaWindow& w) {
   f.title = r.name + " maps many small buffers through the IOMMU";
   f.summary = over(w) + r.name + (r.driver.empty() ? "" : " (" + r.driver + ")") + " mapped " +
               number(r.dma.mapsPerSecond) + " buffers/s with a mean of " + number(r.dma.meanMapBytes.value_or(0)) +
-              " bytes, through translation (" + (r.domain ? std::string(toString(*r.domain)) : "?") +
+              " bytes (pages of " + std::to_string(w.pageBytes) + "), through translation (" +
+              (r.domain ? std::string(toString(*r.domain)) : "?") +
               "). Each map and unmap updates the IOMMU page table and invalidates its TLB, whatever the size: "
               "fewer, larger mappings cost less, with the same protection.";
   f.devices = {r.dma.device};
@@ -76,10 +77,11 @@ void addMeasurements(std::vector<Finding>& findings, const DmaWindow& window) {
     if (f.id == "untrusted-bounce") addBounces(f, window);
     if (f.id == "vtd-iotlb-sync-map") addGroupRate(f, window);
   }
-  if (!window.mapsAttributed) return;
+  if (!window.mapsAttributed || window.pageBytes == 0) return;
+  const double small = kSmallMapsPageFraction * static_cast<double>(window.pageBytes);
   for (const DmaRow& r : window.rows) {
     if (r.translated == true && r.dma.mapsPerSecond >= kSmallMapsRate && r.dma.meanMapBytes &&
-        *r.dma.meanMapBytes < kSmallMapsBytes) {
+        *r.dma.meanMapBytes < small) {
       findings.push_back(smallMaps(r, window));
     }
   }

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -17,13 +18,18 @@ struct DmaWindow {
   bool mapsAttributed = false;
   std::vector<DmaRow> rows;
   double hostMapsPerSecond = 0;
+  /// The measured host's page size (sysconf(_SC_PAGESIZE) where it was counted): 4096 on x86, 4096,
+  /// 16384 or 65536 on arm64 as the kernel was configured. 0: unknown, and no small-dma-maps.
+  uint64_t pageBytes = 0;
 };
 
 /// A translated device mapping many small buffers: at least kSmallMapsRate maps/s with a mean
-/// mapping below kSmallMapsBytes (the AQC100 pattern).
+/// mapping below kSmallMapsPageFraction of a page (the AQC100 pattern; 2048 bytes on 4 KiB pages).
+/// A page, not a byte count: the IOMMU maps whole pages, so the waste and the per-map cost are
+/// relative to it, and arm64 kernels run with 16 KiB and 64 KiB pages too.
 inline constexpr std::string_view kSmallMapsId = "small-dma-maps";
 inline constexpr double kSmallMapsRate = 1000;
-inline constexpr double kSmallMapsBytes = 2048;
+inline constexpr double kSmallMapsPageFraction = 0.5;
 
 /// Adds the window's numbers to `untrusted-bounce` (bounces of its devices) and
 /// `vtd-iotlb-sync-map` (the map rate of its groups), and adds a `small-dma-maps` finding per

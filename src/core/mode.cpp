@@ -55,10 +55,20 @@ void explainAbsence(const HostFacts& h, HostMode& m) {
                          "IOMMU may be in HATDis mode (interrupt remapping only) or failed to "
                          "initialise (see dmesg)"});
   }
-  if (tables.empty()) {
+  if (tables.empty() && h.firmware.acpi) {
     m.reasons.push_back({Src::Firmware,
                          "no DMAR, IVRS, IORT or VIOT table: the firmware describes no IOMMU "
                          "(absent, or disabled in the firmware setup)"});
+  } else if (tables.empty() && h.firmware.deviceTree) {
+    // Device-tree IOMMUs register when their driver probes the node, often a module on arm64.
+    m.reasons.push_back({Src::Firmware,
+                         "no ACPI tables: the firmware describes the hardware in a device tree, and no IOMMU "
+                         "driver registered a unit from it (no SMMU node, or its driver, arm-smmu-v3 or "
+                         "arm-smmu, is not built or not loaded)"});
+  } else if (tables.empty()) {
+    m.reasons.push_back({Src::Firmware,
+                         "neither ACPI tables nor a device tree are readable: what the firmware describes "
+                         "is unknown"});
   }
   if (m.reasons.empty()) m.reasons.push_back({Src::Runtime, "no IOMMU is registered and no IOMMU group exists"});
 }

@@ -84,6 +84,12 @@ FakeHost& FakeHost::config(const std::vector<std::string>& lines) {
   return *this;
 }
 
+FakeHost& FakeHost::deviceTree(const std::string& compatible) {
+  fs::remove_all(root_ / "sys/firmware/acpi");
+  write("/sys/firmware/devicetree/base/compatible", compatible + std::string(1, '\0'));
+  return *this;
+}
+
 FakeHost& FakeHost::firmwareTable(const std::string& name, const std::string& bytes) {
   write("/sys/firmware/acpi/tables/" + name, bytes);
   return *this;

@@ -27,6 +27,9 @@ class FakeHost {
   /// Writes /boot/config-<release> with the given lines ("CONFIG_X=y", "# CONFIG_Y is not set").
   FakeHost& config(const std::vector<std::string>& lines);
   FakeHost& firmwareTable(const std::string& name, const std::string& bytes = "");
+  /// Firmware without ACPI that describes the hardware in a device tree (arm64): no
+  /// /sys/firmware/acpi, a /sys/firmware/devicetree/base with the root node's `compatible`.
+  FakeHost& deviceTree(const std::string& compatible = "linux,dummy-virt");
   /// A PCI function's `config` file (its config space, as root reads it).
   FakeHost& pciConfig(const std::string& address, const std::string& bytes);
 

@@ -111,6 +111,24 @@ TEST(Findings, DefaultOnWhenTranslationComesFromTheConfig) {
   EXPECT_FALSE(hasFinding(statusOf(*h), "default-on"));
 }
 
+// The passthrough remedy names a parameter this architecture's kernel reads: iommu=pt is x86's
+// alone (arch/x86/kernel/pci-dma.c); an arm64 kernel ignores it and reads iommu.passthrough=1.
+TEST(Findings, DefaultOnNamesThePassthroughParameterOfTheArchitecture) {
+  auto remedyNames = [](const Finding* f) {
+    std::vector<std::string> names;
+    for (const auto& r : f->remedies) names.push_back(r.action);
+    return names;
+  };
+  auto arm = statusOf(*armSmmuV3());
+  ASSERT_TRUE(hasFinding(arm, "default-on"));
+  auto armNames = remedyNames(findingById(arm, "default-on"));
+  EXPECT_NE(std::find(armNames.begin(), armNames.end(), "iommu.passthrough=1 on the command line"), armNames.end());
+  for (const auto& n : armNames) EXPECT_EQ(n.find("iommu=pt"), std::string::npos) << n;
+  auto x86 = statusOf(*intelBareMetal());
+  auto x86Names = remedyNames(findingById(x86, "default-on"));
+  EXPECT_NE(std::find(x86Names.begin(), x86Names.end(), "iommu=pt on the command line"), x86Names.end());
+}
+
 TEST(Findings, SmmuStrict) {
   auto s = statusOf(*armSmmuV3());
   const auto* f = findingById(s, "smmu-strict");

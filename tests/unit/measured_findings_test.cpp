@@ -22,12 +22,13 @@ DmaRow nic(double mapsPerSecond, double meanBytes, bool translated, uint64_t bou
   return r;
 }
 
-DmaWindow window(std::vector<DmaRow> rows, bool attributed = true) {
+DmaWindow window(std::vector<DmaRow> rows, bool attributed = true, uint64_t pageBytes = 4096) {
   DmaWindow w;
   w.seconds = 5;
   w.mapsAttributed = attributed;
   w.rows = std::move(rows);
   w.hostMapsPerSecond = 1000;
+  w.pageBytes = pageBytes;
   return w;
 }
 
@@ -51,6 +52,22 @@ TEST(MeasuredFindings, NoSmallMapsFindingForLargeMapsSlowRatesIdentityOrAnOldKer
     std::vector<Finding> findings;
     addMeasurements(findings, w);
     EXPECT_TRUE(findings.empty());
+  }
+}
+
+// Small is relative to the host's page: an arm64 kernel with 64 KiB pages maps a 9000-byte jumbo
+// frame into a page seven times its size, a 4 KiB-page host maps 3000 bytes into most of one.
+TEST(MeasuredFindings, SmallMapsAreSmallForTheHostsPageSize) {
+  std::vector<Finding> big;
+  addMeasurements(big, window({nic(20000, 9000, true)}, true, 65536));
+  ASSERT_EQ(big.size(), 1U);
+  EXPECT_EQ(big[0].id, kSmallMapsId);
+  EXPECT_NE(big[0].summary.find("a mean of 9000 bytes (pages of 65536)"), std::string::npos) << big[0].summary;
+  for (const auto& w : {window({nic(20000, 3000, true)}, true, 4096), window({nic(20000, 9000, true)}, true, 16384),
+                        window({nic(20000, 256, true)}, true, 0)}) {
+    std::vector<Finding> findings;
+    addMeasurements(findings, w);
+    EXPECT_TRUE(findings.empty()) << w.pageBytes;
   }
 }
 

@@ -84,6 +84,29 @@ TEST(Mode, ArmIsStrictByDefault) {
   EXPECT_EQ(s.mode.defaultType, DomainType::Dma);
 }
 
+// An arm64 host booted with a device tree has no /sys/firmware/acpi at all: that is not firmware
+// that "describes no IOMMU" (its SMMU appears when the driver probes the node), and a host without
+// either is unknown, not IOMMU-less.
+TEST(Mode, ADeviceTreeHostWithoutAnSmmuSaysWhyNotThatNoAcpiTableDescribesOne) {
+  auto h = std::make_unique<FakeHost>("6.1.0-56-arm64");
+  h->config({"CONFIG_ARM_SMMU_V3=m", "CONFIG_IOMMU_DEFAULT_DMA_STRICT=y"});
+  h->pci({.address = "0000:00:01.0", .vendor = 0x8086, .device = 0x10d3, .classCode = 0x020000, .driver = "e1000e"});
+  h->deviceTree();
+  auto s = statusOf(*h);
+  EXPECT_FALSE(s.mode.present);
+  EXPECT_TRUE(hasReasonContaining(s.mode, Src::Firmware, "device tree, and no IOMMU driver registered a unit"));
+  EXPECT_FALSE(hasReasonContaining(s.mode, Src::Firmware, "no DMAR, IVRS, IORT or VIOT table"));
+
+  std::filesystem::remove_all(h->root() / "sys/firmware/devicetree");
+  auto unknown = statusOf(*h);
+  EXPECT_TRUE(hasReasonContaining(unknown.mode, Src::Firmware, "neither ACPI tables nor a device tree"));
+  EXPECT_FALSE(hasReasonContaining(unknown.mode, Src::Firmware, "no DMAR, IVRS, IORT or VIOT table"));
+
+  FakeHost acpi("6.1.0-56-amd64");  // x86 with ACPI and no IOMMU table: as before
+  acpi.config({"CONFIG_INTEL_IOMMU=y", "CONFIG_INTEL_IOMMU_DEFAULT_ON=y"});
+  EXPECT_TRUE(hasReasonContaining(statusOf(acpi).mode, Src::Firmware, "no DMAR, IVRS, IORT or VIOT table"));
+}
+
 TEST(Mode, PassthroughOnAmdFromTheCommandLine) {
   auto s = statusOf(*amdNewFeatures());
   EXPECT_EQ(s.mode.passthrough, true);

@@ -581,6 +581,31 @@ TEST(NetOwnersReader, ReadsBothOwnersInTheirOrderFromASyntheticRoot) {
                          }));
 }
 
+// On an arm64 device-tree host the PCI host bridge hangs below a platform device (QEMU's virt:
+// /sys/devices/platform/4010000000.pcie/pci0000:00): udev's path_id prepends "platform-<name>-",
+// and a .link file's Path= matches that, not a bare "pci-...".
+TEST(NetOwnersReader, IdPathOfANicBehindAPlatformHostBridgeAsOnArm64DeviceTreeHosts) {
+  FakeHost h;
+  const std::string dev = "/sys/devices/platform/4010000000.pcie/pci0000:00/0000:00:02.0";
+  h.write(dev + "/net/eth0/type", "1\n");
+  h.symlink("../../devices/platform/4010000000.pcie/pci0000:00/0000:00:02.0/net/eth0", "/sys/class/net/eth0");
+  adapters::sysfs::Root root(h.rootString());
+  core::PciDevice d;
+  d.address = "0000:00:02.0";
+  d.driver = "e1000e";
+  core::NetDev netdev;
+  netdev.name = "eth0";
+  netdev.mac = "52:54:00:12:34:56";
+  EXPECT_EQ(adapters::sysfs::readNicIdentity(root, d, netdev).idPath, "platform-4010000000.pcie-pci-0000:00:02.0");
+  // Nested platform devices: path_id names the one right above the host bridge only.
+  FakeHost nested;
+  const std::string soc = "/sys/devices/platform/soc/10000000.pcie/pci0000:00/0000:00:02.0";
+  nested.write(soc + "/net/eth0/type", "1\n");
+  nested.symlink("../../devices/platform/soc/10000000.pcie/pci0000:00/0000:00:02.0/net/eth0", "/sys/class/net/eth0");
+  EXPECT_EQ(adapters::sysfs::readNicIdentity(adapters::sysfs::Root(nested.rootString()), d, netdev).idPath,
+            "platform-10000000.pcie-pci-0000:00:02.0");
+}
+
 TEST(NetOwnersReader, ReportsWhatItCannotReadAsUnknown) {
   FakeHost h;
   buildOwnersHost(h);

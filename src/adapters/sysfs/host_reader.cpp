@@ -88,8 +88,13 @@ class Reader {
   }
 
   void readFirmware() {
+    // An arm64 host boots with ACPI (IORT) or a device tree; /sys/firmware says which.
+    if (auto fw = optionalDir("/sys/firmware")) {
+      host_.firmware.deviceTree = std::find(fw->begin(), fw->end(), "devicetree") != fw->end();
+    }
     auto tables = optionalDir("/sys/firmware/acpi/tables");
     if (!tables) return;
+    host_.firmware.acpi = true;
     for (const auto& t : *tables) {
       if (t == "DMAR" || t == "IVRS" || t == "IORT" || t == "VIOT") host_.firmware.tables.push_back(t);
     }

@@ -150,24 +150,37 @@ class SourceReader {
 };
 
 // udev's ID_PATH for a netdev: path_id prepends "pci-<function>" for the nearest PCI function,
-// skips the PCI bridges above it and, for virtio-net, the virtio device below it. Only the plain
-// shape /sys/devices/pciDDDD:BB/<functions...>/[virtioN/]net/<if> is known; other topologies (VMD,
-// platform-attached host bridges, USB) add parts iommud does not model.
+// skips the PCI bridges above it and, for virtio-net, the virtio device below it; above the host
+// bridge (pciDDDD:BB, no subsystem) a platform device, as on arm64 device-tree hosts
+// (/sys/devices/platform/4010000000.pcie/pci0000:00/...), adds "platform-<name>-" and ends the
+// path (path_id's handle_platform skips the platform devices above it). Only these shapes
+// /sys/devices/[platform/.../<name>/]pciDDDD:BB/<functions...>/[virtioN/]net/<if> are known; other
+// topologies (VMD, USB) add parts iommud does not model.
 std::optional<std::string> idPathOf(std::string_view resolved, const core::PciDevice& device) {
   auto parts = core::split(resolved, '/');
-  // "", "sys", "devices", "pci0000:00", functions..., ["virtio0"], "net", ifname
-  if (parts.size() < 7 || parts[1] != "sys" || parts[2] != "devices" || !parts[3].starts_with("pci")) {
-    return std::nullopt;
+  // "", "sys", "devices", ["platform", ..., name,] "pci0000:00", functions..., ["virtio0"], "net", ifname
+  if (parts.size() < 7 || parts[1] != "sys" || parts[2] != "devices") return std::nullopt;
+  size_t host = 3;
+  std::string prefix;
+  if (parts[3] == "platform") {
+    host = 4;
+    // The host bridge's name: "pci" DDDD ":" BB (pci_register_host_bridge()).
+    auto hostBridge = [](std::string_view p) { return p.size() == 10 && p.starts_with("pci") && p[7] == ':'; };
+    while (host < parts.size() && !hostBridge(parts[host])) ++host;
+    if (host < 5 || host >= parts.size()) return std::nullopt;
+    prefix = "platform-" + std::string(parts[host - 1]) + "-";
   }
+  if (!parts[host].starts_with("pci") || parts.size() < host + 4) return std::nullopt;
   size_t net = parts.size() - 2;
   if (parts[net] != "net") return std::nullopt;
   size_t last = net - 1;
   if (parts[last].starts_with("virtio")) --last;
-  for (size_t i = 4; i <= last; ++i) {
+  if (last <= host) return std::nullopt;
+  for (size_t i = host + 1; i <= last; ++i) {
     if (!core::isPciAddress(parts[i])) return std::nullopt;
   }
   if (parts[last] != device.address) return std::nullopt;
-  return "pci-" + device.address;
+  return prefix + "pci-" + device.address;
 }
 
 }  // namespace
