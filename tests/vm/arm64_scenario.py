@@ -246,3 +246,88 @@ def run_apply(series: str, build: Path, out_dir: Path | None = None, echo: bool 
     except (vmlib.GuestFailed, FileNotFoundError, ValueError, KeyError) as e:
         probs.append(f"{type(e).__name__}: {e}")
     return scenarios.Outcome(f"arm64 apply on {series}", r.seconds, r.accel, probs, notes, r.out_dir)
+
+
+# --------------------------------------------------------------------------
+# daemon: iommud runs (fast path, udev running, no systemd), an NVMe is hot-added on the empty root
+# port (QMP), and the daemon gives its group the policy's identity: a hotplug rule, the group of the
+# new root port and the NVMe (6.4 and later change a group of several devices).  6.12 only.
+
+HOTPLUG_NVME = "0000:03:00.0"  # behind hp0, the third root port (00:03.0)
+DAEMON_POLICY = (f'[[rule]]\nname = "vm-arm64-hotplug-identity"\n'
+                 f'description = "identity for the NVMe hot-added on hp0 (tests/vm arm64)"\n'
+                 f'domain = "identity"\nwhen = "hotplug"\naccept = ["no-isolation"]\n'
+                 f'[rule.match]\nkind = "nvme"\naddress = "{HOTPLUG_NVME}"\n')
+DAEMON_CONF = 'log-level = "debug"\n'  # "reacted to ... in N ms" is a debug line
+
+DAEMON_GUEST = r"""#!/bin/bash
+set -u
+iommuctl=/vm/in/iommuctl dev=@DEV@
+wait_for() {  # wait_for SECONDS CMD...
+    local n=$(($1 * 10)); shift
+    for ((i = 0; i < n; i++)); do "$@" && return 0; sleep 0.1; done
+    return 1
+}
+group_type() {  # the hot-added device's group type and driver, or nothing
+    local g drv
+    g=$(readlink -f "/sys/bus/pci/devices/$dev/iommu_group" 2>/dev/null) || return 1
+    drv=$(readlink "/sys/bus/pci/devices/$dev/driver" 2>/dev/null)
+    echo "$(< "$g/type") ${drv##*/}"
+}
+is_identity() { [[ $(group_type) == "identity nvme" ]]; }
+mkdir -p /etc/iommud/policies.d && cp /vm/in/50-hotplug.toml /etc/iommud/policies.d/
+RUNTIME_DIRECTORY=/run/iommud STATE_DIRECTORY=/var/lib/iommud \
+    /vm/in/iommud --config /vm/in/iommud.conf > iommud.log 2>&1 &
+daemon=$!
+wait_for 60 grep -q "iommud started" iommud.log || { echo "iommud did not start"; cat iommud.log; exit 1; }
+/vm/in/collect-status $iommuctl before-
+echo "@@ready-for-hotplug"
+wait_for 120 test -e "/sys/bus/pci/devices/$dev" || { echo "$dev never appeared"; exit 1; }
+echo "appeared $(cut -d' ' -f1 /proc/uptime)" > marks.txt
+wait_for 120 is_identity; echo "settled $(cut -d' ' -f1 /proc/uptime)" >> marks.txt
+group_type > hot-type.txt
+cat hot-type.txt
+udevadm settle --timeout=60
+/vm/in/collect-status $iommuctl hot-
+kill "$daemon"; wait "$daemon"; echo $? > iommud.rc
+cat iommud.log | tail -30
+exit 0
+"""
+
+
+def run_daemon(series: str, build: Path, out_dir: Path | None = None, echo: bool = False) -> scenarios.Outcome:
+    kernel = vmlib.find_kernel(series, ARCH)
+    iommuctl, iommud = binaries(build)
+    files, _ = scenarios._prepare_iommuctl(iommuctl)
+    files.update({"iommud": iommud, "iommud.conf": DAEMON_CONF, "50-hotplug.toml": DAEMON_POLICY})
+
+    def driver(vm: vmlib.Vm) -> None:
+        vm.wait_console(r"^@@ready-for-hotplug", timeout=240)
+        vm.hotplug_nvme("hp_nvme", port="hp0")
+
+    r = vmlib.boot(kernel, _virt(), DAEMON_GUEST.replace("@DEV@", HOTPLUG_NVME), files_in=files, udev=True,
+                   driver=driver, timeout=360, out_dir=out_dir, echo=echo)
+    probs: list[str] = []
+    notes: list[str] = []
+    try:
+        r.check()
+        for prefix in ("before-", "hot-"):
+            facts, p = check_status.check(r.out_dir, prefix)
+            probs += [f"status ({prefix.rstrip('-')}): {x}" for x in p]
+        notes.append(check_status.summary(facts))
+        hot = (r.out_dir / "hot-type.txt").read_text().split()
+        if hot != ["identity", "nvme"]:
+            probs.append(f"the hot-added NVMe {HOTPLUG_NVME} is {hot}, not identity with nvme bound")
+        members = {m for _, ms in facts.groups.values() for m in ms}
+        if HOTPLUG_NVME not in members:
+            probs.append(f"the hot-added NVMe {HOTPLUG_NVME} is in no group after the hotplug")
+        log = (r.out_dir / "iommud.log").read_text()
+        reacted = re.search(rf"reacted to {re.escape(HOTPLUG_NVME)} in ([0-9.]+ ms)", log)
+        if "vm-arm64-hotplug-identity" not in log:
+            probs.append(f"iommud's log does not name the rule it applied: {log[-1500:]}")
+        marks = dict(line.split() for line in (r.out_dir / "marks.txt").read_text().splitlines())
+        notes.append(f"hot-added NVMe: appeared at {marks.get('appeared')} s, identity at {marks.get('settled')} s"
+                     f" (guest uptime); iommud: reacted in {reacted.group(1) if reacted else '?'}")
+    except (vmlib.GuestFailed, FileNotFoundError, ValueError, KeyError) as e:
+        probs.append(f"{type(e).__name__}: {e}")
+    return scenarios.Outcome(f"arm64 daemon on {series}", r.seconds, r.accel, probs, notes, r.out_dir)
