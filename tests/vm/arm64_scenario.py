@@ -265,9 +265,9 @@ DAEMON_CONF = 'log-level = "debug"\n'  # "reacted to ... in N ms" is a debug lin
 DAEMON_GUEST = r"""#!/bin/bash
 set -u
 iommuctl=/vm/in/iommuctl dev=@DEV@
-wait_for() {  # wait_for SECONDS CMD...
-    local n=$(($1 * 10)); shift
-    for ((i = 0; i < n; i++)); do "$@" && return 0; sleep 0.1; done
+wait_for() {  # wait_for SECONDS CMD...: by the clock (under TCG each try's forks take longer than its sleep)
+    local end=$((SECONDS + $1)); shift
+    while ((SECONDS < end)); do "$@" && return 0; sleep 0.1; done
     return 1
 }
 group_type() {  # the hot-added device's group type and driver, or nothing
