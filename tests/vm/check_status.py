@@ -80,6 +80,11 @@ class KernelFacts:
             return "intel"
         if any(n.startswith("ivhd") for n in names):
             return "amd"
+        # The Arm SMMU drivers name a unit after its MMIO base: smmu3.0x... (v3), smmu.0x... (v1/v2).
+        if any(n.startswith("smmu3.") for n in names):
+            return "arm-smmu-v3"
+        if any(n.startswith("smmu.") for n in names):
+            return "arm-smmu"
         return "none"
 
     @property
@@ -112,6 +117,10 @@ def read_facts(d: Path, prefix: str = "") -> KernelFacts:
             u.ecap = int(value, 16)
         elif attr.endswith("/features"):
             u.features = value.strip()
+    # Units without any of those files (an SMMUv3 has none); older snapshots lack the file.
+    if (d / f"{prefix}unitnames.txt").is_file():
+        for name in text("unitnames.txt").split():
+            units.setdefault(name, Unit(name))
     for m in re.finditer(r"DMAR: (dmar\d+): reg_base_addr \S+ ver \S+ cap ([0-9a-f]+) ecap ([0-9a-f]+)",
                          dmesg):
         if m.group(1) in units:  # logged even when VT-d is then disabled
@@ -162,7 +171,10 @@ def expected_findings(k: KernelFacts) -> set[str]:
     if any(k.untrusted(a) and a in translated and k.classes.get(a, "")[:6] in ("0x0200", "0x0108")
            for a in k.classes):
         out.add("untrusted-bounce")
-    # No scenario has VFIO, an Arm SMMU or conflicting options.
+    # An Arm SMMU with a group in strict DMA (docs/kernel.md: arm64 defaults to strict).
+    if k.vendor in ("arm-smmu", "arm-smmu-v3") and any(t == "DMA" for t, _ in k.groups.values()):
+        out.add("smmu-strict")
+    # No scenario has VFIO or conflicting options.
     return out
 
 
@@ -213,6 +225,8 @@ def check(d: Path, prefix: str = "") -> tuple[KernelFacts, list[str]]:
         if ju is None:
             continue
         expect(f"{name}.cap", _hex(ju.get("cap")), ku.cap)
+        if name.startswith(("smmu3.", "smmu.")):
+            expect(f"{name}.vendor", ju.get("vendor"), "arm-smmu-v3" if name.startswith("smmu3.") else "arm-smmu")
         if name.startswith("dmar"):
             expect(f"{name}.ecap", _hex(ju.get("ecap")), ku.ecap)
             # The boot log and sysfs must agree too, or the test itself is wrong.

@@ -66,6 +66,18 @@ MUTATIONS = {
     "device reaching all memory left out": ("amd-pt-6.1", lambda d: d["exposure"]["all_memory"].pop(),
                                             "exposure.all_memory"),
     "mode the schema lacks": ("amd-pt-6.1", lambda d: d["iommu"].update(mode="passthrough"), "schema: at /iommu/mode"),
+    # arm64 (arm64_scenario.py, `run arm64-status smmu --kernel 6.12 --keep`): an SMMUv3 on a device tree.
+    "SMMU unit lost": ("arm64-smmu-6.12", lambda d: d["iommu"]["units"].pop(), "iommu.units[].name"),
+    "SMMU unit's vendor": ("arm64-smmu-6.12", lambda d: d["iommu"]["units"][0].update(vendor="arm-smmu"),
+                           "smmu3.0x0000000009050000.vendor"),
+    "SMMU taken for another vendor": ("arm64-smmu-6.12", lambda d: d["iommu"].update(vendor="unknown"),
+                                      "iommu.vendor"),
+    "smmu-strict lost": ("arm64-smmu-6.12",
+                         lambda d: d.update(findings=[f for f in d["findings"] if f["id"] != "smmu-strict"]),
+                         "finding smmu-strict"),
+    "smmu-strict on VT-d": ("vtd-cm1-6.12", lambda d: d["findings"].append({"id": "smmu-strict"}),
+                            "finding smmu-strict"),
+    "Arm strictness": ("arm64-smmu-6.12", lambda d: d["iommu"].update(strict=False), "iommu.strict"),
 }
 
 

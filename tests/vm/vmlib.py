@@ -73,6 +73,7 @@ class Kernel:
     package: str  # e.g. linux-image-6.1.0-56-amd64
     release: str  # uname -r, e.g. 6.1.0-56-amd64
     root: Path  # dpkg -x target
+    arch: str = "amd64"  # amd64 | arm64 (ARCHES)
 
     @property
     def vmlinuz(self) -> Path:
@@ -90,26 +91,56 @@ class Kernel:
 SERIES = ("6.1", "6.12")
 
 
-def find_kernel(series: str) -> Kernel:
+@dataclasses.dataclass(frozen=True)
+class Arch:
+    """What differs between the guest architectures (README.md, "arm64")."""
+
+    qemu: str
+    kernels: Path  # the cache's kernels/<series> links
+    # The guest's root, shared read-only over 9p: the host's own root on amd64; on arm64
+    # Debian's arm64 packages unpacked by tests/vm/setup (there is no arm64 host root).
+    root: Path
+    busybox: Path  # static, of the guest's architecture: the initramfs's only binary
+    console: str
+    initramfs_modules: tuple[str, ...]
+    # Kernel command line every guest of the architecture gets (besides BASE_CMDLINE's).
+    cmdline: tuple[str, ...] = ()
+
+
+ARM64_CACHE = CACHE / "arm64"
+ARCHES: dict[str, Arch] = {
+    "amd64": Arch(QEMU, CACHE / "kernels", Path("/"), BUSYBOX, "ttyS0",
+                  tuple(INITRAMFS_MODULES), ("no_timer_check",)),
+    # arm_smmu_v3 is built into both Debian arm64 kernels (CONFIG_ARM_SMMU_V3=y).
+    "arm64": Arch("qemu-system-aarch64", ARM64_CACHE / "kernels", ARM64_CACHE / "root",
+                  ARM64_CACHE / "root" / "usr" / "bin" / "busybox", "ttyAMA0",
+                  tuple(INITRAMFS_MODULES)),
+}
+
+
+def find_kernel(series: str, arch: str = "amd64") -> Kernel:
     """The cached kernel of a series; SetupMissing says how to get it."""
-    link = CACHE / "kernels" / series
+    link = ARCHES[arch].kernels / series
     hint = f"run tests/vm/setup (as root) first; cache is {CACHE}"
     if not (link / ".complete").exists():
-        raise SetupMissing(f"kernel series {series} is not in the cache: {hint}")
+        raise SetupMissing(f"{arch} kernel series {series} is not in the cache: {hint}")
+    if arch != "amd64" and not (ARCHES[arch].root / ".complete").exists():
+        raise SetupMissing(f"the {arch} guest root {ARCHES[arch].root} is not built: {hint}")
     release = (link / "release").read_text().strip()
-    kernel = Kernel(series, link.resolve().name, release, link.resolve() / "root")
+    kernel = Kernel(series, link.resolve().name, release, link.resolve() / "root", arch)
     for p in (kernel.vmlinuz, kernel.config, kernel.modules / "modules.dep"):
         if not p.exists():
             raise SetupMissing(f"{p} missing: {hint}")
     return kernel
 
 
-def check_host() -> None:
+def check_host(arch: str = "amd64") -> None:
     """Raise SetupMissing unless the host tools the harness needs are there."""
-    # modprobe and udevadm run in the guest, from the host's root.
-    missing = [t for t in (QEMU, "cpio", "modprobe", "udevadm") if shutil.which(t) is None]
-    if not BUSYBOX.exists():
-        missing.append(str(BUSYBOX) + " (busybox-static)")
+    # modprobe and udevadm run in the guest, from the host's root (amd64).
+    a = ARCHES[arch]
+    missing = [t for t in (a.qemu, "cpio", "modprobe", "udevadm") if shutil.which(t) is None]
+    if not a.busybox.exists():
+        missing.append(str(a.busybox) + " (busybox-static)")
     if missing:
         raise SetupMissing(f"missing {', '.join(missing)}: run tests/vm/setup (as root)")
 
@@ -156,9 +187,10 @@ def _read_module(path: Path) -> bytes:
 def initramfs(kernel: Kernel) -> Path:
     """Build (once, cached by content) the initramfs for a kernel."""
     init = (HERE / "guest" / "initramfs-init").read_bytes()
-    modules = _module_closure(kernel, INITRAMFS_MODULES)
+    arch = ARCHES[kernel.arch]
+    modules = _module_closure(kernel, arch.initramfs_modules)
     key = hashlib.sha256(
-        init + BUSYBOX.read_bytes() + "\n".join(modules).encode() + kernel.package.encode()
+        init + arch.busybox.read_bytes() + "\n".join(modules).encode() + kernel.package.encode()
     ).hexdigest()[:16]
     out = CACHE / "initramfs" / f"{kernel.release}-{key}.cpio.gz"
     if out.exists():
@@ -168,7 +200,7 @@ def initramfs(kernel: Kernel) -> Path:
         root = Path(tmp)
         for d in ("bin", "dev", "proc", "sys", "newroot", "lower", "rw", "modules"):
             (root / d).mkdir()
-        shutil.copy2(BUSYBOX, root / "bin" / "busybox")
+        shutil.copy2(arch.busybox, root / "bin" / "busybox")
         (root / "init").write_bytes(init)
         (root / "init").chmod(0o755)
         names = []
@@ -178,11 +210,21 @@ def initramfs(kernel: Kernel) -> Path:
             names.append(name)
         # Where the guest finds this kernel's modules and config on the host
         # root; the init script bind-mounts / copies them into place.
-        (root / "kernel.env").write_text(
-            f"KERNEL_RELEASE='{kernel.release}'\n"
-            f"KERNEL_MODULES='{kernel.modules}'\n"
-            f"KERNEL_CONFIG='{kernel.config}'\n"
-        )
+        if kernel.arch == "amd64":
+            (root / "kernel.env").write_text(
+                f"KERNEL_RELEASE='{kernel.release}'\n"
+                f"KERNEL_MODULES='{kernel.modules}'\n"
+                f"KERNEL_CONFIG='{kernel.config}'\n"
+            )
+        else:
+            # The kernel package is not inside the guest's root: it comes as a third 9p
+            # share ("kernelroot", see boot()), mounted at /.kernel in the new root.
+            (root / "kernel.env").write_text(
+                f"KERNEL_RELEASE='{kernel.release}'\n"
+                f"KERNEL_MODULES='/.kernel/lib/modules/{kernel.release}'\n"
+                f"KERNEL_CONFIG='/.kernel/boot/config-{kernel.release}'\n"
+                "KERNEL_SHARE=1\n"
+            )
         files = subprocess.run(
             ["find", "."], cwd=root, check=True, capture_output=True, text=True
         ).stdout
@@ -268,7 +310,7 @@ ALL_DEVICES = ["nvme-solo", "nvme-pair", "e1000e", "hotplug-port"]
 class Machine:
     """What to boot: IOMMU model, kernel command line extras, devices."""
 
-    iommu: str = "intel"  # intel | amd | none
+    iommu: str = "intel"  # intel | amd | none; arm64: smmuv3 | none
     caching_mode: bool = False  # intel only: VT-d Caching Mode (CM) bit
     cmdline: list[str] = dataclasses.field(default_factory=list)
     devices: list[str] = dataclasses.field(default_factory=lambda: list(ALL_DEVICES))
@@ -278,13 +320,25 @@ class Machine:
     extra_qemu: list[str] = dataclasses.field(default_factory=list)
     # Extra ACPI tables (compiled .aml files), loaded with -acpitable.
     acpi_tables: list[Path] = dataclasses.field(default_factory=list)
+    arch: str = "amd64"  # amd64: q35; arm64: virt (ARCHES)
+
+    def machine_arg(self, accel_mode: str) -> list[str]:
+        """QEMU's -machine: q35 (the IOMMU is a -device), or virt whose SMMUv3 is a machine property."""
+        if self.arch == "arm64":
+            if self.iommu not in ("smmuv3", "none"):
+                raise ValueError(f"arm64: unknown iommu model {self.iommu!r} (smmuv3 | none)")
+            smmu = ",iommu=smmuv3" if self.iommu == "smmuv3" else ""
+            return ["-machine", f"virt{smmu},accel={accel_mode}"]
+        return ["-machine", f"q35,accel={accel_mode}"]
 
     def qemu_args(self) -> list[str]:
         # The IOMMU comes first: QEMU wants it created before the PCI devices
         # it translates.  Interrupt remapping is off: it would need a split
         # irqchip under KVM and iommud does not look at it.
         args: list[str] = []
-        if self.iommu == "intel":
+        if self.arch == "arm64":
+            pass  # the SMMUv3 is part of -machine (machine_arg)
+        elif self.iommu == "intel":
             cm = "on" if self.caching_mode else "off"
             args += ["-device", f"intel-iommu,caching-mode={cm},intremap=off"]
         elif self.iommu == "amd":
@@ -590,10 +644,14 @@ def boot(kernel: Kernel, machine: Machine, script: str, *,
     and files are not used, exit_status stays None and the console is the
     result (the boot scenario boots an image of Debian's initramfs-tools).
     """
-    check_host()
+    arch = ARCHES[kernel.arch]
+    if machine.arch != kernel.arch:
+        raise ValueError(f"a {machine.arch} machine cannot boot a {kernel.arch} kernel")
+    check_host(kernel.arch)
     if init not in ("script", "systemd"):
         raise ValueError("init must be 'script' or 'systemd'")
-    mode = accel_override or accel()
+    # No KVM for another architecture: arm64 guests always run under TCG.
+    mode = accel_override or (accel() if kernel.arch == "amd64" else "tcg")
     io_dir = Path(tempfile.mkdtemp(prefix="iommud-vm-"))
     (io_dir / "in").mkdir()
     (io_dir / "out").mkdir()
@@ -622,14 +680,27 @@ def boot(kernel: Kernel, machine: Machine, script: str, *,
         f"VM_UDEV={int(udev)}\n"
     )
 
-    cmdline = BASE_CMDLINE + machine.cmdline
+    if kernel.arch == "amd64":
+        cmdline = BASE_CMDLINE + machine.cmdline
+    else:
+        cmdline = ([f"console={arch.console}"] + [a for a in BASE_CMDLINE if not a.startswith("console=")
+                                                  and a != "no_timer_check"] + list(arch.cmdline)
+                   + machine.cmdline)
     if init == "systemd":
         # The unit set stays small: our target pulls only what the test needs.
         cmdline = cmdline + ["systemd.unit=vm-test.target", "systemd.show_status=0"]
     qmp_path = io_dir / "qmp.sock"
     cpu = os.environ.get("IOMMUD_VM_CPU") or ("host" if mode == "kvm" else "max")
+    if kernel.arch == "arm64":
+        # TCG: "max" emulates pointer authentication with QARMA, which costs much; the
+        # implementation-defined algorithm is the cheap one.  (KVM: no arm64 host here.)
+        cpu = os.environ.get("IOMMUD_VM_CPU") or "max,pauth-impdef=on"
+    kernel_share = [] if kernel.arch == "amd64" else [
+        "-fsdev", f"local,id=kernelroot,path={kernel.root},security_model=none,readonly=on",
+        "-device", "virtio-9p-pci,fsdev=kernelroot,mount_tag=kernelroot",
+    ]
     args = [
-        QEMU, "-machine", f"q35,accel={mode}", "-cpu", cpu,
+        arch.qemu, *machine.machine_arg(mode), "-cpu", cpu,
         "-m", str(machine.memory_mb), "-smp", str(machine.cpus),
         "-nodefaults", "-no-user-config", "-display", "none", "-no-reboot",
         "-serial", "stdio", "-qmp", f"unix:{qmp_path},server=on,wait=off",
@@ -638,8 +709,9 @@ def boot(kernel: Kernel, machine: Machine, script: str, *,
         *machine.qemu_args(),
         # The host root, read-only; multidevs=remap keeps inode numbers unique
         # across the host's mount points.
-        "-fsdev", "local,id=hostroot,path=/,security_model=none,readonly=on,multidevs=remap",
+        "-fsdev", f"local,id=hostroot,path={arch.root},security_model=none,readonly=on,multidevs=remap",
         "-device", "virtio-9p-pci,fsdev=hostroot,mount_tag=hostroot",
+        *kernel_share,
         "-fsdev", f"local,id=vmio,path={io_dir},security_model=none",
         "-device", "virtio-9p-pci,fsdev=vmio,mount_tag=vmio",
     ]
