@@ -13,7 +13,7 @@ import unittest
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import testbed  # noqa: E402
-from testbed import NIC, NVME_A, NVME_B, SOLO_NVME, TB_DOWN, TB_UP  # noqa: E402
+from testbed import NIC, NVME_A, NVME_B, SOLO_NVME, TB_DOWN, TB_UP, scaled  # noqa: E402
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "schema"))
 import schemas  # noqa: E402  (docs/schema, python3-jsonschema)
 
@@ -30,7 +30,7 @@ class IommuctlUnderUmockdev(unittest.TestCase):
         self.addCleanup(shutil.rmtree, self.work, True)
 
     def iommuctl(self, *args):
-        r = subprocess.run([IOMMUCTL, *args], env=self.host.env(), capture_output=True, text=True, timeout=60)
+        r = subprocess.run([IOMMUCTL, *args], env=self.host.env(), capture_output=True, text=True, timeout=scaled(60))
         self.assertEqual(r.returncode, 0, f"iommuctl {' '.join(args)} exited {r.returncode}: {r.stderr}")
         return r.stdout
 
@@ -164,7 +164,7 @@ class IommuctlUnderUmockdev(unittest.TestCase):
                   f"printf %s identity > /sys/kernel/iommu_groups/{NVME_A.group}/type && "
                   f"printf %s {NVME_A.address} > /sys/bus/pci/drivers/nvme/bind && "
                   f"printf %s {NVME_B.address} > /sys/bus/pci/drivers/nvme/bind")
-        subprocess.run(["sh", "-c", script], env=self.host.env(), check=True, timeout=30)
+        subprocess.run(["sh", "-c", script], env=self.host.env(), check=True, timeout=scaled(30))
         self.host.settle()
         self.assertEqual(self.host.anomalies, [])
         self.assertEqual(self.host.writes, [
@@ -186,7 +186,7 @@ class IommuctlUnderUmockdev(unittest.TestCase):
         script = (f"printf %s identity > /sys/kernel/iommu_groups/{NVME_A.group}/type; "
                   f"printf %s {NIC.address} > /sys/bus/pci/drivers/atlantic/unbind; "
                   f"printf %s identity > /sys/kernel/iommu_groups/{NIC.group}/type")
-        subprocess.run(["sh", "-c", script], env=self.host.env(), check=True, timeout=30)
+        subprocess.run(["sh", "-c", script], env=self.host.env(), check=True, timeout=scaled(30))
         self.host.settle()
         self.assertEqual(self.host.group_type(NVME_A.group), "DMA-FQ")
         self.assertEqual(self.host.group_type(NIC.group), "DMA")
@@ -205,7 +205,7 @@ class IommuctlUnderUmockdev(unittest.TestCase):
         self.host.remove_pair()
         self.host.flush()
         mon.terminate()
-        out = mon.communicate(timeout=10)[0]
+        out = mon.communicate(timeout=scaled(10))[0]
         blocks = [dict(line.split("=", 1) for line in b.splitlines() if "=" in line)
                   for b in out.split("\n\n") if "ACTION=" in b]
         self.assertEqual([(b["ACTION"], b["PCI_SLOT_NAME"]) for b in blocks],

@@ -67,9 +67,31 @@ except (ImportError, ValueError) as missing:
 PRELOAD = "libumockdev-preload.so.0"
 
 
+def _timeout_scale() -> float:
+    text = os.environ.get("IOMMUD_TEST_TIMEOUT_SCALE", "") or "1"
+    try:
+        scale = float(text)
+    except ValueError:
+        raise SystemExit(f"IOMMUD_TEST_TIMEOUT_SCALE={text!r} is not a number") from None
+    if scale <= 0:
+        raise SystemExit(f"IOMMUD_TEST_TIMEOUT_SCALE={text!r} must be above 0")
+    return scale
+
+
+# The one factor of every deadline of the umockdev tests (a slow or loaded machine, a sanitizer
+# build): a deadline only bounds how long a failing test takes; the tests wait for events.
+TIMEOUT_SCALE = _timeout_scale()
+
+
+def scaled(seconds: float) -> float:
+    """A deadline of `seconds` on this machine: times IOMMUD_TEST_TIMEOUT_SCALE (default 1)."""
+    return seconds * TIMEOUT_SCALE
+
+
 def wait_until(what: str, predicate: Callable[[], object], timeout: float = 10.0, interval: float = 0.01):
     """Polls `predicate` until it returns something true; raises AssertionError naming `what`
-    after `timeout` seconds. Returns the predicate's value."""
+    after `timeout` seconds (scaled). Returns the predicate's value."""
+    timeout = scaled(timeout)
     deadline = time.monotonic() + timeout
     while True:
         value = predicate()
@@ -269,7 +291,11 @@ class Host:
         self._lock = threading.RLock()
         self.testbed = UMockdev.Testbed.new()
         self.root = self.testbed.get_root_dir()
-        self.send_timeout = send_timeout
+        self.run_dir = os.path.join(self.root, "iommud-run")  # iommuctl's (env()); an iommud has its own
+        self.state_dir = os.path.join(self.root, "iommud-state")
+        os.mkdir(self.run_dir, 0o700)
+        os.mkdir(self.state_dir, 0o700)
+        self.send_timeout = scaled(send_timeout)
         self.anomalies: list[str] = []  # what the kernel would have refused
         self.writes: list[tuple[str, str]] = []  # (file, value) of every bind/unbind/type write, in order
         self.events: list[tuple[str, str]] = []  # (action, devpath) of every uevent sent
@@ -311,6 +337,10 @@ class Host:
         # The preload and ASan's runtime both want to come first in the library list.
         asan = env.get("ASAN_OPTIONS", "")
         env["ASAN_OPTIONS"] = (asan + ":" if asan else "") + "verify_asan_link_order=0"
+        # iommuctl's lock, journal and records: this host's, never the machine's /run/iommud and
+        # /var/lib/iommud (umockdev redirects neither).
+        env["IOMMUD_RUNTIME_DIRECTORY"] = self.run_dir
+        env["IOMMUD_STATE_DIRECTORY"] = self.state_dir
         env.update(extra)
         return env
 
@@ -405,7 +435,9 @@ class Host:
             self.uevent(router, "remove", props)
 
     def add_pair(self) -> None:
-        self._add_unit(PAIR_UNIT, True)
+        """Both drives, probed, before the first uevent of either is delivered."""
+        with self.uevents_held():
+            self._add_unit(PAIR_UNIT, True)
 
     def remove_pair(self) -> None:
         self._remove_unit(PAIR_UNIT, one_port=False)
@@ -455,6 +487,18 @@ class Host:
             listeners = [os.path.join(self.root, n) for n in sorted(os.listdir(self.root))
                          if re.fullmatch(r"event[0-9]+", n)]
             self._sender.put(listeners, header + body)
+
+    @contextlib.contextmanager
+    def uevents_held(self):
+        """Holds the uevents back while the block runs, then delivers them in order: whatever
+        the block does to sysfs is all there before a listener hears of its first step. (Two
+        drives plugged at once are both probed before the daemon's debounce of the first can
+        end, however slowly the block runs.)"""
+        self._sender.hold(True)
+        try:
+            yield
+        finally:
+            self._sender.hold(False)
 
     def flush(self, timeout: float = 30.0) -> None:
         """Waits until every uevent sent so far is delivered."""
@@ -999,7 +1043,7 @@ class _DriverCore(threading.Thread):
         self._stopping = True
         os.write(self._wake_w, b"x")
         if self.is_alive():
-            self.join(10)
+            self.join(scaled(10))
         for fd, _, _, _ in self._fifos.values():
             os.close(fd)
         for _, fd in self._type_files.values():
@@ -1010,7 +1054,7 @@ class _DriverCore(threading.Thread):
 
     def sync(self, timeout: float) -> None:
         """Returns once every event inotify has queued so far is handled."""
-        deadline = time.monotonic() + timeout
+        deadline = time.monotonic() + scaled(timeout)
         while True:
             with self._idle:
                 if self._pending == 0 and not select.select([self._fd], [], [], 0)[0]:
@@ -1077,6 +1121,12 @@ class _Sender(threading.Thread):
         self._queue: list[tuple[list[str], bytes] | None] = []
         self._cond = threading.Condition()
         self._busy = False
+        self._held = 0
+
+    def hold(self, held: bool) -> None:
+        with self._cond:
+            self._held += 1 if held else -1
+            self._cond.notify_all()
 
     def put(self, listeners: list[str], message: bytes) -> None:
         with self._cond:
@@ -1091,8 +1141,10 @@ class _Sender(threading.Thread):
             self.join(self._host.send_timeout + 5)
 
     def flush(self, timeout: float) -> None:
+        timeout = scaled(timeout)
         deadline = time.monotonic() + timeout
         with self._cond:
+            assert not self._held, "flush() while the uevents are held would wait for ever"
             while self._queue or self._busy:
                 left = deadline - time.monotonic()
                 if left <= 0:
@@ -1102,7 +1154,7 @@ class _Sender(threading.Thread):
     def run(self) -> None:
         while True:
             with self._cond:
-                while not self._queue:
+                while not self._queue or (self._held and self._queue[0] is not None):
                     self._cond.wait()
                 item = self._queue.pop(0)
                 self._busy = item is not None

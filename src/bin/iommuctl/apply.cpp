@@ -102,7 +102,7 @@ void addApply(CLI::App& app, const Globals& globals, int& code) {
     }
     adapters::sysfs::Root root(globals.root);
     adapters::sysfs::RootWriter writer(root);
-    app::ApplyContext ctx{root, writer, nullptr, {}, app::utcNow, {}};
+    app::ApplyContext ctx{root, writer, nullptr, globals.state, app::utcNow, {}};
     auto lock = startWriting(globals, ctx, "apply");
     if (!lock) {
       code = 1;
@@ -148,7 +148,7 @@ void addRevert(CLI::App& app, const Globals& globals, int& code) {
     }
     adapters::sysfs::Root root(globals.root);
     adapters::sysfs::RootWriter writer(root);
-    app::ApplyContext ctx{root, writer, nullptr, {}, app::utcNow, {}};
+    app::ApplyContext ctx{root, writer, nullptr, globals.state, app::utcNow, {}};
     auto lock = startWriting(globals, ctx, "revert");
     if (!lock) {
       code = 1;
