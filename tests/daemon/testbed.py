@@ -65,6 +65,9 @@ except (ImportError, ValueError) as missing:
                      "(scripts/setup --tests does)") from None
 
 PRELOAD = "libumockdev-preload.so.0"
+# Makes a write to an emulated bind, unbind or type file return once taken, as on the kernel
+# (sync_writes.cpp; ctest sets the path, bench/run-daemon too).
+SYNC_WRITES = os.environ.get("IOMMUD_TESTBED_SYNC", "")
 
 
 def _timeout_scale() -> float:
@@ -288,6 +291,9 @@ class Host:
 
     def __init__(self, *, with_nic: bool = True, with_pair: bool = True, with_solo: bool = True,
                  send_timeout: float = 10.0):
+        if not os.path.isfile(SYNC_WRITES):
+            raise SystemExit(f"IOMMUD_TESTBED_SYNC={SYNC_WRITES!r} names no file: set it to the testbed_sync_writes "
+                             "module of a build (ctest does: build/lib/libtestbed_sync_writes.so)")
         self._lock = threading.RLock()
         self.testbed = UMockdev.Testbed.new()
         self.root = self.testbed.get_root_dir()
@@ -334,6 +340,9 @@ class Host:
         env["UMOCKDEV_DIR"] = self.root
         if PRELOAD not in env.get("LD_PRELOAD", ""):
             env["LD_PRELOAD"] = PRELOAD + (":" + env["LD_PRELOAD"] if env.get("LD_PRELOAD") else "")
+        if SYNC_WRITES not in env["LD_PRELOAD"]:  # first: its close() calls umockdev's
+            env["LD_PRELOAD"] = SYNC_WRITES + ":" + env["LD_PRELOAD"]
+        env["IOMMUD_TESTBED_ACKS"] = self._core.ack_dir
         # The preload and ASan's runtime both want to come first in the library list.
         asan = env.get("ASAN_OPTIONS", "")
         env["ASAN_OPTIONS"] = (asan + ":" if asan else "") + "verify_asan_link_order=0"
@@ -969,6 +978,10 @@ class _DriverCore(threading.Thread):
         self._fifos: dict[int, tuple[int, str, str, bytearray]] = {}  # wd -> (fd, driver, action, buffer)
         self._types: dict[int, int] = {}  # wd -> group
         self._type_files: dict[int, tuple[int, int]] = {}  # group -> (wd, fd)
+        # wd -> (the FIFO sync_writes.cpp waits on in a writer's close(2), our fd on it)
+        self._acks: dict[int, tuple[str, int]] = {}
+        self.ack_dir = os.path.join(host.root, "acks")
+        os.mkdir(self.ack_dir, 0o700)
         self._stopping = False
         self._idle = threading.Condition()
         self._pending = 0  # events read and not handled yet
@@ -977,7 +990,22 @@ class _DriverCore(threading.Thread):
         wd = self._add_watch(self._fd, path.encode(), IN_OPEN | IN_CLOSE_WRITE)
         if wd < 0:
             raise OSError(ctypes.get_errno(), f"inotify_add_watch {path}")
+        st = os.stat(path)
+        ack = os.path.join(self.ack_dir, f"{st.st_dev}-{st.st_ino}")
+        os.mkfifo(ack, 0o600)
+        self._acks[wd] = (ack, os.open(ack, os.O_RDWR | os.O_NONBLOCK | os.O_CLOEXEC))
         return wd
+
+    def _unwatch(self, wd: int) -> None:
+        self._rm_watch(self._fd, wd)
+        ack, fd = self._acks.pop(wd)
+        os.close(fd)
+        os.unlink(ack)
+
+    def _acknowledge(self, wd: int) -> None:
+        """The writer's close(2) returns (sync_writes.cpp): its write has taken effect."""
+        if wd in self._acks:
+            os.write(self._acks[wd][1], b"a")
 
     def add_fifo(self, path: str, driver: str, action: str) -> None:
         """A bind or unbind file: a FIFO of one page, kept full. A writer blocks in write()
@@ -1024,7 +1052,7 @@ class _DriverCore(threading.Thread):
     def remove_type_file(self, group: int) -> None:
         wd, fd = self._type_files.pop(group)
         self._types.pop(wd, None)
-        self._rm_watch(self._fd, wd)
+        self._unwatch(wd)
         os.close(fd)
 
     def read_type(self, group: int) -> str:
@@ -1045,6 +1073,8 @@ class _DriverCore(threading.Thread):
         if self.is_alive():
             self.join(scaled(10))
         for fd, _, _, _ in self._fifos.values():
+            os.close(fd)
+        for _, fd in self._acks.values():
             os.close(fd)
         for _, fd in self._type_files.values():
             os.close(fd)
@@ -1105,9 +1135,15 @@ class _DriverCore(threading.Thread):
             else:
                 value = bytes(buf)
                 buf.clear()
-            self._host._driver_write(driver, action, value)
+            try:
+                self._host._driver_write(driver, action, value)
+            finally:
+                self._acknowledge(wd)
         elif wd in self._types and mask & IN_CLOSE_WRITE:
-            self._host._type_written(self._types[wd])
+            try:
+                self._host._type_written(self._types[wd])
+            finally:
+                self._acknowledge(wd)
 
 
 class _Sender(threading.Thread):
