@@ -110,6 +110,7 @@ extern "C" int close(int fd) {
   return r;
 }
 
+// NOLINTNEXTLINE(readability-inconsistent-declaration-parameter-name): glibc names them __fd, __fd2
 extern "C" int dup2(int oldfd, int newfd) {
   char path[4096];
   const int saved = errno;
@@ -124,6 +125,7 @@ extern "C" int dup2(int oldfd, int newfd) {
   return r;
 }
 
+// NOLINTNEXTLINE(readability-inconsistent-declaration-parameter-name)
 extern "C" int dup3(int oldfd, int newfd, int flags) {
   char path[4096];
   const int saved = errno;
