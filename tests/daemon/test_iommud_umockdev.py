@@ -31,9 +31,9 @@ PAIR = NVME_A.group
 STATUS_LINE = re.compile(r"(\d+) devices tuned, (\d+) advised, (?:.*, )?(\d+) failed")
 
 
-# Long enough for both drives of the pair to have appeared when the first one's wait ends, so
-# that one transaction takes both (a shorter one may catch the second half-probed: then the
-# group changes with only the first unbound, which is right too, but not one fixed sequence).
+# The pair's debounce. Its length decides nothing: Host.add_pair() holds the plug's uevents until
+# both drives are probed, so when the first one's wait ends the second is there, and one
+# transaction takes both (one fixed sequence) however slowly the machine runs.
 PAIR_DEBOUNCE_MS = 1000
 
 # The one transaction that puts the pair's group to identity, as the kernel sees it.
