@@ -8,6 +8,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import unittest
 
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
@@ -202,10 +203,17 @@ class IommuctlUnderUmockdev(unittest.TestCase):
         self.addCleanup(mon.kill)
         testbed.wait_until("udevadm's monitor socket",
                            lambda: any(n.startswith("event") for n in os.listdir(self.host.root)))
+        lines: list[str] = []
+        reader = threading.Thread(target=lambda: lines.extend(mon.stdout), daemon=True)
+        reader.start()
         self.host.remove_pair()
-        self.host.flush()
+        # Delivered is not yet printed: wait for the monitor to print all four (or more) events.
+        testbed.wait_until("udevadm monitor to print the four events",
+                           lambda: sum(line.startswith("ACTION=") for line in list(lines)) >= 4)
         mon.terminate()
-        out = mon.communicate(timeout=scaled(10))[0]
+        mon.wait(scaled(10))
+        reader.join(scaled(10))
+        out = "".join(lines)
         blocks = [dict(line.split("=", 1) for line in b.splitlines() if "=" in line)
                   for b in out.split("\n\n") if "ACTION=" in b]
         self.assertEqual([(b["ACTION"], b["PCI_SLOT_NAME"]) for b in blocks],
