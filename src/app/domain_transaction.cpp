@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <thread>
 
 #include "core/text.hpp"
 
@@ -27,18 +26,6 @@ std::optional<std::string> boundDriver(const Root& root, std::string_view addres
   auto link = root.readLink(devicePath(address) + "/driver");
   if (!link) return std::nullopt;
   return std::string(baseName(*link));
-}
-
-// The driver a device shows after a bind, waiting up to `settle` while it shows none (see
-// TransactionHooks::bindSettle).
-std::optional<std::string> settledDriver(const Root& root, std::string_view address, std::chrono::milliseconds settle) {
-  auto deadline = Clock::now() + settle;
-  auto driver = boundDriver(root, address);
-  while (!driver && Clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    driver = boundDriver(root, address);
-  }
-  return driver;
 }
 
 std::optional<core::DomainType> readType(const Root& root, int group) {
@@ -114,7 +101,7 @@ class Runner {
       return false;
     }
     auto wrong = std::find_if(unbound_.begin(), unbound_.end(), [&](const core::MemberStep* m) {
-      return !isVanished(m->address) && settledDriver(root_, m->address, hooks_.bindSettle) != m->driver;
+      return !isVanished(m->address) && boundDriver(root_, m->address) != m->driver;
     });
     if (wrong != unbound_.end()) {
       const auto& m = **wrong;
@@ -144,7 +131,7 @@ class Runner {
       if (!boundDriver(root_, m.address)) quietly("bind " + m.address, driverPath(*m.driver, "bind"), m.address);
     }
     for (const auto& m : c.members) {
-      if (m.unbind && deviceExists(root_, m.address) && !settledDriver(root_, m.address, hooks_.bindSettle)) {
+      if (m.unbind && deviceExists(root_, m.address) && !boundDriver(root_, m.address)) {
         report_.leftUnbound.push_back(m.address);
       }
     }
@@ -268,8 +255,7 @@ core::Result<std::optional<RecoveryReport>> recoverDomainChange(const Root& root
       continue;
     }
     if (boundDriver(root, m.address)) continue;
-    if (writer.write(driverPath(*m.driver, "bind"), m.address) &&
-        settledDriver(root, m.address, TransactionHooks{}.bindSettle)) {
+    if (writer.write(driverPath(*m.driver, "bind"), m.address) && boundDriver(root, m.address)) {
       r.rebound.push_back(m.address);
     } else {
       r.failed.push_back(m.address);

@@ -15,13 +15,11 @@
 namespace iommud::app {
 
 /// Test hooks: called after each step ("unbind 0000:01:00.0", "write identity", "bind ..."), so
-/// that a test can pause the transaction there or kill the process.
+/// that a test can pause the transaction there or kill the process. (A bind is read back right
+/// after its write: the kernel binds before the write returns, docs/kernel.md §2.2, and so does
+/// the umockdev testbed, through tests/daemon/sync_writes.cpp.)
 struct TransactionHooks {
   std::function<void(std::string_view step)> afterStep;
-  /// How long a rebound device may show no driver before the read-back fails. A kernel binds
-  /// before the write returns, so this costs nothing there; umockdev's test bed moves the driver
-  /// link from another process, a moment later.
-  std::chrono::milliseconds bindSettle{1000};
 };
 
 /// How a domain transaction went.

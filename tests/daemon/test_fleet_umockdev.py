@@ -22,7 +22,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import nfd_local  # noqa: E402
 import testbed  # noqa: E402
 from test_iommud_umockdev import IOMMUCTL, PAIR, PAIR_DEBOUNCE_MS, DaemonTestCase  # noqa: E402
-from testbed import wait_until  # noqa: E402
+from testbed import scaled, wait_until  # noqa: E402
 
 PROMTOOL = shutil.which("promtool")
 NODE_EXPORTER = shutil.which("prometheus-node-exporter")
@@ -31,7 +31,7 @@ FLEET_HOSTS = os.environ.get("FLEET_HOSTS", "build/bin/fleet_hosts")
 
 def promtool_check(test: unittest.TestCase, text: str, what: str) -> None:
     test.assertIsNotNone(PROMTOOL, "promtool not found: install Debian's prometheus package (scripts/setup --tests)")
-    r = subprocess.run([PROMTOOL, "check", "metrics"], input=text, capture_output=True, text=True, timeout=60)
+    r = subprocess.run([PROMTOOL, "check", "metrics"], input=text, capture_output=True, text=True, timeout=scaled(60))
     test.assertEqual((r.returncode, r.stdout + r.stderr), (0, ""), f"promtool check metrics on {what}:\n{text}")
 
 
@@ -74,13 +74,13 @@ class NodeExporter:
         if self.proc.poll() is not None:
             return "exited"
         try:
-            with urllib.request.urlopen(self.url, timeout=5):
+            with urllib.request.urlopen(self.url, timeout=scaled(5)):
                 return "up"
         except OSError:
             return None
 
     def scrape(self) -> str:
-        with urllib.request.urlopen(self.url, timeout=30) as r:
+        with urllib.request.urlopen(self.url, timeout=scaled(30)) as r:
             return r.read().decode()
 
     def log_text(self) -> str:
@@ -100,7 +100,7 @@ class NodeExporter:
     def stop(self):
         if self.proc.poll() is None:
             self.proc.terminate()
-            self.proc.wait(timeout=30)
+            self.proc.wait(timeout=scaled(30))
         self.log.close()
 
 
@@ -132,7 +132,7 @@ def samples(text: str) -> dict[str, str]:
 def fleet_hosts() -> str:
     """Writes fleet_hosts' roots into a temporary directory; returns it."""
     out = tempfile.mkdtemp(prefix="iommud-fleet-hosts-")
-    r = subprocess.run([FLEET_HOSTS, out], capture_output=True, text=True, timeout=600)
+    r = subprocess.run([FLEET_HOSTS, out], capture_output=True, text=True, timeout=scaled(600))
     if r.returncode != 0:
         shutil.rmtree(out, ignore_errors=True)
         raise AssertionError(f"{FLEET_HOSTS} failed: {r.stderr}")
@@ -142,7 +142,7 @@ def fleet_hosts() -> str:
 def textfile_of(test: unittest.TestCase, root: str) -> str:
     """`iommuctl --root ROOT status --format=prometheus` written as a textfile directory; returns it."""
     r = subprocess.run([IOMMUCTL, "--root", root, "status", "--format=prometheus"], capture_output=True, text=True,
-                       timeout=300)
+                       timeout=scaled(300))
     test.assertEqual(r.returncode, 0, r.stderr)
     directory = tempfile.mkdtemp(prefix="iommud-textfile-")
     test.addCleanup(shutil.rmtree, directory, ignore_errors=True)
@@ -254,7 +254,7 @@ class FleetExport(DaemonTestCase):
     def test_iommuctl_prints_metrics_promtool_accepts_and_nfd_labels_by_the_rules(self):
         self.make_host()
         r = subprocess.run([IOMMUCTL, "status", "--format=prometheus"], env=self.host.env(), capture_output=True,
-                           text=True, timeout=60)
+                           text=True, timeout=scaled(60))
         self.assertEqual(r.returncode, 0, r.stderr)
         promtool_check(self, r.stdout, "iommuctl status --format=prometheus")
         s = samples(r.stdout)
@@ -269,14 +269,14 @@ class FleetExport(DaemonTestCase):
         self.assertNotIn("group=", r.stdout)
         self.assertEqual(s['iommud_changes_total{result="done"}'], "0")  # the daemon's counters: 0 here
         r = subprocess.run([IOMMUCTL, "status", "--format=nfd"], env=self.host.env(), capture_output=True, text=True,
-                           timeout=60)
+                           timeout=scaled(60))
         self.assertEqual(r.returncode, 0, r.stderr)
         labels = nfd_labels(self, r.stdout)
         self.assertEqual(labels["feature.node.kubernetes.io/iommud-iommu-vendor"], "intel")
         self.assertEqual(labels["feature.node.kubernetes.io/iommud-iommu-mode"], "DMA-FQ")
         self.assertEqual(labels["feature.node.kubernetes.io/iommud-nvme-identity"], "false")
         r = subprocess.run([IOMMUCTL, "status", "--json", "--format=text"], env=self.host.env(), capture_output=True,
-                           text=True, timeout=60)
+                           text=True, timeout=scaled(60))
         self.assertNotEqual(r.returncode, 0, "--json and --format together were accepted")
 
     def test_the_daemon_writes_both_files_at_start_and_again_when_the_host_changes(self):

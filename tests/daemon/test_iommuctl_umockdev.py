@@ -8,12 +8,13 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import unittest
 
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import testbed  # noqa: E402
-from testbed import NIC, NVME_A, NVME_B, SOLO_NVME, TB_DOWN, TB_UP  # noqa: E402
+from testbed import NIC, NVME_A, NVME_B, SOLO_NVME, TB_DOWN, TB_UP, scaled  # noqa: E402
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "schema"))
 import schemas  # noqa: E402  (docs/schema, python3-jsonschema)
 
@@ -30,7 +31,7 @@ class IommuctlUnderUmockdev(unittest.TestCase):
         self.addCleanup(shutil.rmtree, self.work, True)
 
     def iommuctl(self, *args):
-        r = subprocess.run([IOMMUCTL, *args], env=self.host.env(), capture_output=True, text=True, timeout=60)
+        r = subprocess.run([IOMMUCTL, *args], env=self.host.env(), capture_output=True, text=True, timeout=scaled(60))
         self.assertEqual(r.returncode, 0, f"iommuctl {' '.join(args)} exited {r.returncode}: {r.stderr}")
         return r.stdout
 
@@ -164,7 +165,7 @@ class IommuctlUnderUmockdev(unittest.TestCase):
                   f"printf %s identity > /sys/kernel/iommu_groups/{NVME_A.group}/type && "
                   f"printf %s {NVME_A.address} > /sys/bus/pci/drivers/nvme/bind && "
                   f"printf %s {NVME_B.address} > /sys/bus/pci/drivers/nvme/bind")
-        subprocess.run(["sh", "-c", script], env=self.host.env(), check=True, timeout=30)
+        subprocess.run(["sh", "-c", script], env=self.host.env(), check=True, timeout=scaled(30))
         self.host.settle()
         self.assertEqual(self.host.anomalies, [])
         self.assertEqual(self.host.writes, [
@@ -186,7 +187,7 @@ class IommuctlUnderUmockdev(unittest.TestCase):
         script = (f"printf %s identity > /sys/kernel/iommu_groups/{NVME_A.group}/type; "
                   f"printf %s {NIC.address} > /sys/bus/pci/drivers/atlantic/unbind; "
                   f"printf %s identity > /sys/kernel/iommu_groups/{NIC.group}/type")
-        subprocess.run(["sh", "-c", script], env=self.host.env(), check=True, timeout=30)
+        subprocess.run(["sh", "-c", script], env=self.host.env(), check=True, timeout=scaled(30))
         self.host.settle()
         self.assertEqual(self.host.group_type(NVME_A.group), "DMA-FQ")
         self.assertEqual(self.host.group_type(NIC.group), "DMA")
@@ -202,10 +203,17 @@ class IommuctlUnderUmockdev(unittest.TestCase):
         self.addCleanup(mon.kill)
         testbed.wait_until("udevadm's monitor socket",
                            lambda: any(n.startswith("event") for n in os.listdir(self.host.root)))
+        lines: list[str] = []
+        reader = threading.Thread(target=lambda: lines.extend(mon.stdout), daemon=True)
+        reader.start()
         self.host.remove_pair()
-        self.host.flush()
+        # Delivered is not yet printed: wait for the monitor to print all four (or more) events.
+        testbed.wait_until("udevadm monitor to print the four events",
+                           lambda: sum(line.startswith("ACTION=") for line in list(lines)) >= 4)
         mon.terminate()
-        out = mon.communicate(timeout=10)[0]
+        mon.wait(scaled(10))
+        reader.join(scaled(10))
+        out = "".join(lines)
         blocks = [dict(line.split("=", 1) for line in b.splitlines() if "=" in line)
                   for b in out.split("\n\n") if "ACTION=" in b]
         self.assertEqual([(b["ACTION"], b["PCI_SLOT_NAME"]) for b in blocks],

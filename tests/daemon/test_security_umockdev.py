@@ -19,6 +19,7 @@ import unittest
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import testbed  # noqa: E402
+from testbed import scaled  # noqa: E402
 from test_iommud_umockdev import IOMMUCTL, IOMMUD, PAIR_DEBOUNCE_MS, PAIR_TRANSACTION, DaemonTestCase  # noqa: E402
 
 NOBODY = 65534
@@ -92,7 +93,7 @@ class Refusals(DaemonTestCase):
         ], restore
 
     def cli(self, *args: str) -> subprocess.CompletedProcess:
-        return subprocess.run([IOMMUCTL, *args], env=self.host.env(), capture_output=True, text=True, timeout=60)
+        return subprocess.run([IOMMUCTL, *args], env=self.host.env(), capture_output=True, text=True, timeout=scaled(60))
 
     def test_unsafe_policies_are_refused_by_check_plan_and_a_reload_that_keeps_the_last_good_set(self):
         self.make_host()
@@ -146,7 +147,7 @@ class Refusals(DaemonTestCase):
         early.kill()
         self.assertEqual(self.host.writes, [])
         dirs = subprocess.run([IOMMUD, "--print-policy-dirs", "--config", conf], capture_output=True, text=True,
-                              timeout=60)
+                              timeout=scaled(60))
         self.assertEqual(dirs.returncode, 78, dirs.stderr)
         self.assertRegex(dirs.stderr, rf"{q(conf)}: error: refusing the configuration writable")
         os.chmod(conf, 0o644)
@@ -168,7 +169,7 @@ class Refusals(DaemonTestCase):
                     daemon.wait_log(says, start=mark)
                     self.assertTrue(daemon.alive())
                     dirs = subprocess.run([IOMMUD, "--print-policy-dirs", "--config", conf], capture_output=True,
-                                          text=True, timeout=60)
+                                          text=True, timeout=scaled(60))
                     self.assertEqual(dirs.returncode, 78, dirs.stderr)
                     self.assertRegex(dirs.stderr, says)
                 finally:

@@ -65,11 +65,36 @@ except (ImportError, ValueError) as missing:
                      "(scripts/setup --tests does)") from None
 
 PRELOAD = "libumockdev-preload.so.0"
+# Makes a write to an emulated bind, unbind or type file return once taken, as on the kernel
+# (sync_writes.cpp; ctest sets the path, bench/run-daemon too).
+SYNC_WRITES = os.environ.get("IOMMUD_TESTBED_SYNC", "")
+
+
+def _timeout_scale() -> float:
+    text = os.environ.get("IOMMUD_TEST_TIMEOUT_SCALE", "") or "1"
+    try:
+        scale = float(text)
+    except ValueError:
+        raise SystemExit(f"IOMMUD_TEST_TIMEOUT_SCALE={text!r} is not a number") from None
+    if scale <= 0:
+        raise SystemExit(f"IOMMUD_TEST_TIMEOUT_SCALE={text!r} must be above 0")
+    return scale
+
+
+# The one factor of every deadline of the umockdev tests (a slow or loaded machine, a sanitizer
+# build): a deadline only bounds how long a failing test takes; the tests wait for events.
+TIMEOUT_SCALE = _timeout_scale()
+
+
+def scaled(seconds: float) -> float:
+    """A deadline of `seconds` on this machine: times IOMMUD_TEST_TIMEOUT_SCALE (default 1)."""
+    return seconds * TIMEOUT_SCALE
 
 
 def wait_until(what: str, predicate: Callable[[], object], timeout: float = 10.0, interval: float = 0.01):
     """Polls `predicate` until it returns something true; raises AssertionError naming `what`
-    after `timeout` seconds. Returns the predicate's value."""
+    after `timeout` seconds (scaled). Returns the predicate's value."""
+    timeout = scaled(timeout)
     deadline = time.monotonic() + timeout
     while True:
         value = predicate()
@@ -266,10 +291,17 @@ class Host:
 
     def __init__(self, *, with_nic: bool = True, with_pair: bool = True, with_solo: bool = True,
                  send_timeout: float = 10.0):
+        if not os.path.isfile(SYNC_WRITES):
+            raise SystemExit(f"IOMMUD_TESTBED_SYNC={SYNC_WRITES!r} names no file: set it to the testbed_sync_writes "
+                             "module of a build (ctest does: build/lib/libtestbed_sync_writes.so)")
         self._lock = threading.RLock()
         self.testbed = UMockdev.Testbed.new()
         self.root = self.testbed.get_root_dir()
-        self.send_timeout = send_timeout
+        self.run_dir = os.path.join(self.root, "iommud-run")  # iommuctl's (env()); an iommud has its own
+        self.state_dir = os.path.join(self.root, "iommud-state")
+        os.mkdir(self.run_dir, 0o700)
+        os.mkdir(self.state_dir, 0o700)
+        self.send_timeout = scaled(send_timeout)
         self.anomalies: list[str] = []  # what the kernel would have refused
         self.writes: list[tuple[str, str]] = []  # (file, value) of every bind/unbind/type write, in order
         self.events: list[tuple[str, str]] = []  # (action, devpath) of every uevent sent
@@ -308,9 +340,16 @@ class Host:
         env["UMOCKDEV_DIR"] = self.root
         if PRELOAD not in env.get("LD_PRELOAD", ""):
             env["LD_PRELOAD"] = PRELOAD + (":" + env["LD_PRELOAD"] if env.get("LD_PRELOAD") else "")
+        if SYNC_WRITES not in env["LD_PRELOAD"]:  # first: its close() calls umockdev's
+            env["LD_PRELOAD"] = SYNC_WRITES + ":" + env["LD_PRELOAD"]
+        env["IOMMUD_TESTBED_ACKS"] = self._core.ack_dir
         # The preload and ASan's runtime both want to come first in the library list.
         asan = env.get("ASAN_OPTIONS", "")
         env["ASAN_OPTIONS"] = (asan + ":" if asan else "") + "verify_asan_link_order=0"
+        # iommuctl's lock, journal and records: this host's, never the machine's /run/iommud and
+        # /var/lib/iommud (umockdev redirects neither).
+        env["IOMMUD_RUNTIME_DIRECTORY"] = self.run_dir
+        env["IOMMUD_STATE_DIRECTORY"] = self.state_dir
         env.update(extra)
         return env
 
@@ -405,7 +444,9 @@ class Host:
             self.uevent(router, "remove", props)
 
     def add_pair(self) -> None:
-        self._add_unit(PAIR_UNIT, True)
+        """Both drives, probed, before the first uevent of either is delivered."""
+        with self.uevents_held():
+            self._add_unit(PAIR_UNIT, True)
 
     def remove_pair(self) -> None:
         self._remove_unit(PAIR_UNIT, one_port=False)
@@ -455,6 +496,18 @@ class Host:
             listeners = [os.path.join(self.root, n) for n in sorted(os.listdir(self.root))
                          if re.fullmatch(r"event[0-9]+", n)]
             self._sender.put(listeners, header + body)
+
+    @contextlib.contextmanager
+    def uevents_held(self):
+        """Holds the uevents back while the block runs, then delivers them in order: whatever
+        the block does to sysfs is all there before a listener hears of its first step. (Two
+        drives plugged at once are both probed before the daemon's debounce of the first can
+        end, however slowly the block runs.)"""
+        self._sender.hold(True)
+        try:
+            yield
+        finally:
+            self._sender.hold(False)
 
     def flush(self, timeout: float = 30.0) -> None:
         """Waits until every uevent sent so far is delivered."""
@@ -925,6 +978,10 @@ class _DriverCore(threading.Thread):
         self._fifos: dict[int, tuple[int, str, str, bytearray]] = {}  # wd -> (fd, driver, action, buffer)
         self._types: dict[int, int] = {}  # wd -> group
         self._type_files: dict[int, tuple[int, int]] = {}  # group -> (wd, fd)
+        # wd -> (the FIFO sync_writes.cpp waits on in a writer's close(2), our fd on it)
+        self._acks: dict[int, tuple[str, int]] = {}
+        self.ack_dir = os.path.join(host.root, "acks")
+        os.mkdir(self.ack_dir, 0o700)
         self._stopping = False
         self._idle = threading.Condition()
         self._pending = 0  # events read and not handled yet
@@ -933,7 +990,22 @@ class _DriverCore(threading.Thread):
         wd = self._add_watch(self._fd, path.encode(), IN_OPEN | IN_CLOSE_WRITE)
         if wd < 0:
             raise OSError(ctypes.get_errno(), f"inotify_add_watch {path}")
+        st = os.stat(path)
+        ack = os.path.join(self.ack_dir, f"{st.st_dev}-{st.st_ino}")
+        os.mkfifo(ack, 0o600)
+        self._acks[wd] = (ack, os.open(ack, os.O_RDWR | os.O_NONBLOCK | os.O_CLOEXEC))
         return wd
+
+    def _unwatch(self, wd: int) -> None:
+        self._rm_watch(self._fd, wd)
+        ack, fd = self._acks.pop(wd)
+        os.close(fd)
+        os.unlink(ack)
+
+    def _acknowledge(self, wd: int) -> None:
+        """The writer's close(2) returns (sync_writes.cpp): its write has taken effect."""
+        if wd in self._acks:
+            os.write(self._acks[wd][1], b"a")
 
     def add_fifo(self, path: str, driver: str, action: str) -> None:
         """A bind or unbind file: a FIFO of one page, kept full. A writer blocks in write()
@@ -980,7 +1052,7 @@ class _DriverCore(threading.Thread):
     def remove_type_file(self, group: int) -> None:
         wd, fd = self._type_files.pop(group)
         self._types.pop(wd, None)
-        self._rm_watch(self._fd, wd)
+        self._unwatch(wd)
         os.close(fd)
 
     def read_type(self, group: int) -> str:
@@ -999,8 +1071,10 @@ class _DriverCore(threading.Thread):
         self._stopping = True
         os.write(self._wake_w, b"x")
         if self.is_alive():
-            self.join(10)
+            self.join(scaled(10))
         for fd, _, _, _ in self._fifos.values():
+            os.close(fd)
+        for _, fd in self._acks.values():
             os.close(fd)
         for _, fd in self._type_files.values():
             os.close(fd)
@@ -1010,7 +1084,7 @@ class _DriverCore(threading.Thread):
 
     def sync(self, timeout: float) -> None:
         """Returns once every event inotify has queued so far is handled."""
-        deadline = time.monotonic() + timeout
+        deadline = time.monotonic() + scaled(timeout)
         while True:
             with self._idle:
                 if self._pending == 0 and not select.select([self._fd], [], [], 0)[0]:
@@ -1061,9 +1135,15 @@ class _DriverCore(threading.Thread):
             else:
                 value = bytes(buf)
                 buf.clear()
-            self._host._driver_write(driver, action, value)
+            try:
+                self._host._driver_write(driver, action, value)
+            finally:
+                self._acknowledge(wd)
         elif wd in self._types and mask & IN_CLOSE_WRITE:
-            self._host._type_written(self._types[wd])
+            try:
+                self._host._type_written(self._types[wd])
+            finally:
+                self._acknowledge(wd)
 
 
 class _Sender(threading.Thread):
@@ -1077,6 +1157,12 @@ class _Sender(threading.Thread):
         self._queue: list[tuple[list[str], bytes] | None] = []
         self._cond = threading.Condition()
         self._busy = False
+        self._held = 0
+
+    def hold(self, held: bool) -> None:
+        with self._cond:
+            self._held += 1 if held else -1
+            self._cond.notify_all()
 
     def put(self, listeners: list[str], message: bytes) -> None:
         with self._cond:
@@ -1091,8 +1177,10 @@ class _Sender(threading.Thread):
             self.join(self._host.send_timeout + 5)
 
     def flush(self, timeout: float) -> None:
+        timeout = scaled(timeout)
         deadline = time.monotonic() + timeout
         with self._cond:
+            assert not self._held, "flush() while the uevents are held would wait for ever"
             while self._queue or self._busy:
                 left = deadline - time.monotonic()
                 if left <= 0:
@@ -1102,7 +1190,7 @@ class _Sender(threading.Thread):
     def run(self) -> None:
         while True:
             with self._cond:
-                while not self._queue:
+                while not self._queue or (self._held and self._queue[0] is not None):
                     self._cond.wait()
                 item = self._queue.pop(0)
                 self._busy = item is not None

@@ -37,6 +37,9 @@ from typing import Callable, Iterable
 
 HERE = Path(__file__).resolve().parent
 CACHE = Path(os.environ.get("IOMMUD_VM_CACHE", "/var/cache/iommud-vm"))
+# The one factor of the host-side deadlines (a guest's life, console markers, QMP), as in
+# tests/daemon/testbed.py: they bound a failing run; the scenarios wait for events.
+TIMEOUT_SCALE = float(os.environ.get("IOMMUD_TEST_TIMEOUT_SCALE", "") or "1")
 QEMU = "qemu-system-x86_64"
 BUSYBOX = Path("/bin/busybox")
 
@@ -403,7 +406,7 @@ class Qmp:
     """Minimal QMP client: commands, and events kept until someone waits."""
 
     def __init__(self, path: Path, timeout: float = 30):
-        deadline = time.monotonic() + timeout
+        deadline = time.monotonic() + timeout * TIMEOUT_SCALE
         while True:
             self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             try:
@@ -438,7 +441,7 @@ class Qmp:
             msg["arguments"] = arguments
         self._sock.sendall(json.dumps(msg).encode() + b"\n")
         while True:
-            reply = self._read(timeout)
+            reply = self._read(timeout * TIMEOUT_SCALE)
             if "event" in reply:
                 self.events.append(reply)
                 continue
@@ -503,7 +506,7 @@ class Vm:
 
     def wait_console(self, pattern: str, timeout: float = 120) -> re.Match:
         """Wait for a regex on the guest console (e.g. a marker the script prints)."""
-        return self._console.wait(re.compile(pattern, re.M), timeout)
+        return self._console.wait(re.compile(pattern, re.M), timeout * TIMEOUT_SCALE)
 
     def hotplug_nvme(self, dev_id: str = "hp_nvme", port: str = "hp0",
                      size: int = 1 << 30) -> None:
@@ -522,7 +525,7 @@ class Vm:
     def unplug(self, dev_id: str, timeout: float = 60) -> None:
         """device_del and wait for QMP's DEVICE_DELETED (the guest let go)."""
         self.qmp.command("device_del", id=dev_id)
-        self.qmp.wait_event("DEVICE_DELETED", timeout,
+        self.qmp.wait_event("DEVICE_DELETED", timeout * TIMEOUT_SCALE,
                             match=lambda e: e.get("data", {}).get("device") == dev_id)
         try:
             self.qmp.command("blockdev-del", **{"node-name": dev_id + "_blk"})
@@ -648,6 +651,7 @@ def boot(kernel: Kernel, machine: Machine, script: str, *,
     if machine.arch != kernel.arch:
         raise ValueError(f"a {machine.arch} machine cannot boot a {kernel.arch} kernel")
     check_host(kernel.arch)
+    timeout *= TIMEOUT_SCALE
     if init not in ("script", "systemd"):
         raise ValueError("init must be 'script' or 'systemd'")
     # No KVM for another architecture: arm64 guests always run under TCG.

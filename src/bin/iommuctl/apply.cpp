@@ -104,7 +104,7 @@ std::optional<std::vector<adapters::dbus::Action>> applyOnce(const Globals& glob
   }
   adapters::sysfs::Root root(globals.root);
   adapters::sysfs::RootWriter writer(root);
-  app::ApplyContext ctx{root, writer, nullptr, {}, app::utcNow, {}};
+  app::ApplyContext ctx{root, writer, nullptr, globals.state, app::utcNow, {}};
   auto lock = startWriting(globals, ctx, "apply");
   if (!lock) return std::nullopt;
   auto loaded = loadPolicies(globals, opts.policies);
@@ -210,7 +210,7 @@ void addRevert(CLI::App& app, const Globals& globals, int& code) {
     }
     adapters::sysfs::Root root(globals.root);
     adapters::sysfs::RootWriter writer(root);
-    app::ApplyContext ctx{root, writer, nullptr, {}, app::utcNow, {}};
+    app::ApplyContext ctx{root, writer, nullptr, globals.state, app::utcNow, {}};
     auto lock = startWriting(globals, ctx, "revert");
     if (!lock) {
       code = 1;

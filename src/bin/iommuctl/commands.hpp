@@ -12,9 +12,16 @@
 
 namespace iommud::ctl {
 
+/// Where iommuctl keeps its lock, transaction journal and records: /run/iommud and /var/lib/iommud,
+/// or IOMMUD_RUNTIME_DIRECTORY and IOMMUD_STATE_DIRECTORY when set (those of an iommud that runs
+/// with other directories; a test's own). Not systemd's RUNTIME_DIRECTORY: another service that
+/// runs iommuctl has its own, and a lock there would not exclude iommud.
+app::StatePaths statePathsFromEnvironment();
+
 /// Options every subcommand shares.
 struct Globals {
   std::string root = "/";
+  app::StatePaths state;  // under --root, inside the root
 };
 
 /// Each subcommand registers itself on the app and returns the exit code through `code`.

@@ -23,7 +23,7 @@ void addExplain(CLI::App& app, const Globals& globals, int& code) {
       return;
     }
     // The exposure names the rule of a domain change iommud made: its records say which.
-    p->status.changes = app::readRecords(adapters::sysfs::Root(globals.root), app::StatePaths{});
+    p->status.changes = app::readRecords(adapters::sysfs::Root(globals.root), globals.state);
     const auto* d = deviceNamed(p->status.host, opts->device);
     if (d == nullptr) {
       code = 1;

@@ -14,6 +14,7 @@ int main(int argc, char** argv) {
     app.fallthrough();
     app.set_version_flag("--version", IOMMUD_VERSION);
     iommud::ctl::Globals globals;
+    globals.state = iommud::ctl::statePathsFromEnvironment();
     app.add_option("--root", globals.root, "Read the host under DIR (a snapshot or a synthetic root)")
         ->option_text("DIR")
         ->check(CLI::ExistingDirectory);

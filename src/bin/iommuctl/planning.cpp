@@ -10,6 +10,15 @@
 
 namespace iommud::ctl {
 
+app::StatePaths statePathsFromEnvironment() {
+  app::StatePaths p;
+  const char* run = std::getenv("IOMMUD_RUNTIME_DIRECTORY");
+  if (run != nullptr && *run != '\0') p.runDir = run;
+  const char* state = std::getenv("IOMMUD_STATE_DIRECTORY");
+  if (state != nullptr && *state != '\0') p.stateDir = state;
+  return p;
+}
+
 std::optional<config::Loaded> loadPolicies(const Globals& globals, const std::vector<std::string>& policyDirs) {
   app::PolicySources sources;
   sources.root = globals.root;

@@ -41,7 +41,7 @@ void addStatus(CLI::App& app, const Globals& globals, int& code) {
     }
     auto status = app::buildStatus(std::move(host).value());
     if (opts->measure > 0 && !measureInto(globals, opts->measure, status, code)) return;
-    status.changes = app::readRecords(root, app::StatePaths{});
+    status.changes = app::readRecords(root, globals.state);
     if (globals.root == "/") {
       if (auto daemon = adapters::dbus::ManagerClient::connect()) {
         auto summary = daemon->daemon();

@@ -1,0 +1,141 @@
+// The umockdev testbed's bind, unbind and type files, written as synchronously as the kernel takes
+// them. A preload of the tests (tests/daemon/testbed.py puts it in LD_PRELOAD, before umockdev's),
+// never built into a shipped binary.
+//
+// The kernel binds a device before the write to `bind` returns (docs/kernel.md §2.2); the testbed
+// plays the kernel from another process, which sees a write only when its writer closes the file
+// (inotify's IN_CLOSE_WRITE). So close(2) of a file the testbed emulates waits here until the
+// testbed says it has taken the write: the testbed keeps, per emulated file, a FIFO named by the
+// file's device and inode in $IOMMUD_TESTBED_ACKS, and writes one byte to it per write it took.
+// Programs under the testbed (iommuctl, iommud, sh) then read the driver link and the type as they
+// read them on a real kernel, right after the write, with no settle loop of their own.
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <linux/kcmp.h>
+#include <poll.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+
+namespace {
+
+using CloseFunction = int (*)(int);
+using Dup2Function = int (*)(int, int);
+using Dup3Function = int (*)(int, int, int);
+
+CloseFunction nextClose() {
+  static auto* next = reinterpret_cast<CloseFunction>(dlsym(RTLD_NEXT, "close"));
+  return next;
+}
+
+Dup2Function nextDup2() {
+  static auto* next = reinterpret_cast<Dup2Function>(dlsym(RTLD_NEXT, "dup2"));
+  return next;
+}
+
+Dup3Function nextDup3() {
+  static auto* next = reinterpret_cast<Dup3Function>(dlsym(RTLD_NEXT, "dup3"));
+  return next;
+}
+
+// Whether another fd of this process refers to the open file of `fd`: then closing `fd` is not
+// the close the testbed sees (a shell's `> file` dups the file onto 1 and closes it at once).
+bool sharedWithinProcess(int fd) {
+  const pid_t self = ::getpid();
+  for (int other = 0; other < 1024; ++other) {
+    if (other == fd || ::fcntl(other, F_GETFD) < 0) continue;
+    if (::syscall(SYS_kcmp, self, self, KCMP_FILE, fd, other) == 0) return true;
+  }
+  return false;
+}
+
+// Bounds a wait for a testbed that is gone; a living one answers at once.
+constexpr int kAckLimitMs = 600 * 1000;
+
+// The acknowledgement FIFO of an fd opened for writing on a file the testbed emulates; false for
+// every other fd (no allocation: close may run in a child after fork).
+bool ackPathOf(int fd, char* path, size_t size) {
+  const char* dir = std::getenv("IOMMUD_TESTBED_ACKS");
+  if (dir == nullptr || *dir == '\0') return false;
+  int flags = ::fcntl(fd, F_GETFL);
+  if (flags < 0 || (flags & O_ACCMODE) == O_RDONLY) return false;
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !(S_ISFIFO(st.st_mode) || S_ISREG(st.st_mode))) return false;
+  int n = std::snprintf(path, size, "%s/%llu-%llu", dir, static_cast<unsigned long long>(st.st_dev),
+                        static_cast<unsigned long long>(st.st_ino));
+  if (n <= 0 || static_cast<size_t>(n) >= size) return false;
+  struct stat ack {};
+  return ::stat(path, &ack) == 0 && S_ISFIFO(ack.st_mode) && !sharedWithinProcess(fd);
+}
+
+void waitForAck(const char* path) {
+  int fd = ::open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) return;
+  for (;;) {
+    pollfd p{fd, POLLIN, 0};
+    int r = ::poll(&p, 1, kAckLimitMs);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) {
+      std::fprintf(stderr, "sync_writes: the testbed did not take the write acknowledged by %s\n", path);
+      break;
+    }
+    char c = 0;
+    ssize_t n = ::read(fd, &c, 1);
+    if (n == 1) break;
+    if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+    break;
+  }
+  nextClose()(fd);
+}
+
+}  // namespace
+
+// The last reference to a written emulated file goes away by close(2), or by dup2(2)/dup3(2) onto
+// its fd (a shell restoring its standard output after `printf ... > /sys/.../bind`).
+extern "C" int close(int fd) {
+  char path[4096];
+  const int saved = errno;
+  const bool emulated = ackPathOf(fd, path, sizeof path);
+  errno = saved;
+  int r = nextClose()(fd);
+  if (emulated) {
+    const int closeErrno = errno;
+    waitForAck(path);
+    errno = closeErrno;
+  }
+  return r;
+}
+
+// NOLINTNEXTLINE(readability-inconsistent-declaration-parameter-name): glibc names them __fd, __fd2
+extern "C" int dup2(int oldfd, int newfd) {
+  char path[4096];
+  const int saved = errno;
+  const bool emulated = oldfd != newfd && ackPathOf(newfd, path, sizeof path);
+  errno = saved;
+  int r = nextDup2()(oldfd, newfd);
+  if (emulated && r >= 0) {
+    const int dupErrno = errno;
+    waitForAck(path);
+    errno = dupErrno;
+  }
+  return r;
+}
+
+// NOLINTNEXTLINE(readability-inconsistent-declaration-parameter-name)
+extern "C" int dup3(int oldfd, int newfd, int flags) {
+  char path[4096];
+  const int saved = errno;
+  const bool emulated = oldfd != newfd && ackPathOf(newfd, path, sizeof path);
+  errno = saved;
+  int r = nextDup3()(oldfd, newfd, flags);
+  if (emulated && r >= 0) {
+    const int dupErrno = errno;
+    waitForAck(path);
+    errno = dupErrno;
+  }
+  return r;
+}
