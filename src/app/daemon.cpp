@@ -23,6 +23,7 @@
 #include "adapters/dbus/manager_service.hpp"
 #include "adapters/sysfs/host_reader.hpp"
 #include "adapters/systemd/worker_process.hpp"
+#include "adapters/trace/tracefs.hpp"
 #include "adapters/udev/monitor.hpp"
 #include "app/bus_view.hpp"
 #include "app/daemon_exports.hpp"
@@ -160,6 +161,7 @@ class Daemon {
     childCall_.reset();
     service_.reset();
     sd_event_source_unref(debounceTimer_);
+    measureTimer_.reset();
     worker_.reset();
     sd_event_source_unref(monitorSource_);
     for (auto* s : signalSources_) sd_event_source_unref(s);
@@ -183,6 +185,7 @@ class Daemon {
     if (int r = sd_event_new(&event_); r < 0) return fatal("cannot create the event loop", -r);
     worker_.emplace(event_, [this](const sd::WorkerProcess::Exit& e) { childExited(e); });
     if (!begin()) return 1;
+    startMeasuring();
     auto monitor = adapters::udev::Monitor::open({"pci", "net", "nvme", "block", "thunderbolt"});
     if (!monitor) return fatal(monitor.error().describe(), 0);
     monitor_.emplace(std::move(monitor).value());
@@ -428,7 +431,16 @@ class Daemon {
       return false;
     }
     auto status = buildStatus(std::move(host).value());
-    addExports(status, counters, report);
+    Counters measured = counters;
+    if (dma_) {  // this daemon's tracefs instance: the child reads it (and, leaving by _exit, keeps it)
+      auto reading = dma_->read();
+      if (reading) {
+        measured.dma = std::move(reading).value();
+      } else {
+        log_.warning("cannot read the DMA counters: " + reading.error().describe() + ", exporting without them");
+      }
+    }
+    addExports(status, measured, report);
     // Without the D-Bus API an empty view: the exports are fresh.
     report.host = service_ ? hostSummaryOf(status, readRecords(root_, paths_.state)) : bus::HostSummary{};
     return true;
@@ -531,6 +543,55 @@ class Daemon {
     }
     return std::to_string(tuned) + " devices tuned, " + std::to_string(advised) + " advised, " +
            std::to_string(refused) + " refused, " + std::to_string(failed) + " failed";
+  }
+
+  // --- measuring ([measure], docs/measure.md "In the daemon") -------------------------------------
+
+  // The daemon's own tracefs instance, read by each view of the host for the Prometheus export,
+  // and a timer that asks for a view every interval so that the exported counters move. Anything
+  // it had before goes first (a reload that changed the settings starts counting afresh).
+  void startMeasuring() {
+    measureTimer_.reset();
+    dma_.reset();  // removes the instance
+    const auto& c = settings_.config;
+    if (!c.measure || !root_.isLive()) return;
+    if (!c.prometheus) {
+      log_.notice("[measure] is on, but its counters go to the Prometheus export, which is off: not measuring");
+      return;
+    }
+    auto counters = adapters::trace::DmaCounters::open(root_);
+    if (!counters) {
+      log_.warning("cannot measure DMA: " + counters.error().describe() +
+                   "; the Prometheus export goes on without the DMA counters");
+      return;
+    }
+    for (const auto& name : counters->sweep().removed)
+      log_.info("removed tracing instance " + name + ", left by a process that is gone");
+    dma_.emplace(std::move(counters).value());
+    log_.info("measuring DMA in tracing instance " + dma_->instance() + ", exported every " +
+              std::to_string(c.measureInterval.count()) + " s");
+    sd_event_source* timer = nullptr;
+    if (int r = sd_event_add_time_relative(event_, &timer, CLOCK_MONOTONIC, measureIntervalUsec(), kMeasureAccuracyUsec,
+                                           onMeasureTimer, this);
+        r < 0) {
+      log_.error(std::string("cannot arm the measuring timer: ") + std::strerror(-r) + ", exporting only on changes");
+      return;
+    }
+    measureTimer_.reset(timer);
+  }
+
+  [[nodiscard]] uint64_t measureIntervalUsec() const {
+    return static_cast<uint64_t>(
+        std::chrono::duration_cast<std::chrono::microseconds>(settings_.config.measureInterval).count());
+  }
+
+  static int onMeasureTimer(sd_event_source* s, uint64_t usec, void* self) {
+    auto* d = static_cast<Daemon*>(self);
+    (void)sd_event_source_set_time(s, usec + d->measureIntervalUsec());
+    (void)sd_event_source_set_enabled(s, SD_EVENT_ONESHOT);
+    d->viewStale_ = true;
+    d->startNext();
+    return 0;
   }
 
   // --- the child ---------------------------------------------------------------------------------
@@ -781,7 +842,12 @@ class Daemon {
     } else {
       filter_.clearLeftAlone();
       const auto before = exportTargets();
+      const auto& was = settings_.config;
+      const bool remeasure = was.measure != loaded->config.measure ||
+                             was.measureInterval != loaded->config.measureInterval ||
+                             was.prometheus != loaded->config.prometheus;
       settings_ = std::move(*loaded);
+      if (remeasure) startMeasuring();
       filter_.setDebounce(settings_.config.debounce);
       dropExports(before);
       log_.setMaxPriority(priorityOf(settings_.config.logLevel));
@@ -872,6 +938,10 @@ class Daemon {
   std::unique_ptr<bus::ManagerService> service_;  // nullptr: no system bus, or a synthetic root
   std::deque<std::pair<Call, bus::PendingCall>> calls_;
   BusView busView_;
+  // [measure]: this daemon's tracefs instance, and the timer that exports its counters.
+  static constexpr uint64_t kMeasureAccuracyUsec = 100'000;
+  std::optional<adapters::trace::DmaCounters> dma_;
+  sd::EventSource measureTimer_;
   bool viewStale_ = false;  // the host changed since the properties and the exports last read it
   Counters counters_;       // what the workers did, for the Prometheus export
   ExportErrors exportErrors_;

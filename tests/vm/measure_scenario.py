@@ -14,7 +14,9 @@ In one boot (VT-d, CM=0: every NVMe group DMA-FQ), the guest:
 5. runs `iommuctl status --measure 2 --json` and `explain nvme0 --measure 1 --json` (valid JSON,
    no instance left);
 6. runs `iommuctl apply --measure 3` with a rule that puts nvme0's group at identity while fio keeps
-   reading nvme0: a window before the change, one after.
+   reading nvme0: a window before the change, one after;
+7. runs iommud with [measure] and [prometheus] (interval 1 s, no policies) around fio, SIGKILLs it,
+   starts it again (it must sweep the killed one's instance) and SIGTERMs it (it must remove its own).
 
 The host checks: the killed top's instance was there after the kill and the next top removed it
 (and said so); the SIGTERMed top removed its own; top's JSON is valid (docs/schema/top.schema.json);
@@ -29,6 +31,7 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
 import sys
 from pathlib import Path
 
@@ -134,6 +137,50 @@ echo $? > /vm/out/apply-measured.rc
 touch /tmp/stop-fio; wait $loader
 cat /sys/bus/pci/devices/$nvme0/iommu_group/type > /vm/out/identity-type.txt
 ls $T/instances > /vm/out/after-apply.txt
+
+# 7. The daemon measuring ([measure] with [prometheus], interval 1 s, no policies): the textfile's
+# counters follow fio; a SIGKILLed daemon's instance is swept by the next start, a SIGTERMed one
+# removes its own.
+# (in a directory only root can write: iommud refuses a configuration in /tmp)
+mkdir -p -m 0755 /run/measure-test /run/measure-test/policies /tmp/prom
+cat > /run/measure-test/iommud.conf <<EOF
+policy-dirs = ["/run/measure-test/policies"]
+[prometheus]
+enabled = true
+directory = "/tmp/prom"
+[measure]
+enabled = true
+interval = 1
+EOF
+start_daemon() {
+    RUNTIME_DIRECTORY=/run/iommud STATE_DIRECTORY=/var/lib/iommud /vm/in/iommud --config /run/measure-test/iommud.conf \
+        > /vm/out/iommud-$1.log 2>&1 &
+    daemon=$!
+    for i in $(seq 600); do grep -q "iommud started" /vm/out/iommud-$1.log && break; kill -0 $daemon 2>/dev/null || break; sleep 0.1; done
+}
+exported() {  # whether the textfile shows the work fio did
+    if [ -d $T/events/dma ]; then
+        awk -v d="iommud_dma_maps_total{device=\"$nvme0\"" -v n=@IOS@ 'index($0, d) == 1 && $NF + 0 >= n {ok = 1} END {exit !ok}' /tmp/prom/iommud.prom
+    else
+        grep -q '^iommud_iommu_page_maps_total ' /tmp/prom/iommud.prom
+    fi
+}
+start_daemon 1
+cpu() { awk '{print $14 + $15}' /proc/$daemon/stat; }
+c0=$(cpu); t0=$(date +%s.%N)
+fio --name=daemon --filename=/dev/nvme0n1 --rw=randread --bs=4k --direct=1 --size=16m --ioengine=psync \
+    --randrepeat=0 --norandommap --number_ios=@IOS@ --output-format=terse > /vm/out/fio-daemon.txt 2>&1
+for i in $(seq 600); do [ -f /tmp/prom/iommud.prom ] && exported && break; sleep 0.1; done
+c1=$(cpu); t1=$(date +%s.%N)
+echo "$c0 $c1 $t0 $t1 $(getconf CLK_TCK)" > /vm/out/daemon-cpu.txt
+cp /tmp/prom/iommud.prom /vm/out/iommud.prom 2>/dev/null
+ls $T/instances > /vm/out/daemon-instances.txt
+echo $daemon > /vm/out/daemon-1.pid
+kill -KILL $daemon; wait $daemon
+ls $T/instances > /vm/out/after-daemon-kill.txt
+start_daemon 2
+kill -TERM $daemon; wait $daemon; echo $? > /vm/out/iommud-2.rc
+ls $T/instances > /vm/out/after-daemon-term.txt
 """.replace("@IOS@", str(FIO_IOS))
 
 
@@ -194,6 +241,7 @@ def check(out: Path, series: str) -> tuple[list[str], list[str]]:
         problems.append(f"status --measure left an instance: {read('after-status.txt').split()}")
 
     problems += check_apply_measured(out, series, notes)
+    problems += check_daemon_measuring(out, series, notes)
 
     # 3: the measurement.
     if read("top.rc").strip() != "0" or read("fio.rc").strip() != "0":
@@ -278,9 +326,52 @@ def check_apply_measured(out: Path, series: str, notes: list[str]) -> list[str]:
     return problems
 
 
-def run_measure(series: str, iommuctl: Path, out_dir: Path | None = None, echo: bool = False) -> scenarios.Outcome:
+def check_daemon_measuring(out: Path, series: str, notes: list[str]) -> list[str]:
+    """7: the daemon's textfile carries fio's maps (6.12) or the host's IOMMU maps (6.1), passes
+    promtool, and the daemon's tracefs instance is swept after SIGKILL and removed at SIGTERM."""
+    read = lambda name: (out / name).read_text()  # noqa: E731
+    problems: list[str] = []
+    if not (out / "iommud.prom").is_file():
+        return [f"the daemon wrote no textfile: {read('iommud-1.log')[-1500:]}"]
+    text = read("iommud.prom")
+    lint = subprocess.run(["promtool", "check", "metrics"], input=text, capture_output=True, text=True)
+    if lint.returncode != 0 or (lint.stdout + lint.stderr).strip():
+        problems.append(f"promtool check metrics: {(lint.stdout + lint.stderr).strip()}")
+    nvme = dict(line.split() for line in read("nvme.txt").splitlines())
+    maps = [l for l in text.splitlines() if l.startswith(f'iommud_dma_maps_total{{device="{nvme["nvme0"]}"')]
+    if series == "6.12":
+        if not maps or int(maps[0].split()[-1]) < FIO_IOS:
+            problems.append(f"the textfile does not count fio's {FIO_IOS} maps on nvme0: {maps}")
+    elif maps or "iommud_dma_maps_attributed 0" not in text or "iommud_iommu_page_maps_total " not in text:
+        problems.append("6.1: the textfile should say maps are not attributed and give the host's IOMMU maps")
+    pid = read("daemon-1.pid").strip()
+    mine = [n for n in read("daemon-instances.txt").split() if n.startswith(f"iommud-{pid}-")]
+    if not mine:
+        problems.append(f"the measuring daemon (pid {pid}) had no tracing instance: {read('daemon-instances.txt')}")
+    elif mine[0] not in read("after-daemon-kill.txt").split():
+        problems.append("the SIGKILLed daemon's instance was gone at once: nothing to sweep was tested")
+    elif f"removed tracing instance {mine[0]}" not in read("iommud-2.log"):
+        problems.append(f"the next daemon did not say it removed {mine[0]}: {read('iommud-2.log')[-800:]}")
+    if read("iommud-2.rc").strip() != "0":
+        problems.append(f"the SIGTERMed daemon exited {read('iommud-2.rc').strip()}")
+    if [n for n in read("after-daemon-term.txt").split() if n.startswith("iommud-")]:
+        problems.append(f"instances left after the daemon stopped: {read('after-daemon-term.txt').split()}")
+    c0, c1, t0, t1, hz = read("daemon-cpu.txt").split()
+    cpu = (float(c1) - float(c0)) / float(hz)
+    wall = float(t1) - float(t0)
+    notes.append(f"daemon measuring (interval 1 s): {cpu:.2f} s of CPU in {wall:.1f} s "
+                 f"({100 * cpu / wall:.1f}% of one CPU, TCG) while fio ran {FIO_IOS} I/Os; "
+                 + (f"textfile: {maps[0]}" if maps else "textfile: host-wide counts only"))
+    return problems
+
+
+def run_measure(series: str, iommuctl: Path, iommud: Path, out_dir: Path | None = None,
+                echo: bool = False) -> scenarios.Outcome:
     kernel = vmlib.find_kernel(series)
+    if not iommud.is_file():
+        raise vmlib.SetupMissing(f"iommud not found at {iommud}: build first")
     files, guest_path = scenarios._prepare_iommuctl(iommuctl)  # noqa: SLF001 (shared with the other scenarios)
+    files["iommud"] = iommud
     machine = vmlib.Machine(iommu="intel")
     r = vmlib.boot(kernel, machine, GUEST.replace("/vm/in/iommuctl", guest_path), files_in=files,
                    timeout=300, out_dir=out_dir, echo=echo)
