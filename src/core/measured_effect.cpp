@@ -9,7 +9,7 @@ namespace iommud::core {
 
 namespace {
 
-const DmaRow* rowOf(const DmaWindow& w, const std::string& device) {
+const DmaRow* presentRow(const DmaWindow& w, const std::string& device) {
   auto it = std::ranges::find_if(w.rows, [&](const DmaRow& r) { return r.dma.device == device; });
   return it == w.rows.end() || !it->present ? nullptr : &*it;
 }
@@ -52,8 +52,8 @@ std::vector<MeasuredEffect> measuredEffects(const DmaWindow& before, const DmaWi
   std::set<std::string, std::less<>> seen;
   for (const std::string& device : devices) {
     if (!seen.insert(device).second) continue;
-    const DmaRow* b = rowOf(before, device);
-    const DmaRow* a = rowOf(after, device);
+    const DmaRow* b = presentRow(before, device);
+    const DmaRow* a = presentRow(after, device);
     if (b == nullptr && a == nullptr) continue;
     MeasuredEffect e;
     e.device = device;
