@@ -27,6 +27,7 @@
 #include "adapters/udev/monitor.hpp"
 #include "app/bus_view.hpp"
 #include "app/daemon_exports.hpp"
+#include "app/effect_watch.hpp"
 #include "app/fleet_files.hpp"
 #include "app/hotplug_filter.hpp"
 #include "app/message_ids.hpp"
@@ -162,6 +163,7 @@ class Daemon {
     service_.reset();
     sd_event_source_unref(debounceTimer_);
     measureTimer_.reset();
+    effectTimer_.reset();
     worker_.reset();
     sd_event_source_unref(monitorSource_);
     for (auto* s : signalSources_) sd_event_source_unref(s);
@@ -303,6 +305,8 @@ class Daemon {
         tally(DeviceNews::Rebound, o.device, o.kind);
       }
     }
+    auto changed = effectSubjects(done->outcomes, done->host);
+    report.changed.insert(report.changed.end(), changed.begin(), changed.end());
     for (const auto& s : done->satisfied) {
       log_.debug(s.object + " " + s.key + " is already " + s.value + " (rule " + s.rule.name + ")");
       tally(DeviceNews::Tuned, s.device, s.kind);
@@ -380,7 +384,9 @@ class Daemon {
     if (ethtool) ctx.ethtool = ethtool->get();
     std::optional<std::string> only;
     if (!devices.empty()) only = devices.front();
-    for (const auto& o : revertChanges(only, host, ctx)) {
+    auto reverted = revertChanges(only, host, ctx);
+    report.changed = effectSubjects(reverted, host);
+    for (const auto& o : reverted) {
       auto e = journalEntry(o, host);
       if (o.result == OutcomeKind::Done) e.messageId = std::string(msgid::kReverted);
       log_.write(e);
@@ -552,11 +558,15 @@ class Daemon {
   // it had before goes first (a reload that changed the settings starts counting afresh).
   void startMeasuring() {
     measureTimer_.reset();
+    effectTimer_.reset();
+    effects_.reset();
     dma_.reset();  // removes the instance
     const auto& c = settings_.config;
     if (!c.measure || !root_.isLive()) return;
-    if (!c.prometheus) {
-      log_.notice("[measure] is on, but its counters go to the Prometheus export, which is off: not measuring");
+    if (!c.prometheus && c.effectWindow.count() == 0) {
+      log_.notice(
+          "[measure] is on, but its counters go to the Prometheus export, which is off, and effect-window is 0: "
+          "not measuring");
       return;
     }
     auto counters = adapters::trace::DmaCounters::open(root_);
@@ -568,6 +578,8 @@ class Daemon {
     for (const auto& name : counters->sweep().removed)
       log_.info("removed tracing instance " + name + ", left by a process that is gone");
     dma_.emplace(std::move(counters).value());
+    startMeasuringEffects();
+    if (!c.prometheus) return;
     log_.info("measuring DMA in tracing instance " + dma_->instance() + ", exported every " +
               std::to_string(c.measureInterval.count()) + " s");
     sd_event_source* timer = nullptr;
@@ -594,6 +606,69 @@ class Daemon {
     return 0;
   }
 
+  // --- the measured effect of changes ([measure] effect-window, docs/measure.md) -----------------
+
+  // Every second a reading for the next before-window, and the effects whose after-window ended.
+  void startMeasuringEffects() {
+    const auto window = settings_.config.effectWindow;
+    if (window.count() == 0) return;
+    effects_.emplace(static_cast<double>(window.count()));
+    log_.info("measuring the effect of each change in tracing instance " + dma_->instance() + ": " +
+              std::to_string(window.count()) + " s before and after");
+    sd_event_source* timer = nullptr;
+    if (int r = sd_event_add_time_relative(event_, &timer, CLOCK_MONOTONIC, kEffectSampleUsec, kMeasureAccuracyUsec,
+                                           onEffectTimer, this);
+        r < 0) {
+      log_.error(std::string("cannot arm the effect timer: ") + std::strerror(-r) + ", not measuring effects");
+      effects_.reset();
+      return;
+    }
+    effectTimer_.reset(timer);
+  }
+
+  static double monotonicSeconds() {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+  }
+
+  // A reading of the daemon's instance: a few small tracefs files, read in the loop.
+  std::optional<core::DmaReading> readDma() {
+    auto reading = dma_->read();
+    if (!reading) {
+      log_.warning("cannot read the DMA counters: " + reading.error().describe());
+      return std::nullopt;
+    }
+    return std::move(reading).value();
+  }
+
+  [[nodiscard]] static bool mayChangeDevices(const Work& w) {
+    return !w.view && !(w.call && w.call->kind == Call::Kind::Plan);
+  }
+
+  void effectWorkStarting(const Work& work) {
+    if (!effects_ || !mayChangeDevices(work)) return;
+    if (auto r = readDma()) effects_->workStarting(monotonicSeconds(), std::move(*r));
+  }
+
+  void effectWorkEnded(const Work& work, std::vector<core::EffectSubject> changed) {
+    if (!effects_ || !mayChangeDevices(work)) return;
+    if (auto r = readDma()) effects_->workEnded(monotonicSeconds(), std::move(*r), std::move(changed), utcNow());
+  }
+
+  static int onEffectTimer(sd_event_source* s, uint64_t usec, void* self) {
+    auto* d = static_cast<Daemon*>(self);
+    (void)sd_event_source_set_time(s, usec + kEffectSampleUsec);
+    (void)sd_event_source_set_enabled(s, SD_EVENT_ONESHOT);
+    auto reading = d->readDma();
+    if (!reading) return 0;
+    const double now = monotonicSeconds();
+    for (const auto& change : d->effects_->finish(now, *reading, static_cast<uint64_t>(sysconf(_SC_PAGESIZE)))) {
+      for (const auto& e : change.effects) d->log_.write(journalEntry(e, change));
+      if (d->service_) d->service_->measured(effectViews(change), change.hostMapsBefore, change.hostMapsAfter);
+    }
+    d->effects_->sample(now, std::move(*reading));
+    return 0;
+  }
+
   // --- the child ---------------------------------------------------------------------------------
 
   // The next work, most urgent first: the whole host (start, reload), devices that appeared or
@@ -617,6 +692,7 @@ class Daemon {
       return;
     }
     childWork_ = std::move(work);
+    effectWorkStarting(childWork_);
     filter_.workerStarted();
     auto started = worker_->start([this] {
       auto report = runWork(childWork_);
@@ -645,6 +721,7 @@ class Daemon {
     auto decoded = decodeReport(e.output);
     if (!decoded && e.exited) log_.error("the worker for " + describeBatch() + ": " + decoded.error().describe());
     WorkerReport news = decoded ? std::move(decoded).value() : WorkerReport{};
+    effectWorkEnded(work, news.changed);
     absorb(news, wholeHost);
     report(std::move(news), e.exited && e.status == 0);
     // The events a failed change's rollback caused while the worker ran are no new plug.
@@ -843,9 +920,9 @@ class Daemon {
       filter_.clearLeftAlone();
       const auto before = exportTargets();
       const auto& was = settings_.config;
-      const bool remeasure = was.measure != loaded->config.measure ||
-                             was.measureInterval != loaded->config.measureInterval ||
-                             was.prometheus != loaded->config.prometheus;
+      const bool remeasure =
+          was.measure != loaded->config.measure || was.measureInterval != loaded->config.measureInterval ||
+          was.effectWindow != loaded->config.effectWindow || was.prometheus != loaded->config.prometheus;
       settings_ = std::move(*loaded);
       if (remeasure) startMeasuring();
       filter_.setDebounce(settings_.config.debounce);
@@ -942,6 +1019,10 @@ class Daemon {
   static constexpr uint64_t kMeasureAccuracyUsec = 100'000;
   std::optional<adapters::trace::DmaCounters> dma_;
   sd::EventSource measureTimer_;
+  // [measure] effect-window: the windows around each change, and the timer that samples them.
+  static constexpr uint64_t kEffectSampleUsec = 1'000'000;
+  std::optional<EffectWatch> effects_;
+  sd::EventSource effectTimer_;
   bool viewStale_ = false;  // the host changed since the properties and the exports last read it
   Counters counters_;       // what the workers did, for the Prometheus export
   ExportErrors exportErrors_;

@@ -11,7 +11,7 @@
 /// many errors a rejected reload found). The catalog substitutes only fields an entry of its kind
 /// always carries: kWeakened, kChanged, kAdvised, kRefused, kFailed and kReverted the KIND and
 /// OBJECT (kWeakened also FROM, TO and RISK), kRecovered the GROUP, kReplugged DEVICE, NAME and
-/// IDENTITY.
+/// IDENTITY, kMeasured DEVICE and NAME.
 namespace iommud::app::msgid {
 
 /// Coldplug is done and the daemon is ready (summary counts in the message).
@@ -37,6 +37,9 @@ inline constexpr std::string_view kPoliciesRejected = "94f8437cb3474d33b97e1e3d7
 inline constexpr std::string_view kReplugged = "37e097fceacb4da7bba7f9f1abd8307c";
 /// A change was reverted (revert-on-stop), or found drifted and left alone.
 inline constexpr std::string_view kReverted = "f9a878de3cec4d2c8e5528b4c780a18f";
+/// The measured effect of a change on one device ([measure] effect-window): a window before the
+/// change and one after it. Always carries DEVICE and NAME.
+inline constexpr std::string_view kMeasured = "b282470e86824954844d0a37c8464bd2";
 /// The daemon stops.
 inline constexpr std::string_view kStopping = "fee5a7bd6af842c1b7ac52d4805a577b";
 

@@ -79,6 +79,17 @@ Counters countersOf(const Json& j) {
   return c;
 }
 
+// Whether maps went through translation: true, false or null (unknown).
+Json translatedJson(const std::optional<bool>& t) {
+  return t ? Json(*t) : Json(nullptr);
+}
+
+std::optional<bool> translatedOf(const Json& j) {
+  if (j.is_null()) return std::nullopt;
+  if (!j.is_boolean()) throw std::invalid_argument("translated is neither true, false nor null");
+  return j.get<bool>();
+}
+
 WorkerReport reportOf(const Json& j) {
   WorkerReport r;
   for (const auto& d : list(j, "devices")) {
@@ -95,6 +106,11 @@ WorkerReport reportOf(const Json& j) {
     r.error = CallError{j["error"].at(0).get<std::string>(), j["error"].at(1).get<std::string>()};
   if (j.contains("plan")) r.planJson = j["plan"].get<std::string>();
   if (j.contains("host")) r.host = hostOf(j["host"]);
+  if (j.contains("changed")) {
+    for (const auto& c : list(j, "changed"))
+      r.changed.push_back(
+          {c.at(0).get<std::string>(), c.at(1).get<std::string>(), translatedOf(c.at(2)), translatedOf(c.at(3))});
+  }
   return r;
 }
 
@@ -111,6 +127,13 @@ std::string encodeReport(const WorkerReport& report) {
   if (report.error) j["error"] = Json::array({report.error->name, report.error->message});
   if (report.planJson) j["plan"] = *report.planJson;
   if (report.host) j["host"] = hostJson(*report.host);
+  if (!report.changed.empty()) {
+    Json changed = Json::array();
+    for (const auto& c : report.changed)
+      changed.push_back(
+          Json::array({c.device, c.name, translatedJson(c.translatedBefore), translatedJson(c.translatedAfter)}));
+    j["changed"] = changed;
+  }
   // Invalid UTF-8 (a device name from sysfs) is replaced, not thrown at.
   return j.dump(-1, ' ', false, Json::error_handler_t::replace);
 }

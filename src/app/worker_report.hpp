@@ -7,6 +7,7 @@
 
 #include "adapters/dbus/manager_api.hpp"
 #include "app/fleet_export.hpp"
+#include "core/measured_effect.hpp"
 #include "core/result.hpp"
 
 namespace iommud::app {
@@ -55,6 +56,7 @@ struct WorkerReport {
   std::optional<CallError> error;                   // the D-Bus call could not be done
   std::optional<std::string> planJson;              // the answer to Plan
   std::optional<adapters::dbus::HostSummary> host;  // a fresh view of the host (the D-Bus properties)
+  std::vector<core::EffectSubject> changed;         // the devices done changes concerned (measured effect)
   bool operator==(const WorkerReport&) const = default;
 };
 

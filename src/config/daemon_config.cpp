@@ -82,12 +82,17 @@ class ConfigParser : public detail::Checker {
 
   void measure(const toml::value& table, DaemonConfig& config) {
     if (!isTable(table, "measure")) return;
-    forEachKey(table, "[measure]", {"enabled", "interval"}, [&](const std::string& k, const toml::value& v) {
-      if (k == "enabled") config.measure = boolean(v, k).value_or(config.measure);
-      if (k == "interval") {
-        if (auto s = integer(v, k, 1, kMaxMeasureIntervalS)) config.measureInterval = std::chrono::seconds(*s);
-      }
-    });
+    forEachKey(table, "[measure]", {"enabled", "interval", "effect-window"},
+               [&](const std::string& k, const toml::value& v) {
+                 if (k == "enabled") config.measure = boolean(v, k).value_or(config.measure);
+                 if (k == "interval") {
+                   if (auto s = integer(v, k, 1, kMaxMeasureIntervalS))
+                     config.measureInterval = std::chrono::seconds(*s);
+                 }
+                 if (k == "effect-window") {
+                   if (auto s = integer(v, k, 0, kMaxEffectWindowS)) config.effectWindow = std::chrono::seconds(*s);
+                 }
+               });
   }
 
   bool isTable(const toml::value& v, const std::string& name) {

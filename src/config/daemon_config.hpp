@@ -31,6 +31,9 @@ struct DaemonConfig {
   // with the Prometheus file every `interval` seconds.
   bool measure = false;
   std::chrono::seconds measureInterval{15};
+  // The measured effect of the daemon's own changes: a window this long before each piece of work
+  // that changed devices and one after it (docs/measure.md). 0: off.
+  std::chrono::seconds effectWindow{0};
 };
 
 /// A configuration file read and checked, with everything wrong with it.
@@ -47,6 +50,8 @@ inline constexpr size_t kMaxPolicyDirs = 16;
 inline constexpr int kMaxDebounceMs = 10000;
 /// Largest `[measure] interval`: an hour; Prometheus scrapes every minute or so.
 inline constexpr int kMaxMeasureIntervalS = 3600;
+/// Largest `[measure] effect-window`: ten minutes; the effect of a change shows in seconds.
+inline constexpr int kMaxEffectWindowS = 600;
 
 /// Pure: parses and validates the text; `fileName` names it in diagnostics. Reports every
 /// semantic error, and the first syntax error.

@@ -91,4 +91,23 @@ std::string describeHost(const DmaWindow& before, const DmaWindow& after) {
          " IOMMU page maps/s";
 }
 
+DmaWindow subjectWindow(const DmaInterval& interval, const std::vector<EffectSubject>& subjects, bool afterChange,
+                        uint64_t pageBytes) {
+  DmaWindow window;
+  window.seconds = interval.seconds;
+  window.mapsAttributed = interval.mapsAttributed;
+  window.hostMapsPerSecond = interval.hostMapsPerSecond;
+  window.pageBytes = pageBytes;
+  for (const EffectSubject& s : subjects) {
+    DmaRow row;
+    row.dma.device = s.device;
+    auto it = std::ranges::find_if(interval.devices, [&](const DeviceDmaDelta& d) { return d.device == s.device; });
+    if (it != interval.devices.end()) row.dma = *it;
+    row.name = s.name;
+    row.translated = afterChange ? s.translatedAfter : s.translatedBefore;
+    window.rows.push_back(std::move(row));
+  }
+  return window;
+}
+
 }  // namespace iommud::core

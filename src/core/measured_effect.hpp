@@ -49,4 +49,22 @@ std::string describe(const MeasuredEffect& effect);
 /// here).
 std::string describeHost(const DmaWindow& before, const DmaWindow& after);
 
+/// A device a change concerned (the device changed, or another of its group), as the daemon's
+/// worker saw it: whether its maps went through translation before and after the change. The
+/// daemon keeps no host facts of its own; this is what it needs of them to measure the effect.
+struct EffectSubject {
+  std::string device;  // PCI address
+  std::string name;    // "nvme0"; the address when there is no better name
+  std::optional<bool> translatedBefore;
+  std::optional<bool> translatedAfter;
+
+  bool operator==(const EffectSubject&) const = default;
+};
+
+/// The window `interval` counted, as its rows for the subjects only (`afterChange`: with their
+/// translation after the change, else before it). A subject without work in the interval gets a
+/// row of zeros: it was on the host and did nothing.
+DmaWindow subjectWindow(const DmaInterval& interval, const std::vector<EffectSubject>& subjects, bool afterChange,
+                        uint64_t pageBytes);
+
 }  // namespace iommud::core

@@ -41,6 +41,7 @@ void expectDefaults(const DaemonConfig& c) {
   EXPECT_EQ(c.nfdFile, "/etc/kubernetes/node-feature-discovery/features.d/iommud");
   EXPECT_FALSE(c.measure);
   EXPECT_EQ(c.measureInterval, std::chrono::seconds(15));
+  EXPECT_EQ(c.effectWindow, std::chrono::seconds(0));
 }
 
 // A temporary directory, removed on destruction.
@@ -198,11 +199,16 @@ TEST(DaemonConfig, ReadsTheMeasureTableAndItsBounds) {
   ASSERT_TRUE(loaded.ok()) << testing::PrintToString(lines(loaded));
   EXPECT_TRUE(loaded.config.measure);
   EXPECT_EQ(loaded.config.measureInterval, std::chrono::seconds(60));
+  EXPECT_EQ(loaded.config.effectWindow, std::chrono::seconds(0));
+  EXPECT_EQ(config::parseDaemonConfig("[measure]\neffect-window = 10\n", "c").config.effectWindow,
+            std::chrono::seconds(10));
+  EXPECT_EQ(report("[measure]\neffect-window = 601\n"),
+            (std::vector<std::string>{"iommud.conf:2:17: error: 'effect-window' is 601, out of range 0..600"}));
   EXPECT_EQ(report("[measure]\ninterval = 0\n").size(), 1U);
   EXPECT_EQ(report("[measure]\ninterval = 3601\nwindow = 5\n"),
-            (std::vector<std::string>{
-                "iommud.conf:2:12: error: 'interval' is 3601, out of range 1..3600",
-                "iommud.conf:3:1: error: unknown key 'window' in [measure]; expected one of: enabled, interval"}));
+            (std::vector<std::string>{"iommud.conf:2:12: error: 'interval' is 3601, out of range 1..3600",
+                                      "iommud.conf:3:1: error: unknown key 'window' in [measure]; expected one of: "
+                                      "enabled, interval, effect-window"}));
 }
 
 TEST(DaemonConfig, ReportsEveryErrorOfTheFleetExportTables) {
@@ -298,7 +304,7 @@ TEST(DaemonConfig, EachCommentedKeyOfTheShippedFileIsItsDefault) {
       expectDefaults(loaded.config);
     }
   }
-  EXPECT_EQ(keys, 11);
+  EXPECT_EQ(keys, 12);
 }
 
 // iommud.conf under the rules of policy files (config_file.hpp's WriterCheck, shared): as root the

@@ -28,6 +28,7 @@ app::WorkerReport everything() {
   h.findings = {{"ats-untrusted", "warning", "ATS on\tan untrusted device"}};
   h.changes = {{"2026-11-25T12:00:00Z", "0000:02:00.0", "group 14", "type", "DMA", "identity", "nvme-pair"}};
   r.host = h;
+  r.changed = {{"0000:02:00.0", "nvme0", true, false}, {"0000:03:00.0", "0000:03:00.0", std::nullopt, std::nullopt}};
   return r;
 }
 
@@ -77,6 +78,8 @@ TEST(WorkerReport, GarbageAndWrongTypesAreErrors) {
         R"({"devices":[],"actions":[],"counters":[-1,0,0,0,0,0,0],"exports":[]})",
         R"({"devices":{},"actions":[],"counters":[0,0,0,0,0,0,0],"exports":[]})",
         R"({"devices":[],"actions":[],"counters":[0,0,0,0,0,0,0],"exports":[],"host":{"vendor":1}})",
+        R"({"devices":[],"actions":[],"counters":[0,0,0,0,0,0,0],"exports":[],"changed":[["a","b","yes",null]]})",
+        R"({"devices":[],"actions":[],"counters":[0,0,0,0,0,0,0],"exports":[],"changed":{}})",
         "T\t0000:02:00.0\tidentity\n"}) {
     auto back = app::decodeReport(bytes);
     EXPECT_FALSE(back) << "decoded: " << bytes;

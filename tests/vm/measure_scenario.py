@@ -16,7 +16,10 @@ In one boot (VT-d, CM=0: every NVMe group DMA-FQ), the guest:
 6. runs `iommuctl apply --measure 3` with a rule that puts nvme0's group at identity while fio keeps
    reading nvme0: a window before the change, one after;
 7. runs iommud with [measure] and [prometheus] (interval 1 s, no policies) around fio, SIGKILLs it,
-   starts it again (it must sweep the killed one's instance) and SIGTERMs it (it must remove its own).
+   starts it again (it must sweep the killed one's instance) and SIGTERMs it (it must remove its own);
+8. reverts nvme0's group to DMA-FQ and runs iommud with [measure] effect-window = 3 on a private
+   system bus while fio reads nvme0, adds the identity policy and reloads it (SIGHUP): the daemon
+   must log the measured effect of its change and send the Measured signal (dbus-monitor).
 
 The host checks: the killed top's instance was there after the kill and the next top removed it
 (and said so); the SIGTERMed top removed its own; top's JSON is valid (docs/schema/top.schema.json);
@@ -24,7 +27,9 @@ on 6.12 the maps are attributed to nvme0 and to no other NVMe, at least fio's 40
 perf's count for the same device, through translation (DMA-FQ); on 6.1 maps are not attributed
 (null, and the note says why) and the host-wide IOMMU maps agree within 2% with perf's iommu:map;
 apply --measure made the group identity and says nvme0 went from translated to not translated, with
-maps counted in both windows on 6.12 (identity still maps: the DMA API is called all the same).
+maps counted in both windows on 6.12 (identity still maps: the DMA API is called all the same);
+the daemon's measured entry says the same of its own change (translated -> not translated, the
+host's IOMMU maps falling) and its Measured signal reached the bus.
 """
 
 from __future__ import annotations
@@ -152,9 +157,9 @@ directory = "/tmp/prom"
 enabled = true
 interval = 1
 EOF
-start_daemon() {
-    RUNTIME_DIRECTORY=/run/iommud STATE_DIRECTORY=/var/lib/iommud /vm/in/iommud --config /run/measure-test/iommud.conf \
-        > /vm/out/iommud-$1.log 2>&1 &
+start_daemon() {  # N [CONFIG]
+    RUNTIME_DIRECTORY=/run/iommud STATE_DIRECTORY=/var/lib/iommud /vm/in/iommud \
+        --config "${2:-/run/measure-test/iommud.conf}" > /vm/out/iommud-$1.log 2>&1 &
     daemon=$!
     for i in $(seq 600); do grep -q "iommud started" /vm/out/iommud-$1.log && break; kill -0 $daemon 2>/dev/null || break; sleep 0.1; done
 }
@@ -181,6 +186,61 @@ ls $T/instances > /vm/out/after-daemon-kill.txt
 start_daemon 2
 kill -TERM $daemon; wait $daemon; echo $? > /vm/out/iommud-2.rc
 ls $T/instances > /vm/out/after-daemon-term.txt
+
+# 8. The daemon's own change, measured ([measure] effect-window = 3, no Prometheus): nvme0's group
+# back to DMA-FQ (iommuctl revert), fio reading it, a private system bus with dbus-monitor
+# listening for the Measured signal; then a policy that puts the group at identity, and SIGHUP.
+$iommuctl revert > /vm/out/revert.out 2>&1; echo $? > /vm/out/revert.rc
+cat /sys/bus/pci/devices/$nvme0/iommu_group/type > /vm/out/reverted-type.txt
+cat > /run/measure-test/bus.conf <<EOF
+<busconfig>
+  <type>system</type>
+  <listen>unix:path=/run/measure-test/bus</listen>
+  <auth>EXTERNAL</auth>
+  <policy context="default"><allow user="*"/><allow own="*"/><allow send_destination="*"/><allow eavesdrop="true"/></policy>
+</busconfig>
+EOF
+dbus-daemon --config-file=/run/measure-test/bus.conf --fork --print-pid > /vm/out/bus.pid 2> /vm/out/bus.err
+export DBUS_SYSTEM_BUS_ADDRESS=unix:path=/run/measure-test/bus
+dbus-monitor --system "type='signal',interface='org.iommud1.Manager',member='Measured'" \
+    > /vm/out/measured-signal.txt 2> /vm/out/dbus-monitor.err &
+monitor=$!
+# dbus-monitor prints its own NameAcquired/NameLost first: then it listens.
+for i in $(seq 600); do grep -qs 'signal' /vm/out/measured-signal.txt && break; sleep 0.1; done
+mkdir -p -m 0755 /run/measure-test/policies8
+cat > /run/measure-test/iommud8.conf <<EOF
+policy-dirs = ["/run/measure-test/policies8"]
+[measure]
+enabled = true
+effect-window = 3
+EOF
+# One long fio, started again at once when the rebind takes the disk away (a fio's start costs
+# seconds under TCG: a loop of short runs would leave the windows nearly idle).
+rm -f /tmp/stop-fio
+( while [ ! -e /tmp/stop-fio ]; do
+      fio --name=load --filename=/dev/nvme0n1 --rw=randread --bs=4k --direct=1 --size=16m --ioengine=psync \
+          --time_based --runtime=600 > /dev/null 2>&1 || sleep 0.1
+  done ) &
+loader=$!
+reads() { awk '{print $1}' /sys/block/nvme0n1/stat 2>/dev/null || echo 0; }
+r0=$(reads)
+for i in $(seq 600); do [ $(( $(reads) - r0 )) -ge 200 ] && break; sleep 0.1; done  # fio is reading
+start_daemon 3 /run/measure-test/iommud8.conf
+c0=$(cpu); t0=$(date +%s.%N)
+# Counting time for the before window, not a wait for an event: 3 s and 1 s more for the daemon's
+# once-a-second reading.
+sleep 4
+cm=$(cpu); tm=$(date +%s.%N)
+cp /tmp/identity-policy/50-identity.toml /run/measure-test/policies8/
+kill -HUP $daemon
+for i in $(seq 900); do grep -q "measured effect of the change: nvme0" /vm/out/iommud-3.log && break; kill -0 $daemon 2>/dev/null || break; sleep 0.1; done
+c1=$(cpu); t1=$(date +%s.%N)
+echo "$c0 $cm $c1 $t0 $tm $t1 $(getconf CLK_TCK)" > /vm/out/daemon-effect-cpu.txt
+cat /sys/bus/pci/devices/$nvme0/iommu_group/type > /vm/out/effect-type.txt
+touch /tmp/stop-fio; pkill -x fio; wait $loader
+kill -TERM $daemon; wait $daemon; echo $? > /vm/out/iommud-3.rc
+kill -TERM $monitor; wait $monitor
+kill -TERM $(cat /vm/out/bus.pid)
 """.replace("@IOS@", str(FIO_IOS))
 
 
@@ -242,6 +302,7 @@ def check(out: Path, series: str) -> tuple[list[str], list[str]]:
 
     problems += check_apply_measured(out, series, notes)
     problems += check_daemon_measuring(out, series, notes)
+    problems += check_daemon_effect(out, series, notes)
 
     # 3: the measurement.
     if read("top.rc").strip() != "0" or read("fio.rc").strip() != "0":
@@ -309,16 +370,23 @@ def check_apply_measured(out: Path, series: str, notes: list[str]) -> list[str]:
     if line is None:
         return problems + [f"no measured line for nvme0 in apply's output: {text!r}"]
     notes.append(f"apply --measure: {line}")
-    if "translated -> not translated" not in line:
-        problems.append(f"nvme0 should go from translated to not translated: {line}")
     host = next((l for l in text.splitlines() if l.startswith("measured: host:")), "")
     notes.append(f"apply --measure: {host}")
+    return problems + identity_effect(line, host, series)
+
+
+def identity_effect(line: str, host: str, series: str) -> list[str]:
+    """What a measured line for nvme0 and the host's line must say once nvme0's group went from
+    DMA-FQ to identity with fio reading it through both windows."""
+    problems = []
+    if "translated -> not translated" not in line:
+        problems.append(f"nvme0 should go from translated to not translated: {line}")
     h = re.search(r"host: (\d+) -> (\d+) IOMMU page maps/s", host)
     # nvme0 was the one busy device: out of translation, the IOMMU maps (almost) nothing.
     if h is None or int(h.group(1)) == 0 or int(h.group(2)) * 4 > int(h.group(1)):
         problems.append(f"the host's IOMMU maps should fall by far once nvme0 is at identity: {host!r}")
     if series == "6.12":
-        m = re.search(r": (\d+) -> (\d+) maps/s", line)
+        m = re.search(r"nvme0: (\d+) -> (\d+) maps/s", line)
         if m is None or int(m.group(1)) == 0 or int(m.group(2)) == 0:
             problems.append(f"fio read nvme0 through both windows, so both should count maps: {line}")
     elif "maps not attributed to devices by this kernel" not in line:
@@ -362,6 +430,37 @@ def check_daemon_measuring(out: Path, series: str, notes: list[str]) -> list[str
     notes.append(f"daemon measuring (interval 1 s): {cpu:.2f} s of CPU in {wall:.1f} s "
                  f"({100 * cpu / wall:.1f}% of one CPU, TCG) while fio ran {FIO_IOS} I/Os; "
                  + (f"textfile: {maps[0]}" if maps else "textfile: host-wide counts only"))
+    return problems
+
+
+def check_daemon_effect(out: Path, series: str, notes: list[str]) -> list[str]:
+    """8: the daemon measured its own change: the log line for nvme0 (translated -> not translated,
+    the host's IOMMU maps falling; both windows counting nvme0's maps on 6.12) and the Measured
+    signal on the bus."""
+    read = lambda name: (out / name).read_text()  # noqa: E731
+    problems: list[str] = []
+    if read("reverted-type.txt").strip() != "DMA-FQ":
+        return [f"revert left nvme0's group {read('reverted-type.txt').strip()}: {read('revert.out')}"]
+    log = read("iommud-3.log")
+    if read("effect-type.txt").strip() != "identity":
+        problems.append(f"the daemon did not put nvme0's group at identity: {log[-1500:]}")
+    line = next((l for l in log.splitlines() if "measured effect of the change: nvme0:" in l), None)
+    if line is None:
+        return problems + [f"the daemon logged no measured effect for nvme0: {log[-2000:]}"]
+    notes.append(f"daemon effect-window 3: {line[line.index('nvme0:'):]}")
+    problems += identity_effect(line, line, series)
+    signal = read("measured-signal.txt")
+    if "member=Measured" not in signal or '"nvme0"' not in signal:
+        problems.append(f"no Measured signal for nvme0 on the bus: {signal[-1500:]} {read('dbus-monitor.err')}")
+    else:
+        notes.append("the Measured signal for nvme0 reached the guest's system bus (dbus-monitor)")
+    if read("iommud-3.rc").strip() != "0":
+        problems.append(f"the daemon exited {read('iommud-3.rc').strip()}")
+    c0, cm, c1, t0, tm, t1, hz = (float(x) for x in read("daemon-effect-cpu.txt").split())
+    idle, busy = (cm - c0) / hz, (c1 - cm) / hz
+    notes.append(f"daemon with effect-window (TCG): {idle:.2f} s of CPU in {tm - t0:.1f} s of readings alone "
+                 f"({100 * idle / (tm - t0):.1f}% of one CPU), {busy:.2f} s in {t1 - tm:.1f} s for the reload, "
+                 f"the change and its windows ({100 * busy / (t1 - tm):.1f}%)")
     return problems
 
 

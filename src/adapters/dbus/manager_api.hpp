@@ -27,6 +27,22 @@ struct Action {
   bool operator==(const Action&) const = default;
 };
 
+/// The measured effect of a change on one device: the Measured signal's row (docs/measure.md).
+struct EffectView {
+  std::string device;  // PCI address
+  std::string name;    // nvme0, or the address
+  double secondsBefore = 0;
+  double secondsAfter = 0;
+  double mapsBefore = 0;  // maps/s (0 when the kernel cannot attribute maps: see mapsAttributed)
+  double mapsAfter = 0;
+  double bouncesBefore = 0;  // bounces/s
+  double bouncesAfter = 0;
+  std::string translatedBefore;  // yes, no, unknown
+  std::string translatedAfter;
+  bool mapsAttributed = false;  // false: a kernel before 6.12
+  bool operator==(const EffectView&) const = default;
+};
+
 struct GroupView {
   int32_t id = 0;
   std::string type;  // identity, DMA, DMA-FQ, blocked, unknown

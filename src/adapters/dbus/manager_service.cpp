@@ -266,6 +266,8 @@ const sd_bus_vtable kVtable[] = {
                              SD_BUS_VTABLE_UNPRIVILEGED),
     SD_BUS_METHOD("Reload", "", "", methodReload, SD_BUS_VTABLE_UNPRIVILEGED),
     SD_BUS_SIGNAL_WITH_NAMES("Acted", "sa(ssss)", SD_BUS_PARAM(trigger) SD_BUS_PARAM(actions), 0),
+    SD_BUS_SIGNAL_WITH_NAMES("Measured", "a(ssddddddssb)dd",
+                             SD_BUS_PARAM(effects) SD_BUS_PARAM(host_maps_before) SD_BUS_PARAM(host_maps_after), 0),
     SD_BUS_VTABLE_END,
 };
 
@@ -322,6 +324,22 @@ void ManagerService::acted(const std::string& trigger, const std::vector<Action>
   int r = sd_bus_message_new_signal(bus_, &m, kObjectPath, kInterface, "Acted");
   if (r >= 0) r = sd_bus_message_append(m, "s", trigger.c_str());
   if (r >= 0) r = appendActions(m, actions);
+  if (r >= 0) (void)sd_bus_send(bus_, m, nullptr);
+  sd_bus_message_unref(m);
+}
+
+void ManagerService::measured(const std::vector<EffectView>& effects, double hostMapsBefore, double hostMapsAfter) {
+  sd_bus_message* m = nullptr;
+  int r = sd_bus_message_new_signal(bus_, &m, kObjectPath, kInterface, "Measured");
+  if (r >= 0) r = sd_bus_message_open_container(m, 'a', "(ssddddddssb)");
+  for (const auto& e : effects) {
+    if (r < 0) break;
+    r = sd_bus_message_append(m, "(ssddddddssb)", e.device.c_str(), e.name.c_str(), e.secondsBefore, e.secondsAfter,
+                              e.mapsBefore, e.mapsAfter, e.bouncesBefore, e.bouncesAfter, e.translatedBefore.c_str(),
+                              e.translatedAfter.c_str(), static_cast<int>(e.mapsAttributed));
+  }
+  if (r >= 0) r = sd_bus_message_close_container(m);
+  if (r >= 0) r = sd_bus_message_append(m, "dd", hostMapsBefore, hostMapsAfter);
   if (r >= 0) (void)sd_bus_send(bus_, m, nullptr);
   sd_bus_message_unref(m);
 }

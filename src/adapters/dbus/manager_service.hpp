@@ -66,6 +66,9 @@ class ManagerService {
   void propertiesChanged(Properties which);
   /// The Acted signal: what one batch of work did.
   void acted(const std::string& trigger, const std::vector<Action>& actions);
+  /// The Measured signal: the measured effect of the changes one piece of work made, per device,
+  /// and the host's IOMMU page maps/s before and after.
+  void measured(const std::vector<EffectView>& effects, double hostMapsBefore, double hostMapsAfter);
 
   /// Used by the sd-bus callbacks.
   const Handlers& handlers() const { return handlers_; }
