@@ -6,7 +6,9 @@ dbus/org.iommud1.conf, where the bus itself refuses a non-root Apply; and one th
 everything, where iommud's own uid check must refuse it. Root's calls go through Gio (python3-gi);
 the non-root caller is gdbus or busctl run as nobody (setpriv); gdbus, because busctl shows every
 AccessDenied as "Access denied", whoever sent it. iommuctl, run with
-DBUS_SYSTEM_BUS_ADDRESS pointing at the bus, must go through the daemon.
+DBUS_SYSTEM_BUS_ADDRESS pointing at the bus, must go through the daemon. The bus is killed and
+restarted at the same address: the daemon must own the name there again. PolkitApi runs Debian's
+polkitd on an open bus, where polkit decides for a non-root caller.
 
 Run by ctest (label umockdev); by hand:
 IOMMUD=build/bin/iommud IOMMUCTL=build/bin/iommuctl python3 tests/daemon/test_dbus_umockdev.py -v"""
@@ -387,14 +389,16 @@ NOBODY_MAY_APPLY = """polkit.addRule(function(action, subject) {
 
 class Polkitd:
     """Debian's polkitd on the test's bus (it reads DBUS_SYSTEM_BUS_ADDRESS), in a mount namespace
-    of its own where /usr/share/polkit-1/actions holds only our shipped .policy file and
-    /etc/polkit-1/rules.d only the test's rules: the host's polkit files are not touched. It runs as
-    on a host: started as root, it drops to the polkitd user."""
+    of its own where /usr/share/polkit-1/actions holds only our shipped .policy file,
+    /etc/polkit-1/rules.d only the test's rules and /usr/share/polkit-1/rules.d nothing: the host's
+    polkit files are neither touched nor read. It runs as on a host: started as root, it drops to
+    the polkitd user."""
 
     def __init__(self, work: str, bus: PrivateBus, rules: str = ""):
         self.dir = tempfile.mkdtemp(prefix="polkit-", dir=work)
         actions, rules_dir = os.path.join(self.dir, "actions"), os.path.join(self.dir, "rules.d")
-        for d in (self.dir, actions, rules_dir):
+        no_rules = os.path.join(self.dir, "no-rules")
+        for d in (self.dir, actions, rules_dir, no_rules):
             os.makedirs(d, exist_ok=True)
             os.chmod(d, 0o755)
         shutil.copy(POLKIT_POLICY, actions)
@@ -402,10 +406,10 @@ class Polkitd:
             with open(os.path.join(rules_dir, "50-test.rules"), "w") as f:
                 f.write(rules)
         script = ('mount --bind "$1" /usr/share/polkit-1/actions && mount --bind "$2" /etc/polkit-1/rules.d '
-                  '&& exec "$3" --no-debug')
+                  '&& mount --bind "$3" /usr/share/polkit-1/rules.d && exec "$4" --no-debug')
         env = dict(os.environ, DBUS_SYSTEM_BUS_ADDRESS=bus.address)
         self.proc = subprocess.Popen(["unshare", "--mount", "--propagation", "private", "sh", "-c", script, "polkitd",
-                                      actions, rules_dir, POLKITD], env=env, stdin=subprocess.DEVNULL,
+                                      actions, rules_dir, no_rules, POLKITD], env=env, stdin=subprocess.DEVNULL,
                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         self._bus = bus
         wait_until("polkitd on the bus", self._up)
