@@ -301,10 +301,6 @@ ManagerService::Connection::~Connection() {
   }
 }
 
-void ManagerService::SourceUnref::operator()(sd_event_source* s) const {
-  sd_event_source_unref(s);
-}
-
 core::Result<std::unique_ptr<ManagerService>> ManagerService::start(sd_event* loop, Handlers handlers,
                                                                     core::Backoff backoff) {
   std::unique_ptr<ManagerService> s(new ManagerService(loop, std::move(handlers), backoff));

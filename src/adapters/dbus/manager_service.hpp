@@ -9,6 +9,7 @@
 #include "adapters/dbus/access.hpp"
 #include "adapters/dbus/manager_api.hpp"
 #include "adapters/dbus/polkit_client.hpp"
+#include "adapters/systemd/worker_process.hpp"
 #include "core/backoff.hpp"
 #include "core/result.hpp"
 
@@ -16,7 +17,6 @@ struct sd_bus;
 struct sd_bus_message;
 struct sd_bus_slot;
 struct sd_event;
-struct sd_event_source;
 
 namespace iommud::adapters::dbus {
 
@@ -111,10 +111,6 @@ class ManagerService {
     sd_bus_slot* object = nullptr;
     sd_bus_slot* filter = nullptr;
   };
-  struct SourceUnref {
-    void operator()(sd_event_source* s) const;
-  };
-
   ManagerService(sd_event* loop, Handlers handlers, core::Backoff backoff)
       : loop_(loop), handlers_(std::move(handlers)), backoff_(backoff) {}
   core::Result<core::Done> connect();
@@ -125,8 +121,8 @@ class ManagerService {
   core::Backoff backoff_;
   PolkitClient polkit_;  // its questions are forgotten before their connection goes
   std::unique_ptr<Connection> conn_;
-  std::unique_ptr<sd_event_source, SourceUnref> retryTimer_;
-  unsigned attempt_ = 0;  // reconnections tried since the connection was lost; 0: connected
+  systemd::EventSource retryTimer_;  // the next reconnection, while the bus is away
+  unsigned attempt_ = 0;             // reconnections tried since the connection was lost; 0: connected
 };
 
 }  // namespace iommud::adapters::dbus
