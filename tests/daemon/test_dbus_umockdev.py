@@ -16,9 +16,11 @@ IOMMUD=build/bin/iommud IOMMUCTL=build/bin/iommuctl python3 tests/daemon/test_db
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import unittest
 import xml.etree.ElementTree as ET
@@ -469,6 +471,40 @@ class PolkitApi(DaemonTestCase):
         self.assertIn("AccessDenied: Revert changes the running system and needs root or the polkit authorization "
                       "org.iommud1.revert", r.stderr)
         self.assertEqual(self.host.group_type(PAIR), "identity")
+
+    def test_the_daemon_answers_while_polkit_thinks(self):
+        self.start_with_polkit()
+        # A monitor on the bus sees iommud's question go to polkitd, which is stopped: the
+        # question stays unanswered while the test asks iommud something else.
+        monitor = Gio.DBusConnection.new_for_address_sync(
+            self.bus.address,
+            Gio.DBusConnectionFlags.AUTHENTICATION_CLIENT | Gio.DBusConnectionFlags.MESSAGE_BUS_CONNECTION,
+            None, None)
+        self.addCleanup(monitor.close_sync, None)
+        asked = threading.Event()
+
+        def watch(_conn, message, incoming):
+            if not incoming or message.get_message_type() != Gio.DBusMessageType.METHOD_CALL:
+                return message  # BecomeMonitor and its reply
+            if message.get_member() == "CheckAuthorization":
+                asked.set()
+            return None  # seen, not handled: a monitor that answered anything would be cut off
+        monitor.add_filter(watch)
+        monitor.call_sync("org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus.Monitoring",
+                          "BecomeMonitor", GLib.Variant("(asu)", (["interface='org.freedesktop.PolicyKit1.Authority'"], 0)),
+                          None, Gio.DBusCallFlags.NONE, int(scaled(5000)), None)
+        self.polkitd.proc.send_signal(signal.SIGSTOP)
+        self.addCleanup(self.polkitd.proc.send_signal, signal.SIGCONT)
+        apply = subprocess.Popen(["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", "gdbus", "call",
+                                  "--address", self.bus.address, "--dest", NAME, "--object-path", PATH, "--method",
+                                  f"{IFACE}.Apply", "true", ""], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.assertTrue(asked.wait(scaled(30)), "iommud did not ask polkit")
+        self.assertEqual(self.bus.prop("State"), "running")  # answered while polkit's answer is owed
+        self.assertIsNone(apply.poll())
+        self.polkitd.proc.send_signal(signal.SIGCONT)
+        _, err = apply.communicate(timeout=scaled(60))
+        self.assertIn("AccessDenied: Apply changes the running system and needs root or the polkit authorization "
+                      "org.iommud1.apply", err)
 
     def test_root_needs_no_polkit_and_without_polkit_others_are_told_so(self):
         self.bus = PrivateBus(self.work, PERMISSIVE)  # no polkitd on it
