@@ -453,7 +453,8 @@ class PolkitApi(DaemonTestCase):
             r = self.bus.gdbus_as_nobody(method, *args)
             self.assertNotEqual(r.returncode, 0, f"{method} as nobody: {r.stdout}")
             self.assertIn("org.freedesktop.DBus.Error.AccessDenied: %s changes the running system and needs root "
-                          "or the polkit authorization %s, which polkit gives only after authentication" % (method, action),
+                          "or the polkit authorization %s, which polkit gives only after authentication"
+                          % (method, action),
                           r.stderr)
         self.assertEqual(self.host.group_type(PAIR), "DMA-FQ")
         self.assertEqual(self.host.writes, [])
@@ -491,13 +492,15 @@ class PolkitApi(DaemonTestCase):
             return None  # seen, not handled: a monitor that answered anything would be cut off
         monitor.add_filter(watch)
         monitor.call_sync("org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus.Monitoring",
-                          "BecomeMonitor", GLib.Variant("(asu)", (["interface='org.freedesktop.PolicyKit1.Authority'"], 0)),
+                          "BecomeMonitor",
+                          GLib.Variant("(asu)", (["interface='org.freedesktop.PolicyKit1.Authority'"], 0)),
                           None, Gio.DBusCallFlags.NONE, int(scaled(5000)), None)
         self.polkitd.proc.send_signal(signal.SIGSTOP)
         self.addCleanup(self.polkitd.proc.send_signal, signal.SIGCONT)
-        apply = subprocess.Popen(["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", "gdbus", "call",
-                                  "--address", self.bus.address, "--dest", NAME, "--object-path", PATH, "--method",
-                                  f"{IFACE}.Apply", "true", ""], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        apply = subprocess.Popen(["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups",
+                                  "gdbus", "call", "--address", self.bus.address, "--dest", NAME,
+                                  "--object-path", PATH, "--method", f"{IFACE}.Apply", "true", ""],
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         self.assertTrue(asked.wait(scaled(30)), "iommud did not ask polkit")
         self.assertEqual(self.bus.prop("State"), "running")  # answered while polkit's answer is owed
         self.assertIsNone(apply.poll())
