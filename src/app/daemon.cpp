@@ -25,6 +25,7 @@
 #include "adapters/systemd/worker_process.hpp"
 #include "adapters/trace/tracefs.hpp"
 #include "adapters/udev/monitor.hpp"
+#include "app/bus_link.hpp"
 #include "app/bus_view.hpp"
 #include "app/daemon_exports.hpp"
 #include "app/effect_watch.hpp"
@@ -776,6 +777,7 @@ class Daemon {
       log_.warning("no D-Bus API: the bus refused the name " + std::string(bus::kBusName) + " (" + why +
                    "); is /usr/share/dbus-1/system.d/org.iommud1.conf installed?");
     };
+    h.link = [this](const bus::BusLinkEvent& e) { log_.write(busLinkEntry(e)); };
     auto service = bus::ManagerService::start(event_, std::move(h));
     if (!service) {
       log_.notice("no D-Bus API (" + service.error().describe() + "); iommuctl works on the host itself");

@@ -6,7 +6,9 @@ dbus/org.iommud1.conf, where the bus itself refuses a non-root Apply; and one th
 everything, where iommud's own uid check must refuse it. Root's calls go through Gio (python3-gi);
 the non-root caller is gdbus or busctl run as nobody (setpriv); gdbus, because busctl shows every
 AccessDenied as "Access denied", whoever sent it. iommuctl, run with
-DBUS_SYSTEM_BUS_ADDRESS pointing at the bus, must go through the daemon.
+DBUS_SYSTEM_BUS_ADDRESS pointing at the bus, must go through the daemon. The bus is killed and
+restarted at the same address: the daemon must own the name there again. PolkitApi runs Debian's
+polkitd on an open bus, where polkit decides for a non-root caller.
 
 Run by ctest (label umockdev); by hand:
 IOMMUD=build/bin/iommud IOMMUCTL=build/bin/iommuctl python3 tests/daemon/test_dbus_umockdev.py -v"""
@@ -14,9 +16,11 @@ IOMMUD=build/bin/iommud IOMMUCTL=build/bin/iommuctl python3 tests/daemon/test_db
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import unittest
 import xml.etree.ElementTree as ET
@@ -88,10 +92,14 @@ class PrivateBus:
   {policy}
 </busconfig>
 """)
-        self.proc = subprocess.Popen(["dbus-daemon", "--config-file", config, "--nofork", "--nopidfile",
+        self.config = config
+        self._spawn()
+
+    def _spawn(self):
+        self.proc = subprocess.Popen(["dbus-daemon", "--config-file", self.config, "--nofork", "--nopidfile",
                                       "--print-address=1"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                      text=True)
-        line = self.proc.stdout.readline()
+        line = self.proc.stdout.readline()  # once it listens
         if not line:
             raise AssertionError(f"dbus-daemon did not start: {self.proc.stderr.read()}")
         os.chmod(self.socket, 0o777)
@@ -100,12 +108,24 @@ class PrivateBus:
             Gio.DBusConnectionFlags.AUTHENTICATION_CLIENT | Gio.DBusConnectionFlags.MESSAGE_BUS_CONNECTION,
             None, None)
 
-    def close(self):
-        self.conn.close_sync(None)
-        self.proc.terminate()
+    def _end(self, stop):
+        if not self.conn.is_closed():
+            self.conn.close_sync(None)
+        stop()
         self.proc.wait(scaled(10))
         self.proc.stdout.close()
         self.proc.stderr.close()
+
+    def close(self):
+        self._end(self.proc.terminate)
+
+    def crash(self):
+        """SIGKILL, as a bus daemon that dies: its socket file stays where it was."""
+        self._end(self.proc.kill)
+
+    def restart(self):
+        """A new dbus-daemon at the same address, with the same configuration."""
+        self._spawn()
 
     def call(self, method: str, args: GLib.Variant | None, reply: str, timeout_ms: int = 60000):
         return self.conn.call_sync(NAME, PATH, IFACE, method, args, GLib.VariantType(reply),
@@ -282,6 +302,30 @@ class DbusApi(DaemonTestCase):
 
         self.assertEqual(self.host.group_type(PAIR), "DMA-FQ")
 
+    def test_a_restarted_bus_is_reconnected_and_the_daemon_works_while_it_is_away(self):
+        d = self.start_on(SYSTEM_LIKE.format(policy=POLICY_FILE))
+        mark = d.log_mark()
+        self.bus.crash()
+        d.wait_log(r"the system bus closed iommud's connection", start=mark)
+        # Without its bus the daemon goes on: a replugged pair gets its hotplug-time rule. Its
+        # reconnections fail meanwhile (the socket is there, nobody listens).
+        self.host.remove_pair()
+        self.host.flush()
+        self.host.add_pair()
+        self.wait_pair_identity()
+        d.wait_log(r"reconnection \d+ to the system bus failed \(.*\), next in \d+ ms", start=mark)
+        self.assertTrue(d.alive())
+
+        self.bus.restart()
+        wait_until("iommud on the restarted bus", self.bus.owned)
+        d.wait_log(r"back on the system bus after \d+ attempts?: org\.iommud1 asked for again", start=mark)
+        # What it serves there is the present: the change made while the bus was away.
+        self.assertEqual(self.bus.prop("State"), "running")
+        wait_until("the change in Changes", lambda: any(c[4] == "DMA-FQ" and c[5] == "identity"
+                                                         for c in self.bus.prop("Changes")))
+        self.assertEqual(self.bus.call("Plan", GLib.Variant("(bs)", (True, NVME_A.address)), "(s)")[0][:1], "{")
+        self.assertEqual(self.host.anomalies, [])
+
     def test_reload_reports_a_broken_policy_and_keeps_the_last_good_one(self):
         self.start_on(SYSTEM_LIKE.format(policy=POLICY_FILE))
         rules = self.bus.prop("Rules")
@@ -335,6 +379,152 @@ class DbusApi(DaemonTestCase):
         return dirs[0]
 
 
+POLKIT_POLICY = os.path.join(REPO, "polkit", "org.iommud1.policy")
+POLKITD = "/usr/lib/polkit-1/polkitd"
+POLKIT_NAME = "org.freedesktop.PolicyKit1"
+# What a site writes to let a group of users apply without a password; here, for nobody.
+NOBODY_MAY_APPLY = """polkit.addRule(function(action, subject) {
+    if (action.id == "org.iommud1.apply" && subject.user == "nobody") return polkit.Result.YES;
+});
+"""
+
+
+class Polkitd:
+    """Debian's polkitd on the test's bus (it reads DBUS_SYSTEM_BUS_ADDRESS), in a mount namespace
+    of its own where /usr/share/polkit-1/actions holds only our shipped .policy file,
+    /etc/polkit-1/rules.d only the test's rules and /usr/share/polkit-1/rules.d nothing: the host's
+    polkit files are neither touched nor read. It runs as on a host: started as root, it drops to
+    the polkitd user."""
+
+    def __init__(self, work: str, bus: PrivateBus, rules: str = ""):
+        self.dir = tempfile.mkdtemp(prefix="polkit-", dir=work)
+        actions, rules_dir = os.path.join(self.dir, "actions"), os.path.join(self.dir, "rules.d")
+        no_rules = os.path.join(self.dir, "no-rules")
+        for d in (self.dir, actions, rules_dir, no_rules):
+            os.makedirs(d, exist_ok=True)
+            os.chmod(d, 0o755)
+        shutil.copy(POLKIT_POLICY, actions)
+        if rules:
+            with open(os.path.join(rules_dir, "50-test.rules"), "w") as f:
+                f.write(rules)
+        script = ('mount --bind "$1" /usr/share/polkit-1/actions && mount --bind "$2" /etc/polkit-1/rules.d '
+                  '&& mount --bind "$3" /usr/share/polkit-1/rules.d && exec "$4" --no-debug')
+        env = dict(os.environ, DBUS_SYSTEM_BUS_ADDRESS=bus.address)
+        self.proc = subprocess.Popen(["unshare", "--mount", "--propagation", "private", "sh", "-c", script, "polkitd",
+                                      actions, rules_dir, no_rules, POLKITD], env=env, stdin=subprocess.DEVNULL,
+                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        self._bus = bus
+        wait_until("polkitd on the bus", self._up)
+
+    def _up(self) -> bool:
+        if self.proc.poll() is not None:
+            raise AssertionError(f"polkitd ended with {self.proc.returncode}: {self.proc.stdout.read()}")
+        return self._bus.conn.call_sync("org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus",
+                                        "NameHasOwner", GLib.Variant("(s)", (POLKIT_NAME,)), GLib.VariantType("(b)"),
+                                        Gio.DBusCallFlags.NONE, int(scaled(5000)), None).unpack()[0]
+
+    def close(self):
+        self.proc.terminate()
+        self.proc.wait(scaled(10))
+        self.proc.stdout.close()
+
+
+class PolkitApi(DaemonTestCase):
+    """Apply, Revert and Reload for a caller that is not root, decided by a real polkitd. The bus
+    lets anyone send them (a site that opened the bus policy), so that iommud and polkit decide."""
+
+    def start_with_polkit(self, rules: str = ""):
+        self.bus = PrivateBus(self.work, PERMISSIVE)
+        self.addCleanup(self.bus.close)
+        self.polkitd = Polkitd(self.work, self.bus, rules)
+        self.addCleanup(self.polkitd.close)
+        self.make_host()
+        d = self.start([self.policies(PAIR_RULE)], bus_address=self.bus.address)
+        self.wait_ready(d)
+        wait_until("iommud on the bus", self.bus.owned)
+        return d
+
+    def test_polkit_refuses_a_non_root_caller_and_the_refusal_names_the_action(self):
+        self.start_with_polkit()
+        # No rule, no authentication agent: auth_admin_keep cannot be met.
+        for method, args, action in (("Apply", ("true", ""), "org.iommud1.apply"),
+                                     ("Revert", ("",), "org.iommud1.revert"),
+                                     ("Reload", (), "org.iommud1.reload")):
+            r = self.bus.gdbus_as_nobody(method, *args)
+            self.assertNotEqual(r.returncode, 0, f"{method} as nobody: {r.stdout}")
+            self.assertIn("org.freedesktop.DBus.Error.AccessDenied: %s changes the running system and needs root "
+                          "or the polkit authorization %s, which polkit gives only after authentication"
+                          % (method, action),
+                          r.stderr)
+        self.assertEqual(self.host.group_type(PAIR), "DMA-FQ")
+        self.assertEqual(self.host.writes, [])
+
+    def test_a_polkit_rule_lets_a_non_root_caller_apply(self):
+        d = self.start_with_polkit(NOBODY_MAY_APPLY)
+        mark = d.log_mark()
+        r = self.bus.gdbus_as_nobody("Apply", "true", NVME_A.address)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("done", r.stdout)
+        self.assertEqual(self.host.group_type(PAIR), "identity")
+        d.wait_log(r"group %d.*identity" % PAIR, start=mark)
+        # The rule names Apply only: Revert is still refused.
+        r = self.bus.gdbus_as_nobody("Revert", "")
+        self.assertIn("AccessDenied: Revert changes the running system and needs root or the polkit authorization "
+                      "org.iommud1.revert", r.stderr)
+        self.assertEqual(self.host.group_type(PAIR), "identity")
+
+    def test_the_daemon_answers_while_polkit_thinks(self):
+        self.start_with_polkit()
+        # A monitor on the bus sees iommud's question go to polkitd, which is stopped: the
+        # question stays unanswered while the test asks iommud something else.
+        monitor = Gio.DBusConnection.new_for_address_sync(
+            self.bus.address,
+            Gio.DBusConnectionFlags.AUTHENTICATION_CLIENT | Gio.DBusConnectionFlags.MESSAGE_BUS_CONNECTION,
+            None, None)
+        self.addCleanup(monitor.close_sync, None)
+        asked = threading.Event()
+
+        def watch(_conn, message, incoming):
+            if not incoming or message.get_message_type() != Gio.DBusMessageType.METHOD_CALL:
+                return message  # BecomeMonitor and its reply
+            if message.get_member() == "CheckAuthorization":
+                asked.set()
+            return None  # seen, not handled: a monitor that answered anything would be cut off
+        monitor.add_filter(watch)
+        monitor.call_sync("org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus.Monitoring",
+                          "BecomeMonitor",
+                          GLib.Variant("(asu)", (["interface='org.freedesktop.PolicyKit1.Authority'"], 0)),
+                          None, Gio.DBusCallFlags.NONE, int(scaled(5000)), None)
+        self.polkitd.proc.send_signal(signal.SIGSTOP)
+        self.addCleanup(self.polkitd.proc.send_signal, signal.SIGCONT)
+        apply = subprocess.Popen(["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups",
+                                  "gdbus", "call", "--address", self.bus.address, "--dest", NAME,
+                                  "--object-path", PATH, "--method", f"{IFACE}.Apply", "true", ""],
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.assertTrue(asked.wait(scaled(30)), "iommud did not ask polkit")
+        self.assertEqual(self.bus.prop("State"), "running")  # answered while polkit's answer is owed
+        self.assertIsNone(apply.poll())
+        self.polkitd.proc.send_signal(signal.SIGCONT)
+        _, err = apply.communicate(timeout=scaled(60))
+        self.assertIn("AccessDenied: Apply changes the running system and needs root or the polkit authorization "
+                      "org.iommud1.apply", err)
+
+    def test_root_needs_no_polkit_and_without_polkit_others_are_told_so(self):
+        self.bus = PrivateBus(self.work, PERMISSIVE)  # no polkitd on it
+        self.addCleanup(self.bus.close)
+        self.make_host()
+        self.wait_ready(self.start([self.policies(PAIR_RULE)], bus_address=self.bus.address))
+        wait_until("iommud on the bus", self.bus.owned)
+        r = self.bus.gdbus_as_nobody("Apply", "true", "")
+        self.assertIn("AccessDenied: Apply changes the running system and needs root or the polkit authorization "
+                      "org.iommud1.apply, but polkit is not available (org.freedesktop.DBus.Error.ServiceUnknown",
+                      r.stderr)
+        self.assertEqual(self.host.group_type(PAIR), "DMA-FQ")
+        actions = self.bus.call("Apply", GLib.Variant("(bs)", (True, NVME_A.address)), "(a(ssss))")[0]
+        self.assertIn("done", [a[1] for a in actions])
+        self.assertEqual(self.host.group_type(PAIR), "identity")
+
+
 def interface_of(root: ET.Element) -> ET.Element:
     for i in root.iter("interface"):
         if i.get("name") == IFACE:
@@ -349,7 +539,7 @@ def canonical(e: ET.Element):
 if __name__ == "__main__":
     if os.geteuid() != 0:
         sys.exit("test_dbus_umockdev.py: needs root (setpriv to nobody, the daemon's writes)")
-    for tool in ("dbus-daemon", "busctl", "setpriv"):
+    for tool in ("dbus-daemon", "busctl", "setpriv", "unshare", POLKITD):
         if shutil.which(tool) is None:
             sys.exit(f"test_dbus_umockdev.py: {tool} is missing (scripts/setup --tests installs it)")
     unittest.main()

@@ -100,22 +100,20 @@ const ManagerService::Handlers& handlersOf(void* userdata) {
   return static_cast<ManagerService*>(userdata)->handlers();
 }
 
-// Whether the caller's effective uid is 0; the bus daemon vouches for it.
-int requireRoot(sd_bus_message* m, const char* what, sd_bus_error* error) {
+// The caller's effective uid; the bus daemon vouches for it.
+int callerEuid(sd_bus_message* m, uid_t* uid) {
   sd_bus_creds* creds = nullptr;
   // On a bus connection sd-bus asks the bus (GetConnectionUnixUser): the uid the caller had when it
   // connected, which the caller cannot forge. One round trip to the bus, which only root can cause
   // under the shipped bus policy.
   int r = sd_bus_query_sender_creds(m, SD_BUS_CREDS_EUID, &creds);
-  if (r < 0) return sd_bus_error_set_errnof(error, -r, "cannot tell who is calling: %s", std::strerror(-r));
-  uid_t uid = 0;
-  r = sd_bus_creds_get_euid(creds, &uid);
+  if (r >= 0) r = sd_bus_creds_get_euid(creds, uid);
   sd_bus_creds_unref(creds);
-  if (r < 0) return sd_bus_error_set_errnof(error, -r, "cannot tell who is calling: %s", std::strerror(-r));
-  if (uid != 0) {
-    return sd_bus_error_setf(error, SD_BUS_ERROR_ACCESS_DENIED, "%s changes the running system and needs root", what);
-  }
-  return 1;
+  return r;
+}
+
+ManagerService& serviceOf(void* userdata) {
+  return *static_cast<ManagerService*>(userdata);
 }
 
 // A device is a PCI address or an interface or NVMe name: short. A longer one is refused before it
@@ -142,8 +140,9 @@ int methodApply(sd_bus_message* m, void* userdata, sd_bus_error* error) {
   const char* device = nullptr;
   if (int r = sd_bus_message_read(m, "bs", &hotplug, &device); r < 0) return r;
   if (int r = checkDevice(device, error); r <= 0) return r;
-  if (int r = requireRoot(m, "Apply", error); r <= 0) return r;
-  handlersOf(userdata).apply(PendingCall(m), hotplug != 0, device);
+  serviceOf(userdata).authorize(m, Guarded::Apply, [userdata, hotplug, d = std::string(device)](PendingCall call) {
+    handlersOf(userdata).apply(std::move(call), hotplug != 0, d);
+  });
   return 1;
 }
 
@@ -151,14 +150,15 @@ int methodRevert(sd_bus_message* m, void* userdata, sd_bus_error* error) {
   const char* device = nullptr;
   if (int r = sd_bus_message_read(m, "s", &device); r < 0) return r;
   if (int r = checkDevice(device, error); r <= 0) return r;
-  if (int r = requireRoot(m, "Revert", error); r <= 0) return r;
-  handlersOf(userdata).revert(PendingCall(m), device);
+  serviceOf(userdata).authorize(m, Guarded::Revert, [userdata, d = std::string(device)](PendingCall call) {
+    handlersOf(userdata).revert(std::move(call), d);
+  });
   return 1;
 }
 
-int methodReload(sd_bus_message* m, void* userdata, sd_bus_error* error) {
-  if (int r = requireRoot(m, "Reload", error); r <= 0) return r;
-  handlersOf(userdata).reload(PendingCall(m));
+int methodReload(sd_bus_message* m, void* userdata, sd_bus_error* /*error*/) {
+  serviceOf(userdata).authorize(m, Guarded::Reload,
+                                [userdata](PendingCall call) { handlersOf(userdata).reload(std::move(call)); });
   return 1;
 }
 
@@ -276,38 +276,153 @@ const sd_bus_vtable kVtable[] = {
 namespace {
 
 int onNameRequested(sd_bus_message* m, void* userdata, sd_bus_error* /*error*/) {
-  const sd_bus_error* e = sd_bus_message_get_error(m);
-  const auto& lost = handlersOf(userdata).nameLost;
-  if (e != nullptr && lost) lost(std::string(e->name) + ": " + (e->message != nullptr ? e->message : ""));
+  serviceOf(userdata).nameRequested(m);
   return 1;
+}
+
+// sd-bus tells a lost connection as the signal Disconnected of org.freedesktop.DBus.Local, which it
+// makes itself and passes through the filters.
+int onMessage(sd_bus_message* m, void* userdata, sd_bus_error* /*error*/) {
+  if (sd_bus_message_is_signal(m, "org.freedesktop.DBus.Local", "Disconnected") > 0) serviceOf(userdata).disconnected();
+  return 0;  // others go on to the object
+}
+
+int onRetry(sd_event_source* /*s*/, uint64_t /*usec*/, void* userdata) {
+  serviceOf(userdata).retry();
+  return 0;
 }
 
 }  // namespace
 
-core::Result<std::unique_ptr<ManagerService>> ManagerService::start(sd_event* loop, Handlers handlers) {
-  std::unique_ptr<ManagerService> s(new ManagerService(std::move(handlers)));
+ManagerService::Connection::~Connection() {
+  sd_bus_slot_unref(object);
+  sd_bus_slot_unref(filter);
+  if (bus != nullptr) {
+    sd_bus_detach_event(bus);
+    sd_bus_flush_close_unref(bus);
+  }
+}
+
+core::Result<std::unique_ptr<ManagerService>> ManagerService::start(sd_event* loop, Handlers handlers,
+                                                                    core::Backoff backoff) {
+  std::unique_ptr<ManagerService> s(new ManagerService(loop, std::move(handlers), backoff));
+  if (auto r = s->connect(); !r) return r.error();
+  return s;
+}
+
+core::Result<core::Done> ManagerService::connect() {
   auto fail = [](int r, const std::string& what) { return core::Error{-r, "", what + ": " + std::strerror(-r)}; };
-  if (int r = sd_bus_open_system(&s->bus_); r < 0) return fail(r, "cannot connect to the system bus");
-  if (int r = sd_bus_add_object_vtable(s->bus_, &s->slot_, kObjectPath, kInterface, kVtable, s.get()); r < 0) {
+  auto c = std::make_unique<Connection>();
+  if (int r = sd_bus_open_system(&c->bus); r < 0) return fail(r, "cannot connect to the system bus");
+  // A lost bus is ours to handle (Disconnected below), never a reason for the loop to end.
+  (void)sd_bus_set_exit_on_disconnect(c->bus, 0);
+  if (int r = sd_bus_add_filter(c->bus, &c->filter, onMessage, this); r < 0) {
+    return fail(r, "cannot watch the connection");
+  }
+  if (int r = sd_bus_add_object_vtable(c->bus, &c->object, kObjectPath, kInterface, kVtable, this); r < 0) {
     return fail(r, "cannot export " + std::string(kObjectPath));
   }
-  if (int r = sd_bus_attach_event(s->bus_, loop, SD_EVENT_PRIORITY_NORMAL); r < 0) {
+  if (int r = sd_bus_attach_event(c->bus, loop_, SD_EVENT_PRIORITY_NORMAL); r < 0) {
     return fail(r, "cannot attach the bus to the event loop");
   }
   // Asynchronously: the start's pass over the devices must not wait for a bus daemon that is
   // still starting. Its answer arrives in the loop.
-  if (int r = sd_bus_request_name_async(s->bus_, nullptr, kBusName, 0, onNameRequested, s.get()); r < 0) {
+  if (int r = sd_bus_request_name_async(c->bus, nullptr, kBusName, 0, onNameRequested, this); r < 0) {
     return fail(r, "cannot ask for the bus name " + std::string(kBusName));
   }
-  return s;
+  conn_ = std::move(c);
+  return core::Done{};
+}
+
+void ManagerService::nameRequested(sd_bus_message* reply) {
+  // A connection that closes answers its calls in flight with errors of its own: that is not the
+  // bus refusing the name, and Disconnected follows.
+  if (conn_ == nullptr || sd_bus_is_open(conn_->bus) <= 0) return;
+  if (const sd_bus_error* e = sd_bus_message_get_error(reply); e != nullptr) {
+    if (handlers_.nameLost) handlers_.nameLost(std::string(e->name) + ": " + (e->message != nullptr ? e->message : ""));
+  }
+  if (attempt_ == 0) return;
+  // Back: the bus answered. Clients on the new bus read the properties afresh; those that watch
+  // them hear that they may have changed while the bus was away.
+  const unsigned attempts = attempt_;
+  attempt_ = 0;
+  if (handlers_.link) handlers_.link({BusLinkEvent::Kind::Restored, attempts, {}, {}});
+  propertiesChanged(Properties::Host);
+  propertiesChanged(Properties::Daemon);
+}
+
+void ManagerService::disconnected() {
+  if (retryTimer_ != nullptr) return;  // already waiting to retry
+  if (attempt_ == 0 && handlers_.link) handlers_.link({BusLinkEvent::Kind::Lost, 0, {}, {}});
+  schedule("the bus closed the connection");
+}
+
+void ManagerService::schedule(const std::string& why) {
+  const auto delay = backoff_.delay(attempt_);
+  ++attempt_;
+  if (attempt_ > 1 && handlers_.link) handlers_.link({BusLinkEvent::Kind::Retrying, attempt_ - 1, delay, why});
+  sd_event_source* timer = nullptr;
+  const auto usec = static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(delay).count());
+  if (int r = sd_event_add_time_relative(loop_, &timer, CLOCK_MONOTONIC, usec, 0, onRetry, this); r < 0) {
+    // Out of memory for a timer: no retry; the daemon goes on without its API.
+    if (handlers_.link) {
+      handlers_.link({BusLinkEvent::Kind::Retrying, attempt_, delay, std::string("no timer: ") + std::strerror(-r)});
+    }
+    return;
+  }
+  retryTimer_.reset(timer);
+}
+
+void ManagerService::retry() {
+  retryTimer_.reset();
+  // The old connection goes here, outside its own callbacks.
+  polkit_.forget();
+  conn_.reset();
+  if (auto r = connect(); !r) schedule(r.error().describe());
+  // Connected: nameRequested() says so when the bus answers; a connection that fails later comes
+  // back through disconnected().
+}
+
+void ManagerService::authorize(sd_bus_message* m, Guarded method, std::function<void(PendingCall)> granted) {
+  uid_t uid = 0;
+  if (int r = callerEuid(m, &uid); r < 0) {
+    PendingCall(m).replyError(SD_BUS_ERROR_ACCESS_DENIED,
+                              std::string("cannot tell who is calling: ") + std::strerror(-r));
+    return;
+  }
+  if (accessFor(uid).kind == AccessDecision::Kind::Granted) {
+    granted(PendingCall(m));
+    return;
+  }
+  const char* sender = sd_bus_message_get_sender(m);
+  auto call = std::make_shared<PendingCall>(m);
+  auto decide = [call, method, granted = std::move(granted)](const PolkitAnswer& answer) {
+    auto decision = accessFor(method, answer);
+    if (decision.kind == AccessDecision::Kind::Granted) {
+      granted(std::move(*call));
+    } else {
+      call->replyError(SD_BUS_ERROR_ACCESS_DENIED, decision.message);
+    }
+  };
+  // Each question waits for polkit, which may wait for a person: a bound, so that callers cannot
+  // pile them up.
+  constexpr size_t kMaxQuestions = 32;
+  if (polkit_.inFlight() >= kMaxQuestions) {
+    call->replyError(SD_BUS_ERROR_LIMITS_EXCEEDED, "too many calls wait for polkit's answer; try again later");
+    return;
+  }
+  if (sender == nullptr || conn_ == nullptr) {
+    decide({PolkitAnswer::Kind::Unavailable, "the caller has no bus name"});
+    return;
+  }
+  polkit_.check(conn_->bus, sender, polkitAction(method), sd_bus_message_get_allow_interactive_authorization(m) > 0,
+                decide);
 }
 
 ManagerService::~ManagerService() {
-  sd_bus_slot_unref(slot_);
-  if (bus_ != nullptr) {
-    sd_bus_detach_event(bus_);
-    sd_bus_flush_close_unref(bus_);
-  }
+  retryTimer_.reset();
+  polkit_.forget();
+  conn_.reset();
 }
 
 void ManagerService::propertiesChanged(Properties which) {
@@ -316,15 +431,17 @@ void ManagerService::propertiesChanged(Properties which) {
   // sd-bus takes char** but does not change the names.
   char** names =
       const_cast<char**>(which == Properties::Host ? host : daemon);  // NOLINT(cppcoreguidelines-pro-type-const-cast)
-  (void)sd_bus_emit_properties_changed_strv(bus_, kObjectPath, kInterface, names);
+  if (conn_ == nullptr) return;
+  (void)sd_bus_emit_properties_changed_strv(conn_->bus, kObjectPath, kInterface, names);
 }
 
 void ManagerService::acted(const std::string& trigger, const std::vector<Action>& actions) {
+  if (conn_ == nullptr) return;
   sd_bus_message* m = nullptr;
-  int r = sd_bus_message_new_signal(bus_, &m, kObjectPath, kInterface, "Acted");
+  int r = sd_bus_message_new_signal(conn_->bus, &m, kObjectPath, kInterface, "Acted");
   if (r >= 0) r = sd_bus_message_append(m, "s", trigger.c_str());
   if (r >= 0) r = appendActions(m, actions);
-  if (r >= 0) (void)sd_bus_send(bus_, m, nullptr);
+  if (r >= 0) (void)sd_bus_send(conn_->bus, m, nullptr);
   sd_bus_message_unref(m);
 }
 

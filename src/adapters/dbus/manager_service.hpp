@@ -1,11 +1,16 @@
 #pragma once
 
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "adapters/dbus/access.hpp"
 #include "adapters/dbus/manager_api.hpp"
+#include "adapters/dbus/polkit_client.hpp"
+#include "adapters/systemd/worker_process.hpp"
+#include "core/backoff.hpp"
 #include "core/result.hpp"
 
 struct sd_bus;
@@ -35,9 +40,24 @@ class PendingCall {
   sd_bus_message* m_ = nullptr;
 };
 
+/// What happened to the connection to the system bus after it was made once.
+struct BusLinkEvent {
+  enum class Kind {
+    Lost,      // the bus closed the connection (dbus-daemon restarted or stopped)
+    Retrying,  // a reconnection failed; the next one is in `delay`
+    Restored,  // connected again, the object exported and kBusName asked for
+  };
+  Kind kind = Kind::Lost;
+  unsigned attempt = 0;                // Retrying, Restored: which attempt (1 for the first)
+  std::chrono::milliseconds delay{0};  // Retrying: the wait before the next
+  std::string error;                   // Retrying: why it failed
+};
+
 /// org.iommud1.Manager on the system bus: properties from the daemon's views, methods handed to the
-/// daemon as PendingCalls. Apply, Revert and Reload are refused to callers whose effective uid is not
-/// 0 (the bus policy refuses them first; this check holds on any bus).
+/// daemon as PendingCalls. Apply, Revert and Reload are for root and for callers polkit authorises
+/// (access.hpp; the shipped bus policy lets only root send them, this check holds on any bus).
+/// When the bus goes away, the service reconnects with exponential backoff on its own and takes
+/// the name again; the daemon goes on meanwhile.
 class ManagerService {
  public:
   struct Handlers {
@@ -48,11 +68,14 @@ class ManagerService {
     std::function<void(PendingCall, std::string device)> revert;
     std::function<void(PendingCall)> reload;
     std::function<void(const std::string& why)> nameLost;  // the bus refused kBusName
+    std::function<void(const BusLinkEvent&)> link;         // the connection went or came back
   };
 
   /// Connects to the system bus ($DBUS_SYSTEM_BUS_ADDRESS, else the default socket), exports the
-  /// object, takes kBusName and attaches to `loop`.
-  static core::Result<std::unique_ptr<ManagerService>> start(sd_event* loop, Handlers handlers);
+  /// object, takes kBusName and attaches to `loop`. A failure here is returned (no retry: the
+  /// daemon runs without the API); a connection lost later is retried with `backoff`.
+  static core::Result<std::unique_ptr<ManagerService>> start(sd_event* loop, Handlers handlers,
+                                                             core::Backoff backoff = {});
 
   ManagerService(const ManagerService&) = delete;
   ManagerService& operator=(const ManagerService&) = delete;
@@ -72,12 +95,37 @@ class ManagerService {
 
   /// Used by the sd-bus callbacks.
   const Handlers& handlers() const { return handlers_; }
+  /// Runs `granted` with the call if its sender may call `method` (root, or polkit's yes, asked
+  /// without blocking); otherwise answers it with AccessDenied naming the polkit action.
+  void authorize(sd_bus_message* m, Guarded method, std::function<void(PendingCall)> granted);
+  /// The sd-bus callbacks' entries.
+  void nameRequested(sd_bus_message* reply);
+  void disconnected();
+  void retry();
 
  private:
-  explicit ManagerService(Handlers handlers) : handlers_(std::move(handlers)) {}
+  /// One connection: the bus and the slots on it, closed with the owner.
+  struct Connection {
+    Connection() = default;
+    Connection(const Connection&) = delete;
+    Connection& operator=(const Connection&) = delete;
+    ~Connection();
+    sd_bus* bus = nullptr;
+    sd_bus_slot* object = nullptr;
+    sd_bus_slot* filter = nullptr;
+  };
+  ManagerService(sd_event* loop, Handlers handlers, core::Backoff backoff)
+      : loop_(loop), handlers_(std::move(handlers)), backoff_(backoff) {}
+  core::Result<core::Done> connect();
+  void schedule(const std::string& why);
+
+  sd_event* loop_;
   Handlers handlers_;
-  sd_bus* bus_ = nullptr;
-  sd_bus_slot* slot_ = nullptr;
+  core::Backoff backoff_;
+  PolkitClient polkit_;  // its questions are forgotten before their connection goes
+  std::unique_ptr<Connection> conn_;
+  systemd::EventSource retryTimer_;  // the next reconnection, while the bus is away
+  unsigned attempt_ = 0;             // reconnections tried since the connection was lost; 0: connected
 };
 
 }  // namespace iommud::adapters::dbus
