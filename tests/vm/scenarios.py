@@ -921,9 +921,10 @@ def _dbus_problems(out: Path, solo: tuple[str, str, str]) -> list[str]:
         problems.append(f"iommuctl apply through the daemon exited {text['dbus-apply.rc']}: {text['dbus-apply.txt']!r}")
     if not text["dbus-nobody-mode.txt"].startswith('s "'):
         problems.append(f"nobody could not read the Mode property: {text['dbus-nobody-mode.txt']!r}")
-    # Refused by the bus policy (dbus-daemon's words), before iommud's own check.
-    if text["dbus-nobody-apply.rc"] == "0" or "Rejected send message" not in text["dbus-nobody-apply.txt"]:
-        problems.append(f"Apply as nobody was not refused by the bus policy: {text['dbus-nobody-apply.txt']!r}")
+    # The shipped bus policy lets it through; iommud refuses it without polkit's yes, naming the action.
+    if (text["dbus-nobody-apply.rc"] == "0" or "org.freedesktop.DBus.Error.AccessDenied" not in text["dbus-nobody-apply.txt"]
+            or "org.iommud1.apply" not in text["dbus-nobody-apply.txt"]):
+        problems.append(f"Apply as nobody was not refused for want of org.iommud1.apply: {text['dbus-nobody-apply.txt']!r}")
     return problems
 
 

@@ -446,8 +446,9 @@ void ManagerService::acted(const std::string& trigger, const std::vector<Action>
 }
 
 void ManagerService::measured(const std::vector<EffectView>& effects, double hostMapsBefore, double hostMapsAfter) {
+  if (conn_ == nullptr) return;
   sd_bus_message* m = nullptr;
-  int r = sd_bus_message_new_signal(bus_, &m, kObjectPath, kInterface, "Measured");
+  int r = sd_bus_message_new_signal(conn_->bus, &m, kObjectPath, kInterface, "Measured");
   if (r >= 0) r = sd_bus_message_open_container(m, 'a', "(ssddddddssb)");
   for (const auto& e : effects) {
     if (r < 0) break;
@@ -457,7 +458,7 @@ void ManagerService::measured(const std::vector<EffectView>& effects, double hos
   }
   if (r >= 0) r = sd_bus_message_close_container(m);
   if (r >= 0) r = sd_bus_message_append(m, "dd", hostMapsBefore, hostMapsAfter);
-  if (r >= 0) (void)sd_bus_send(bus_, m, nullptr);
+  if (r >= 0) (void)sd_bus_send(conn_->bus, m, nullptr);
   sd_bus_message_unref(m);
 }
 
