@@ -37,6 +37,9 @@ inline constexpr std::string_view kPoliciesRejected = "94f8437cb3474d33b97e1e3d7
 inline constexpr std::string_view kReplugged = "37e097fceacb4da7bba7f9f1abd8307c";
 /// A change was reverted (revert-on-stop), or found drifted and left alone.
 inline constexpr std::string_view kReverted = "f9a878de3cec4d2c8e5528b4c780a18f";
+/// The udev monitor's socket overflowed and hotplug events were lost (docs/kernel.md §12); the
+/// daemon rescans the host. IOMMUD_OVERFLOWS: how many times since start.
+inline constexpr std::string_view kEventsLost = "219f67a45a864ab8922530d9cf11bbae";
 /// The daemon stops.
 inline constexpr std::string_view kStopping = "fee5a7bd6af842c1b7ac52d4805a577b";
 
