@@ -381,9 +381,7 @@ class Daemon {
     std::optional<std::string> only;
     if (!devices.empty()) only = devices.front();
     for (const auto& o : revertChanges(only, host, ctx)) {
-      auto e = journalEntry(o, host);
-      if (o.result == OutcomeKind::Done) e.messageId = std::string(msgid::kReverted);
-      log_.write(e);
+      log_.write(journalEntry(o, host, OutcomeOf::Revert));
       addOutcome(o, true, report);
       if (o.result != OutcomeKind::Done || o.device.empty()) continue;
       for (const auto& a : endpoints(host, o.device, o.kind)) {
@@ -929,9 +927,7 @@ class Daemon {
       return;
     }
     for (const auto& o : revertChanges(std::nullopt, *host, ctx)) {
-      auto e = journalEntry(o, *host);
-      if (o.result == OutcomeKind::Done) e.messageId = std::string(msgid::kReverted);
-      log_.write(e);
+      log_.write(journalEntry(o, *host, OutcomeOf::Revert));
       if (auto counter = counterKey(o, true)) counters_.add(*counter);
     }
     // What the exports say outlives the daemon: say what the revert left.
