@@ -115,7 +115,7 @@ class UdevMonitorNetns : public ::testing::Test {
   }
 
   // Broadcasts `n` messages to the "udev" group, as udevd does; the sender never hears of a drop.
-  void send(int n) {
+  void send(int n) const {
     sockaddr_nl group{};
     group.nl_family = AF_NETLINK;
     group.nl_groups = 2;
