@@ -915,7 +915,11 @@ class Daemon {
   }
 
   void stop() {
-    if (settings_.config.revertOnStop) revertOnStop();
+    if (settings_.config.revertOnStop && settings_.config.adviseOnly) {
+      log_.notice("not reverting at stop: advise-only = true changes nothing (iommuctl revert does it)");
+    } else if (settings_.config.revertOnStop) {
+      revertOnStop();
+    }
     sd_event_exit(event_, 0);
   }
 

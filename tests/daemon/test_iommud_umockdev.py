@@ -117,11 +117,13 @@ class Iommud:
 
     def __init__(self, host: testbed.Host, work: str, policy_dirs: list[str], *, debounce_ms: int = 50,
                  args: tuple[str, ...] = (), config_file: str | None = None, bus_address: str | None = None,
-                 extra_conf: str = "", advise_only: bool = False, revert_on_stop: bool = False):
+                 extra_conf: str = "", advise_only: bool = False, revert_on_stop: bool = False,
+                 state_of: "Iommud | None" = None):
         self.host = host
         self.conf_dir = tempfile.mkdtemp(prefix="conf-", dir=work)
-        self.run_dir = tempfile.mkdtemp(prefix="run-", dir=work)
-        self.state_dir = tempfile.mkdtemp(prefix="state-", dir=work)
+        # A daemon started after another one (a restart) keeps its runtime and state directories.
+        self.run_dir = state_of.run_dir if state_of else tempfile.mkdtemp(prefix="run-", dir=work)
+        self.state_dir = state_of.state_dir if state_of else tempfile.mkdtemp(prefix="state-", dir=work)
         self.notify = NotifySocket(tempfile.mkdtemp(prefix="notify-", dir=work))
         conf = (f'log-level = "debug"\ndebounce-ms = {debounce_ms}\nadvise-only = {str(advise_only).lower()}\n'
                 f'revert-on-stop = {str(revert_on_stop).lower()}\n'
@@ -500,6 +502,25 @@ class IommudUnderUmockdev(DaemonTestCase):
         # What iommud changed is no longer on record: nothing is left for iommuctl revert.
         self.assertEqual(changes(), [])
         self.assertEqual(self.host.anomalies, [])
+
+    def test_advise_only_reverts_nothing_at_stop_even_with_revert_on_stop_and_says_so(self):
+        self.make_host()
+        policies = self.policies(testbed.pair_identity_rule("always"))
+        first = self.start([policies])
+        self.wait_ready(first)
+        self.wait_pair_identity()
+        self.stop(first)
+        first.kill()
+        # The same directories (the first one's records), now advising only.
+        d = self.start([policies], advise_only=True, revert_on_stop=True, state_of=first)
+        self.wait_ready(d)
+        writes = len(self.host.writes)
+        mark = d.log_mark()
+        self.stop(d)
+        d.wait_log(r"not reverting at stop: advise-only = true changes nothing", start=mark)
+        self.host.settle()
+        self.assertEqual(self.host.writes[writes:], [], "advise-only reverted at stop")
+        self.assertEqual(self.host.group_type(PAIR), "identity")
 
     # (d)
     def test_a_broken_policy_on_reload_is_reported_and_the_last_good_one_stays(self):
