@@ -388,9 +388,7 @@ class Daemon {
     auto reverted = revertChanges(only, host, ctx);
     report.changed = effectSubjects(reverted, host);
     for (const auto& o : reverted) {
-      auto e = journalEntry(o, host);
-      if (o.result == OutcomeKind::Done) e.messageId = std::string(msgid::kReverted);
-      log_.write(e);
+      log_.write(journalEntry(o, host, OutcomeOf::Revert));
       addOutcome(o, true, report);
       if (o.result != OutcomeKind::Done || o.device.empty()) continue;
       for (const auto& a : endpoints(host, o.device, o.kind)) {
@@ -829,9 +827,37 @@ class Daemon {
   // --- events ------------------------------------------------------------------------------------
 
   static int onUevent(sd_event_source* /*s*/, int /*fd*/, uint32_t /*revents*/, void* self) {
+    using Kind = adapters::udev::Received::Kind;
     auto* d = static_cast<Daemon*>(self);
-    while (auto e = d->monitor_->receive()) d->uevent(*e);
+    bool overflowed = false;
+    for (auto r = d->monitor_->receive(); r.kind == Kind::Event || r.kind == Kind::Overflow;
+         r = d->monitor_->receive()) {
+      if (r.kind == Kind::Event) d->uevent(r.event);
+      overflowed = overflowed || r.kind == Kind::Overflow;
+    }
+    if (overflowed) d->eventsLost();  // after the queue: the rescan reads what all of it left
     return 0;
+  }
+
+  // The monitor's socket overflowed (docs/kernel.md §12): which events were lost is unknown, so
+  // every PCI function present gets its policy again, in one batch.
+  void eventsLost() {
+    ++overflows_;
+    auto present = root_.listDir("/sys/bus/pci/devices");
+    std::string what;
+    if (present) {
+      for (const auto& a : filter_.resync(*present, Clock::now())) forget(a);
+      what = "rescanning the " + std::to_string(present->size()) + " PCI functions present";
+    } else {  // the whole host, as at start
+      coldplugQueued_ = true;
+      what = "rescanning the whole host (cannot list /sys/bus/pci/devices: " + present.error().describe() + ")";
+    }
+    log_.write({Priority::Warning,
+                std::string(msgid::kEventsLost),
+                "udev monitor: its receive buffer overflowed and hotplug events were lost; " + what,
+                {{"IOMMUD_OVERFLOWS", std::to_string(overflows_)}}});
+    armDebounce();
+    startNext();
   }
 
   void uevent(const adapters::udev::UEvent& e) {
@@ -968,7 +994,11 @@ class Daemon {
   }
 
   void stop() {
-    if (settings_.config.revertOnStop) revertOnStop();
+    if (settings_.config.revertOnStop && settings_.config.adviseOnly) {
+      log_.notice("not reverting at stop: advise-only = true changes nothing (iommuctl revert does it)");
+    } else if (settings_.config.revertOnStop) {
+      revertOnStop();
+    }
     sd_event_exit(event_, 0);
   }
 
@@ -980,9 +1010,7 @@ class Daemon {
       return;
     }
     for (const auto& o : revertChanges(std::nullopt, *host, ctx)) {
-      auto e = journalEntry(o, *host);
-      if (o.result == OutcomeKind::Done) e.messageId = std::string(msgid::kReverted);
-      log_.write(e);
+      log_.write(journalEntry(o, *host, OutcomeOf::Revert));
       if (auto counter = counterKey(o, true)) counters_.add(*counter);
     }
     // What the exports say outlives the daemon: say what the revert left.
@@ -1009,6 +1037,7 @@ class Daemon {
   HotplugFilter filter_{settings_.config.debounce};
   sd_event_source* debounceTimer_ = nullptr;  // at filter_.nextDeadline()
   bool coldplugQueued_ = false;
+  uint64_t overflows_ = 0;  // of the udev monitor's socket
 
   std::optional<sd::WorkerProcess> worker_;  // one at a time
   Work childWork_;

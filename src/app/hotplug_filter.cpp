@@ -52,6 +52,38 @@ HotplugFilter::Verdict HotplugFilter::event(const adapters::udev::UEvent& e, Tim
   return v;
 }
 
+std::vector<std::string> HotplugFilter::resync(const std::vector<std::string>& present, TimePoint now) {
+  const std::set<std::string> here(present.begin(), present.end());
+  std::vector<std::string> gone;
+  for (const auto* known : {&atStart_, &fresh_}) {
+    for (const auto& a : *known) {
+      if (!here.contains(a)) gone.push_back(a);
+    }
+  }
+  std::sort(gone.begin(), gone.end());
+  gone.erase(std::unique(gone.begin(), gone.end()), gone.end());
+  for (const auto& a : gone) forget(a);
+  for (const auto& a : here) {
+    bool hot = hot_.contains(a) || (queued_.contains(a) && queued_[a]);
+    if (!atStart_.contains(a) && !fresh_.contains(a)) {  // its add was lost: a plug
+      fresh_.insert(a);
+      rebound_.erase(a);
+      leftAlone_.erase(a);
+      if (working_) pluggedMeanwhile_.insert(a);
+      hot = true;
+    }
+    if (leftAlone_.contains(a)) {
+      dropPending(a);
+      continue;
+    }
+    pending_.erase(a);
+    hot_.erase(a);
+    queued_[a] = hot;
+    firedAt_[a] = now;
+  }
+  return gone;
+}
+
 std::optional<HotplugFilter::TimePoint> HotplugFilter::nextDeadline() const {
   if (pending_.empty()) return std::nullopt;
   return std::min_element(pending_.begin(), pending_.end(),

@@ -53,6 +53,12 @@ class HotplugFilter {
   };
   Verdict event(const adapters::udev::UEvent& e, TimePoint now, bool stopping);
 
+  /// Events were lost (the monitor's socket overflowed, docs/kernel.md §12): the PCI functions
+  /// `present` now are all there is to know. Known functions not among them went (forgotten;
+  /// returned for the caller to forget too); those not known are new plugs (hot); every present
+  /// function is queued at once for one batch, except one left alone that did not appear anew.
+  std::vector<std::string> resync(const std::vector<std::string>& present, TimePoint now);
+
   /// When the earliest pending debounce ends; nullopt: none is pending.
   [[nodiscard]] std::optional<TimePoint> nextDeadline() const;
   /// Queues every device whose debounce ended by `now`.

@@ -40,6 +40,9 @@ inline constexpr std::string_view kReverted = "f9a878de3cec4d2c8e5528b4c780a18f"
 /// The measured effect of a change on one device ([measure] effect-window): a window before the
 /// change and one after it. Always carries DEVICE and NAME.
 inline constexpr std::string_view kMeasured = "b282470e86824954844d0a37c8464bd2";
+/// The udev monitor's socket overflowed and hotplug events were lost (docs/kernel.md §12); the
+/// daemon rescans the host. IOMMUD_OVERFLOWS: how many times since start.
+inline constexpr std::string_view kEventsLost = "219f67a45a864ab8922530d9cf11bbae";
 /// The daemon stops.
 inline constexpr std::string_view kStopping = "fee5a7bd6af842c1b7ac52d4805a577b";
 

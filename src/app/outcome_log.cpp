@@ -11,7 +11,7 @@ bool isRefusal(const Outcome& o) {
           o.skip != core::SkipReason::Overridden);
 }
 
-adapters::systemd::Entry journalEntry(const Outcome& o, const core::HostFacts& host) {
+adapters::systemd::Entry journalEntry(const Outcome& o, const core::HostFacts& host, OutcomeOf of) {
   using adapters::systemd::Priority;
   using R = Outcome::Result;
   adapters::systemd::Entry e;
@@ -29,7 +29,7 @@ adapters::systemd::Entry journalEntry(const Outcome& o, const core::HostFacts& h
                                      what.compare(at + o.object.size(), 2, " (") != 0) {
     what.insert(at + o.object.size(), " (" + members + ")");
   }
-  const bool made = o.result == R::Done || o.result == R::Advised;
+  const bool made = of == OutcomeOf::Apply && (o.result == R::Done || o.result == R::Advised);
   if (made && !o.tradeOff.empty() && what.find(o.tradeOff) == std::string::npos) what += ": " + o.tradeOff;
   // A domain change that widens what the devices can reach names the new exposure.
   std::optional<core::Exposure> exposure;
@@ -44,8 +44,10 @@ adapters::systemd::Entry journalEntry(const Outcome& o, const core::HostFacts& h
   }
   std::string by;
   if (!o.rule.empty()) {
-    by = std::string(o.result == R::Done ? "; accepted by rule " : "; rule ") + o.rule +
-         (o.ruleWhere.empty() ? "" : " in " + o.ruleWhere);
+    const char* which = of == OutcomeOf::Revert ? "; the change was made by rule "
+                        : o.result == R::Done   ? "; accepted by rule "
+                                                : "; rule ";
+    by = std::string(which) + o.rule + (o.ruleWhere.empty() ? "" : " in " + o.ruleWhere);
   }
   switch (o.result) {
     case R::Done:
@@ -87,7 +89,14 @@ adapters::systemd::Entry journalEntry(const Outcome& o, const core::HostFacts& h
       e.messageId = std::string(msgid::kReverted);
       break;
   }
-  e.message = (o.result == R::Done ? std::string() : std::string(toString(o.result)) + ": ") + what + by;
+  if (of == OutcomeOf::Revert && o.result == R::Done) {
+    e.priority = Priority::Notice;
+    e.messageId = std::string(msgid::kReverted);
+  }
+  const std::string result = of == OutcomeOf::Revert && o.result == R::Done ? "reverted"
+                             : o.result == R::Done                          ? ""
+                                                                            : std::string(toString(o.result));
+  e.message = (result.empty() ? std::string() : result + ": ") + what + by;
   auto field = [&](const char* name, const std::string& value) {
     if (!value.empty()) e.fields.push_back({name, value});
   };

@@ -10,7 +10,10 @@ namespace iommud::app {
 /// that weakens isolation, any other change, advice, refusal, failure, drift), its priority (a
 /// weakening change is a warning), the IOMMUD_* fields, and a message naming the group's devices
 /// and the rule (file:line:col) that decided it.
-adapters::systemd::Entry journalEntry(const Outcome& o, const core::HostFacts& host);
+/// What the outcome is of: a change made by the policies, or the revert of one (revert-on-stop,
+/// `Revert`), whose entry says so and names the rule that had made it.
+enum class OutcomeOf { Apply, Revert };
+adapters::systemd::Entry journalEntry(const Outcome& o, const core::HostFacts& host, OutcomeOf of = OutcomeOf::Apply);
 
 /// Whether a skipped change is a refusal: not one that waits for a hotplug, nor one a later rule
 /// overrides.

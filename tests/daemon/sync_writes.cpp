@@ -9,23 +9,34 @@
 // file's device and inode in $IOMMUD_TESTBED_ACKS, and writes one byte to it per write it took.
 // Programs under the testbed (iommuctl, iommud, sh) then read the driver link and the type as they
 // read them on a real kernel, right after the write, with no settle loop of their own.
+//
+// With $IOMMUD_TESTBED_UEVENT_OVERFLOW set (testbed.Host(lossy_uevents=True)), it also plays a
+// netlink socket's overflow on umockdev's uevent socket (docs/kernel.md §12): the testbed marks a
+// uevent it had to drop, because the listener's queue was full, with the file `<socket>-overflow`
+// beside the socket umockdev bound (`$UMOCKDEV_DIR/event<fd>`), and the listener's next recvmsg(2)
+// fails once with ENOBUFS, before the messages still queued, as the kernel's does.
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <linux/kcmp.h>
 #include <poll.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstddef>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 
 namespace {
 
 using CloseFunction = int (*)(int);
 using Dup2Function = int (*)(int, int);
 using Dup3Function = int (*)(int, int, int);
+using RecvmsgFunction = ssize_t (*)(int, struct msghdr*, int);
 
 CloseFunction nextClose() {
   static auto* next = reinterpret_cast<CloseFunction>(dlsym(RTLD_NEXT, "close"));
@@ -40,6 +51,32 @@ Dup2Function nextDup2() {
 Dup3Function nextDup3() {
   static auto* next = reinterpret_cast<Dup3Function>(dlsym(RTLD_NEXT, "dup3"));
   return next;
+}
+
+RecvmsgFunction nextRecvmsg() {
+  static auto* next = reinterpret_cast<RecvmsgFunction>(dlsym(RTLD_NEXT, "recvmsg"));
+  return next;
+}
+
+// Whether the testbed dropped a uevent for the socket `fd` since its last recvmsg(); consumes
+// the mark, so that the overflow is reported once.
+bool overflowed(int fd) {
+  static const bool lossy = std::getenv("IOMMUD_TESTBED_UEVENT_OVERFLOW") != nullptr;
+  if (!lossy) return false;
+  sockaddr_un address{};
+  socklen_t length = sizeof address;
+  if (::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) != 0 || address.sun_family != AF_UNIX ||
+      length <= offsetof(sockaddr_un, sun_path) || address.sun_path[0] == '\0') {
+    return false;
+  }
+  const size_t pathLength = ::strnlen(address.sun_path, sizeof address.sun_path);
+  const char* slash = std::strrchr(address.sun_path, '/');
+  if (pathLength == sizeof address.sun_path || slash == nullptr || std::strncmp(slash + 1, "event", 5) != 0) {
+    return false;
+  }
+  char mark[sizeof address.sun_path + 16];
+  std::snprintf(mark, sizeof mark, "%s-overflow", address.sun_path);
+  return ::unlink(mark) == 0;
 }
 
 // Whether another fd of this process refers to the open file of `fd`: then closing `fd` is not
@@ -138,4 +175,14 @@ extern "C" int dup3(int oldfd, int newfd, int flags) {
     errno = dupErrno;
   }
   return r;
+}
+
+extern "C" ssize_t recvmsg(int fd, struct msghdr* message, int flags) {
+  const int saved = errno;
+  if (overflowed(fd)) {
+    errno = ENOBUFS;
+    return -1;
+  }
+  errno = saved;
+  return nextRecvmsg()(fd, message, flags);
 }

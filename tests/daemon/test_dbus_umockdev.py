@@ -329,6 +329,21 @@ class DbusApi(DaemonTestCase):
         self.assertEqual(self.bus.call("Plan", GLib.Variant("(bs)", (True, NVME_A.address)), "(s)")[0][:1], "{")
         self.assertEqual(self.host.anomalies, [])
 
+    def test_a_non_root_revert_is_refused_by_iommud_on_an_open_bus(self):
+        # Something to revert: the pair goes to identity at coldplug and is recorded.
+        self.start_on(PERMISSIVE, testbed.pair_identity_rule("always"))
+        wait_until("the pair at identity", lambda: self.host.group_type(PAIR) == "identity")
+        wait_until("the record in Changes", lambda: any(c[5] == "identity" for c in self.bus.prop("Changes")))
+        for args in (("",), (NVME_A.address,)):
+            r = self.bus.gdbus_as_nobody("Revert", *args)
+            self.assertNotEqual(r.returncode, 0, r.stdout)
+            # iommud refused it (the bus lets everything through): the error name only, as the text
+            # of the refusal is the authoriser's.
+            self.assertIn("org.freedesktop.DBus.Error.AccessDenied", r.stderr)
+            self.assertNotIn("Rejected send message", r.stderr)
+        self.assertEqual(self.host.group_type(PAIR), "identity")
+        self.assertTrue(any(c[5] == "identity" for c in self.bus.prop("Changes")), "the record is kept")
+
     def test_reload_reports_a_broken_policy_and_keeps_the_last_good_one(self):
         self.start_on(SYSTEM_LIKE.format(policy=POLICY_FILE))
         rules = self.bus.prop("Rules")

@@ -7,6 +7,7 @@ IOMMUD and IOMMUCTL set; by hand:
 IOMMUD=build/bin/iommud IOMMUCTL=build/bin/iommuctl python3 tests/daemon/test_iommud_umockdev.py -v
 (IOMMUD_TEST_LOG=1 prints iommud's log and the emulated kernel's record after each test)."""
 
+import json
 import os
 import re
 import shutil
@@ -28,6 +29,8 @@ IOMMUD = os.environ.get("IOMMUD", "iommud")
 IOMMUCTL = os.environ.get("IOMMUCTL", "iommuctl")
 PAIR = NVME_A.group
 
+# The daemon's debug line for each uevent it receives (of a PCI function, or Thunderbolt's).
+UEVENT_LINE = re.compile(r"^iommud: debug: (pci|nvme|block|net|thunderbolt) (add|remove|change|move|bind|unbind) ")
 STATUS_LINE = re.compile(r"(\d+) devices tuned, (\d+) advised, (?:.*, )?(\d+) failed")
 
 
@@ -114,13 +117,16 @@ class Iommud:
 
     def __init__(self, host: testbed.Host, work: str, policy_dirs: list[str], *, debounce_ms: int = 50,
                  args: tuple[str, ...] = (), config_file: str | None = None, bus_address: str | None = None,
-                 extra_conf: str = ""):
+                 extra_conf: str = "", advise_only: bool = False, revert_on_stop: bool = False,
+                 state_of: "Iommud | None" = None):
         self.host = host
         self.conf_dir = tempfile.mkdtemp(prefix="conf-", dir=work)
-        self.run_dir = tempfile.mkdtemp(prefix="run-", dir=work)
-        self.state_dir = tempfile.mkdtemp(prefix="state-", dir=work)
+        # A daemon started after another one (a restart) keeps its runtime and state directories.
+        self.run_dir = state_of.run_dir if state_of else tempfile.mkdtemp(prefix="run-", dir=work)
+        self.state_dir = state_of.state_dir if state_of else tempfile.mkdtemp(prefix="state-", dir=work)
         self.notify = NotifySocket(tempfile.mkdtemp(prefix="notify-", dir=work))
-        conf = (f'log-level = "debug"\ndebounce-ms = {debounce_ms}\nadvise-only = false\nrevert-on-stop = false\n'
+        conf = (f'log-level = "debug"\ndebounce-ms = {debounce_ms}\nadvise-only = {str(advise_only).lower()}\n'
+                f'revert-on-stop = {str(revert_on_stop).lower()}\n'
                 f"policy-dirs = [{', '.join(repr(d).replace(chr(39), chr(34)) for d in policy_dirs)}]\n" + extra_conf)
         self.config_file = config_file or os.path.join(self.conf_dir, "iommud.conf")
         with open(self.config_file, "w") as f:
@@ -358,6 +364,7 @@ class IommudUnderUmockdev(DaemonTestCase):
         self.wait_ready(d)
         target = 1000
         first = len(self.host.events)
+        mark = d.log_mark()
         done = threading.Event()
         failure = []
 
@@ -401,7 +408,119 @@ class IommudUnderUmockdev(DaemonTestCase):
         self.assertEqual(self.host.driver_of(NIC.address), "atlantic")
         self.wait_status("the pair tuned and nothing failed", lambda tuned, failed: tuned >= 2 and failed == 0, d)
         self.reload(d)
+        # No event was lost: the daemon logged each uevent sent (its debug line names every one of
+        # a PCI function or of Thunderbolt, which is all the testbed sends), no listener stalled
+        # for the send timeout, and the daemon never saw its socket overflow.
+        self.host.settle()
+        sent = len(self.host.events) - first
+
+        def heard():
+            with d._log_cond:  # noqa: SLF001 (the reader thread appends)
+                return sum(1 for line in d.log[mark:] if UEVENT_LINE.match(line))
+        try:
+            wait_until("the daemon to have heard every uevent sent", lambda: heard() >= sent, timeout=30)
+        finally:
+            self.assertEqual(heard(), sent, "uevents sent and uevents the daemon heard")
+        self.assertEqual([a for a in self.host.anomalies if "dropped an event" in a], [])
+        self.assertNotIn("events were lost", d.log_text())
         self.stop(d)
+
+    # (c2)
+    def test_a_storm_that_overflows_the_monitor_is_followed_by_a_rescan_that_tunes_every_device(self):
+        # The pair is unplugged and plugged in again while the daemon reads nothing, its plug behind
+        # more uevents than the listener's queue holds: the plug's uevents are lost, and only the
+        # rescan after the overflow can find that the pair just appeared.
+        self.make_host(lossy_uevents=True)
+        d = self.start([self.policies(testbed.pair_identity_rule("hotplug"))])
+        self.wait_ready(d)
+        self.assertEqual(self.host.group_type(PAIR), "DMA-FQ")  # the rule waits for a plug
+        d.signal(signal.SIGSTOP)
+        try:
+            self.host.remove_pair()  # fewer uevents than the queue holds: all of them are read
+            self.host.set_group_type(PAIR, "DMA-FQ")
+            for _ in range(20):  # more than net.unix.max_dgram_qlen (10)
+                self.host.uevent(self.host._pci_syspath(testbed.SOLO_NVME), "change")  # noqa: SLF001
+            self.host.add_pair()
+            self.host.flush()
+        finally:
+            d.signal(signal.SIGCONT)
+        lost = [(action, path.rsplit("/", 1)[-1]) for action, path in self.host.dropped_uevents]
+        self.assertIn(("add", NVME_A.address), lost, "the storm did not lose the pair's plug")
+        d.wait_log(r"udev monitor: its receive buffer overflowed and hotplug events were lost; rescanning the "
+                   r"\d+ PCI functions present")
+        self.wait_pair_identity(timeout=30)
+        self.wait_status("the pair tuned and nothing failed", lambda tuned, failed: tuned >= 2 and failed == 0, d)
+        self.assertEqual(self.host.anomalies, [])
+        self.stop(d)
+
+    # (settings, iommud.conf(5))
+    def test_advise_only_changes_nothing_at_hotplug_and_says_what_it_would_have_done(self):
+        self.make_host(with_pair=False)
+        d = self.start([self.policies(testbed.pair_identity_rule("hotplug"))], advise_only=True)
+        self.wait_ready(d)
+        mark = d.log_mark()
+        self.host.add_pair()  # a plug the rule would act on
+        d.wait_log(r"advised: group %d .*identity" % PAIR, start=mark)
+        self.wait_handled(d, (NVME_A, NVME_B))
+        self.host.settle()
+        self.assertEqual(self.host.writes, [], "advise-only wrote to the emulated kernel")
+        self.assertEqual(self.host.group_type(PAIR), "DMA-FQ")
+        for drive in (NVME_A, NVME_B):
+            self.assertEqual(self.host.driver_of(drive.address), "nvme")
+        self.assertNotRegex("\n".join(d.log[mark:]), r"(?m)^(?!.*advised: ).*group %d .*-> identity, done" % PAIR)
+        wait_until("STATUS= with the pair advised and nothing tuned",
+                   lambda: re.match(r"0 devices tuned, 2 advised, ", (d.notify.statuses() or [""])[-1]))
+        self.assertEqual(self.host.anomalies, [])
+        self.stop(d)
+        self.assertEqual(self.host.writes, [], "advise-only wrote at stop")
+
+    def test_revert_on_stop_puts_back_what_it_changed_when_stopped(self):
+        self.make_host()
+        d = self.start([self.policies(testbed.pair_identity_rule("always"))], revert_on_stop=True)
+        self.wait_ready(d)
+        self.wait_pair_identity()
+        def changes():
+            r = subprocess.run([IOMMUCTL, "status", "--json"], capture_output=True, text=True, timeout=scaled(60),
+                               env=self.host.env(IOMMUD_RUNTIME_DIRECTORY=d.run_dir,
+                                                 IOMMUD_STATE_DIRECTORY=d.state_dir))
+            self.assertEqual(r.returncode, 0, r.stderr)
+            return [(c["object"], c["to"]) for c in json.loads(r.stdout)["changes"]]
+
+        self.assertIn((f"group {PAIR}", "identity"), changes())
+        writes = len(self.host.writes)
+        mark = d.log_mark()
+        self.stop(d)
+        self.host.settle()
+        self.assertEqual(self.host.group_type(PAIR), "DMA-FQ")
+        for drive in (NVME_A, NVME_B):
+            self.assertEqual(self.host.driver_of(drive.address), "nvme")
+        # The revert is the same transaction backwards: unbind both, the old type, bind both.
+        self.assertEqual([v for _, v in self.host.writes[writes:]],
+                         [NVME_A.address, NVME_B.address, "DMA-FQ", NVME_A.address, NVME_B.address])
+        d.wait_log(r"reverted: group %d .*identity -> DMA-FQ.*; the change was made by rule nvme-pair-identity" % PAIR,
+                   start=mark)
+        # What iommud changed is no longer on record: nothing is left for iommuctl revert.
+        self.assertEqual(changes(), [])
+        self.assertEqual(self.host.anomalies, [])
+
+    def test_advise_only_reverts_nothing_at_stop_even_with_revert_on_stop_and_says_so(self):
+        self.make_host()
+        policies = self.policies(testbed.pair_identity_rule("always"))
+        first = self.start([policies])
+        self.wait_ready(first)
+        self.wait_pair_identity()
+        self.stop(first)
+        first.kill()
+        # The same directories (the first one's records), now advising only.
+        d = self.start([policies], advise_only=True, revert_on_stop=True, state_of=first)
+        self.wait_ready(d)
+        writes = len(self.host.writes)
+        mark = d.log_mark()
+        self.stop(d)
+        d.wait_log(r"not reverting at stop: advise-only = true changes nothing", start=mark)
+        self.host.settle()
+        self.assertEqual(self.host.writes[writes:], [], "advise-only reverted at stop")
+        self.assertEqual(self.host.group_type(PAIR), "identity")
 
     # (d)
     def test_a_broken_policy_on_reload_is_reported_and_the_last_good_one_stays(self):

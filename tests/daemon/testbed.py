@@ -290,7 +290,7 @@ class Host:
     """The testbed host. All public methods may be called while programs run under it."""
 
     def __init__(self, *, with_nic: bool = True, with_pair: bool = True, with_solo: bool = True,
-                 send_timeout: float = 10.0):
+                 send_timeout: float = 10.0, lossy_uevents: bool = False):
         if not os.path.isfile(SYNC_WRITES):
             raise SystemExit(f"IOMMUD_TESTBED_SYNC={SYNC_WRITES!r} names no file: set it to the testbed_sync_writes "
                              "module of a build (ctest does: build/lib/libtestbed_sync_writes.so)")
@@ -305,6 +305,11 @@ class Host:
         self.anomalies: list[str] = []  # what the kernel would have refused
         self.writes: list[tuple[str, str]] = []  # (file, value) of every bind/unbind/type write, in order
         self.events: list[tuple[str, str]] = []  # (action, devpath) of every uevent sent
+        # A listener's queue that is full drops the uevent and the listener's next recvmsg() fails
+        # with ENOBUFS, as a netlink socket's full receive buffer does (docs/kernel.md §12): the
+        # queue of net.unix.max_dgram_qlen datagrams plays a deliberately small buffer.
+        self.lossy_uevents = lossy_uevents
+        self.dropped_uevents: list[tuple[str, str]] = []  # (action, devpath) of every uevent a listener lost
         self._seqnum = 1000
         self._ifindex = 4
         self._present: dict[str, Pci] = {}
@@ -343,6 +348,8 @@ class Host:
         if SYNC_WRITES not in env["LD_PRELOAD"]:  # first: its close() calls umockdev's
             env["LD_PRELOAD"] = SYNC_WRITES + ":" + env["LD_PRELOAD"]
         env["IOMMUD_TESTBED_ACKS"] = self._core.ack_dir
+        if self.lossy_uevents:  # sync_writes.cpp then reports a drop as ENOBUFS
+            env["IOMMUD_TESTBED_UEVENT_OVERFLOW"] = "1"
         # The preload and ASan's runtime both want to come first in the library list.
         asan = env.get("ASAN_OPTIONS", "")
         env["ASAN_OPTIONS"] = (asan + ":" if asan else "") + "verify_asan_link_order=0"
@@ -1148,8 +1155,8 @@ class _DriverCore(threading.Thread):
 
 class _Sender(threading.Thread):
     """Delivers uevents in order. A listener whose queue is full (net.unix.max_dgram_qlen, 10
-    by default) makes it wait, up to the host's send_timeout; one that is closed is dropped, as
-    umockdev does."""
+    by default) makes it wait, up to the host's send_timeout (with lossy_uevents: loses the
+    uevent and flags the overflow); one that is closed is dropped, as umockdev does."""
 
     def __init__(self, host: Host):
         super().__init__(name="uevent-sender", daemon=True)
@@ -1206,10 +1213,18 @@ class _Sender(threading.Thread):
     def _send(self, listener: str, message: bytes) -> None:
         s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
         try:
-            s.settimeout(self._host.send_timeout)
+            s.settimeout(0 if self._host.lossy_uevents else self._host.send_timeout)
             try:
                 s.connect(listener)
                 s.send(message)
+            except BlockingIOError:
+                # Lossy: the listener's queue is full. The kernel drops the message for that
+                # socket and flags it (netlink_overrun()); the flag file is what the preload turns
+                # into one ENOBUFS at the listener's next recvmsg().
+                fields = dict(f.split(b"=", 1) for f in message[40:].split(b"\0") if b"=" in f)
+                self._host.dropped_uevents.append((fields[b"ACTION"].decode(), fields[b"DEVPATH"].decode()))
+                with open(listener + "-overflow", "w"):
+                    pass
             except (ConnectionRefusedError, FileNotFoundError):
                 # The monitor was closed (its process ended): umockdev drops such sockets too.
                 try:

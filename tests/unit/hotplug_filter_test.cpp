@@ -150,3 +150,32 @@ TEST(HotplugFilter, AColdplugTakesWhatIsQueued) {
   x.f.dropQueued();
   EXPECT_EQ(x.f.takeQueued(), app::Batch{});
 }
+
+TEST(HotplugFilter, AfterLostEventsEveryPresentFunctionIsQueuedInOneBatchAndUnknownOnesAreHot) {
+  Filter x;
+  constexpr const char* kBridge = "0000:00:1c.0";
+  constexpr const char* kGone = "0000:07:00.0";
+  x.f.present({kBridge, kNvme, kGone});
+  x.at(0ms, pci("change", kNvme));  // pending: the rescan takes it now
+  // The monitor overflowed: the NIC's add was lost, the drive at kGone went unheard.
+  auto gone = x.f.resync({kBridge, kNvme, kNic}, x.t0 + 10ms);
+  EXPECT_EQ(gone, std::vector<std::string>{kGone});
+  EXPECT_FALSE(x.f.nextDeadline());
+  ASSERT_TRUE(x.f.hasQueued());
+  EXPECT_EQ(x.f.takeQueued(), (app::Batch{{kNic}, {kBridge, kNvme}}));
+  EXPECT_TRUE(x.f.reacted(kNic, x.t0 + 12ms));
+  // The NIC is known from now on: its replayed add is no new plug.
+  EXPECT_FALSE(x.at(20ms, pci("add", kNic, true)).hot);
+  // kGone is forgotten: plugged in again, it is new.
+  EXPECT_TRUE(x.at(30ms, pci("add", kGone)).hot);
+}
+
+TEST(HotplugFilter, AfterLostEventsAHotPendingPlugStaysHotAndADeviceLeftAloneStaysAlone) {
+  Filter x;
+  x.f.present({kNvme});
+  x.at(0ms, pci("add", kNic));  // heard: hot, pending
+  x.f.reverted(kNvme);
+  x.f.resync({kNvme, kNic}, x.t0 + 10ms);
+  EXPECT_EQ(x.f.takeQueued(), (app::Batch{{kNic}, {}}));
+  EXPECT_TRUE(x.f.leftAlone(kNvme));
+}

@@ -108,3 +108,17 @@ TEST(OutcomeLog, EachKindOfEventHasItsOwnMessageIdAndPriority) {
   EXPECT_EQ(app::journalEntry(o, host).messageId, "");
   EXPECT_EQ(app::journalEntry(o, host).priority, Priority::Debug);
 }
+
+TEST(OutcomeLog, ARevertSaysItRevertedAndNamesTheRuleThatHadMadeTheChange) {
+  auto o = identityDone();
+  o.from = "identity";
+  o.to = "DMA";
+  o.message = "group 14 type identity -> DMA, done";
+  auto e = app::journalEntry(o, nvmePair(), app::OutcomeOf::Revert);
+  EXPECT_EQ(e.messageId, app::msgid::kReverted);
+  EXPECT_EQ(e.priority, Priority::Notice);
+  EXPECT_EQ(e.message.rfind("reverted: group 14 (nvme0, nvme1) type identity -> DMA, done", 0), 0U) << e.message;
+  EXPECT_NE(e.message.find("; the change was made by rule nvme-pair in"), std::string::npos) << e.message;
+  EXPECT_EQ(e.message.find("accepted"), std::string::npos) << e.message;
+  EXPECT_EQ(e.message.find("can DMA to all memory"), std::string::npos) << "a revert gives up nothing";
+}

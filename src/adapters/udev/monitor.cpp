@@ -15,6 +15,16 @@ std::string text(const char* s) {
 
 }  // namespace
 
+Received::Kind receiveErrorKind(int err) {
+  switch (err) {
+    case EAGAIN: return Received::Kind::Drained;
+    // The kernel dropped messages for want of room and says so once, at the next recvmsg(),
+    // before the messages still queued (docs/kernel.md §12).
+    case ENOBUFS: return Received::Kind::Overflow;
+    default: return Received::Kind::Unreadable;
+  }
+}
+
 core::Result<Monitor> Monitor::open(const std::vector<std::string>& subsystems) {
   struct ::udev* u = udev_new();
   if (u == nullptr) return core::Error{errno, "", "cannot create a udev context"};
@@ -55,13 +65,17 @@ int Monitor::fd() const {
   return udev_monitor_get_fd(monitor_);
 }
 
-std::optional<UEvent> Monitor::receive() {
+Received Monitor::receive() {
+  errno = 0;
   struct ::udev_device* d = udev_monitor_receive_device(monitor_);
-  if (d == nullptr) return std::nullopt;
+  if (d == nullptr) {
+    const int err = errno;
+    return {receiveErrorKind(err), {}, err};
+  }
   UEvent e{text(udev_device_get_action(d)), text(udev_device_get_subsystem(d)), text(udev_device_get_devpath(d)),
            text(udev_device_get_sysname(d)), udev_device_get_property_value(d, "SYNTH_UUID") != nullptr};
   udev_device_unref(d);
-  return e;
+  return {Received::Kind::Event, std::move(e), 0};
 }
 
 }  // namespace iommud::adapters::udev

@@ -23,6 +23,23 @@ struct UEvent {
   bool synthetic = false;
 };
 
+/// What one receive found. Events lost to a full socket buffer are news of their own, not an
+/// empty queue: whoever listens must then read the world afresh (docs/kernel.md §12).
+struct Received {
+  enum class Kind {
+    Event,       // `event` holds the next uevent
+    Drained,     // nothing is waiting (EAGAIN)
+    Overflow,    // the socket's receive buffer ran full and the kernel dropped events (ENOBUFS)
+    Unreadable,  // a message libudev refused (not udev's, malformed) or another error: `error`
+  };
+  Kind kind = Kind::Drained;
+  UEvent event;
+  int error = 0;  // the errno, for Overflow and Unreadable
+};
+
+/// How libudev's NULL from udev_monitor_receive_device() with `errno` reads.
+Received::Kind receiveErrorKind(int err);
+
 /// libudev's monitor on the "udev" source, filtered to the given subsystems in the kernel (BPF).
 class Monitor {
  public:
@@ -35,8 +52,8 @@ class Monitor {
 
   /// The non-blocking socket to poll for input.
   [[nodiscard]] int fd() const;
-  /// The next queued event; nullopt when none is waiting.
-  std::optional<UEvent> receive();
+  /// The next queued event, or why there is none.
+  Received receive();
 
  private:
   Monitor(struct ::udev* udev, struct ::udev_monitor* monitor) : udev_(udev), monitor_(monitor) {}
