@@ -21,8 +21,9 @@
 #include <utility>
 
 #include "adapters/dbus/manager_service.hpp"
+#include "adapters/state/journal.hpp"
 #include "adapters/sysfs/host_reader.hpp"
-#include "adapters/systemd/worker_process.hpp"
+#include "adapters/systemd/standing_worker.hpp"
 #include "adapters/trace/tracefs.hpp"
 #include "adapters/udev/monitor.hpp"
 #include "app/bus_view.hpp"
@@ -112,21 +113,9 @@ struct Tally {
   bool tuned = false, advised = false, refused = false, failed = false;
 };
 
-// A D-Bus method the worker does.
-struct Call {
-  enum class Kind { Plan, Apply, Revert };
-  Kind kind = Kind::Apply;
-  bool hotplug = false;
-  std::string device;  // a PCI address or a name (netdev, NVMe controller); empty: every device
-};
-
-// One run of the worker: a batch (the default), a D-Bus call, or a read of the host for the
-// D-Bus properties.
-struct Work {
-  Batch batch;
-  std::optional<Call> call;
-  bool view = false;
-};
+using Call = WorkerCall;
+using Work = WorkerRequest;
+using WorkKind = WorkerRequest::Kind;
 
 // The devices a change to `address` acts on: a group's type is every endpoint's (its bridges are
 // not counted); anything else is the device's own.
@@ -162,7 +151,7 @@ class Daemon {
     service_.reset();
     sd_event_source_unref(debounceTimer_);
     measureTimer_.reset();
-    worker_.reset();
+    worker_.reset();  // waits for the worker to end
     sd_event_source_unref(monitorSource_);
     for (auto* s : signalSources_) sd_event_source_unref(s);
     sd_event_unref(event_);
@@ -171,7 +160,7 @@ class Daemon {
   int once() {
     if (!begin()) return 1;
     WorkerReport report;
-    if (!reconcileBatch({}, report)) return 1;
+    if (!reconcileBatch(Work{}, report)) return 1;
     absorb(report, true);
     log_.info(statusLine());
     return failed_ ? 1 : 0;
@@ -183,8 +172,8 @@ class Daemon {
     for (int s : {SIGTERM, SIGINT, SIGHUP, SIGCHLD}) sigaddset(&mask, s);
     sigprocmask(SIG_BLOCK, &mask, nullptr);
     if (int r = sd_event_new(&event_); r < 0) return fatal("cannot create the event loop", -r);
-    worker_.emplace(event_, [this](const sd::WorkerProcess::Exit& e) { childExited(e); });
     if (!begin()) return 1;
+    startWorker();
     startMeasuring();
     auto monitor = adapters::udev::Monitor::open({"pci", "net", "nvme", "block", "thunderbolt"});
     if (!monitor) return fatal(monitor.error().describe(), 0);
@@ -224,18 +213,39 @@ class Daemon {
       return false;
     }
     if (session->recovered) {
-      const auto& r = *session->recovered;
-      log_.write({Priority::Warning,
-                  std::string(msgid::kRecovered),
-                  "group " + std::to_string(r.record.change.group) +
-                      ": a transaction an earlier process left half-done was " + r.outcome + "; rebound " +
-                      std::to_string(r.rebound.size()) + " device(s)",
-                  {{"IOMMUD_GROUP", std::to_string(r.record.change.group)}}});
-    }
-    if (session->recovered) {
+      logRecovery(*session->recovered);
       for (const auto& a : session->recovered->rebound) filter_.rebound(a);
     }
     session_.emplace(std::move(session).value());
+    return true;
+  }
+
+  void logRecovery(const RecoveryReport& r) const {
+    log_.write({Priority::Warning,
+                std::string(msgid::kRecovered),
+                "group " + std::to_string(r.record.change.group) +
+                    ": a transaction an earlier process left half-done was " + r.outcome + "; rebound " +
+                    std::to_string(r.rebound.size()) + " device(s)",
+                {{"IOMMUD_GROUP", std::to_string(r.record.change.group)}}});
+  }
+
+  // Runs in the worker after another died: what it left half-done is finished or rolled back, as
+  // at start, and the devices it rebinds are reported (their bind events are the daemon's own).
+  bool recover(WorkerReport& report) {
+    adapters::state::Journal journal(root_.hostPath(paths_.state.runDir + "/transaction.journal"));
+    auto recovered = recoverDomainChange(root_, writer_, journal);
+    if (!recovered) {
+      log_.error("cannot recover the transaction the last worker left: " + recovered.error().describe());
+      return false;
+    }
+    if (!*recovered) return true;
+    logRecovery(**recovered);
+    for (const auto& a : (*recovered)->rebound) report.devices.push_back({DeviceNews::Rebound, a, ""});
+    if (!(*recovered)->failed.empty()) {
+      log_.error("the transaction the last worker left half-done could not rebind " +
+                 joined((*recovered)->failed, ' ') + " (see dmesg)");
+      for (const auto& a : (*recovered)->failed) report.devices.push_back({DeviceNews::Failed, a, ""});
+    }
     return true;
   }
 
@@ -245,15 +255,18 @@ class Daemon {
 
   // Runs in the child (or in this process with --once): reconciles, logs every outcome and
   // reports what became of each device; false when the host could not be read.
-  bool reconcileBatch(const Batch& batch, WorkerReport& report) {
-    if (batch.whole()) return reconcileSome(options_.early ? core::Trigger::Boot : core::Trigger::Coldplug, {}, report);
+  bool reconcileBatch(const Work& work, WorkerReport& report) {
+    const Batch& batch = work.batch;
+    if (batch.whole())
+      return reconcileSome(options_.early ? core::Trigger::Boot : core::Trigger::Coldplug, {}, work, report);
     bool ok = true;
-    if (!batch.hot.empty()) ok = reconcileSome(core::Trigger::Hotplug, batch.hot, report);
-    if (!batch.cold.empty()) ok = reconcileSome(core::Trigger::Coldplug, batch.cold, report) && ok;
+    if (!batch.hot.empty()) ok = reconcileSome(core::Trigger::Hotplug, batch.hot, work, report);
+    if (!batch.cold.empty()) ok = reconcileSome(core::Trigger::Coldplug, batch.cold, work, report) && ok;
     return ok;
   }
 
-  bool reconcileSome(core::Trigger trigger, const std::vector<std::string>& devices, WorkerReport& report) {
+  bool reconcileSome(core::Trigger trigger, const std::vector<std::string>& devices, const Work& work,
+                     WorkerReport& report) {
     ReconcileRequest request;
     request.trigger = trigger;
     request.devices = devices;
@@ -283,7 +296,7 @@ class Daemon {
     for (const auto& address : trigger == core::Trigger::Hotplug ? devices : std::vector<std::string>{}) {
       const auto* d = done->host.device(address);
       if (d == nullptr) continue;
-      if (auto it = departed_.find(d->identity()); it != departed_.end()) {
+      if (auto it = work.departed.find(d->identity()); it != work.departed.end()) {
         log_.write(
             {Priority::Notice,
              std::string(msgid::kReplugged),
@@ -334,44 +347,53 @@ class Daemon {
   // Runs in the child: the work's report for the daemon; nullopt when the host could not be read.
   std::optional<WorkerReport> runWork(const Work& work) {
     WorkerReport report;
-    if (work.view) {
-      if (!addView(counters_, report)) return std::nullopt;
-      return report;
+    switch (work.kind) {
+      case WorkKind::View:
+        if (!addView(work, work.counters, report)) return std::nullopt;
+        return report;
+      case WorkKind::Recover:
+        if (!recover(report)) return std::nullopt;
+        return report;
+      case WorkKind::Batch:
+        if (!reconcileBatch(work, report)) return std::nullopt;
+        // After the start and a reload, the properties and the exports are fresh as soon as READY=1 is.
+        if (work.batch.whole() && work.wantsView) {
+          Counters counters = work.counters;
+          counters += report.counters;
+          (void)addView(work, counters, report);
+        }
+        return report;
+      case WorkKind::Call: break;
     }
-    if (!work.call) {
-      if (!reconcileBatch(work.batch, report)) return std::nullopt;
-      // After the start and a reload, the properties and the exports are fresh as soon as READY=1 is.
-      if (work.batch.whole() && wantsView()) {
-        Counters counters = counters_;
-        counters += report.counters;
-        (void)addView(counters, report);
-      }
-      return report;
-    }
-    const Call& call = *work.call;
+    runCall(work, report);
+    return report;
+  }
+
+  void runCall(const Work& work, WorkerReport& report) {
+    const Call& call = work.call;
     auto host = adapters::sysfs::readHost(root_);
     if (!host) {
       callError(bus::kErrorFailed, "cannot read the host: " + host.error().describe(), report);
-      return report;
+      return;
     }
     std::vector<std::string> devices;
     if (!call.device.empty()) {
       const auto* d = findDevice(*host, call.device);
       if (d == nullptr) {
         callError(bus::kErrorNoSuchDevice, "no device " + call.device + " on this host", report);
-        return report;
+        return;
       }
       devices.push_back(d->address);
     }
     const auto trigger = call.hotplug ? core::Trigger::Hotplug : core::Trigger::Coldplug;
     switch (call.kind) {
       case Call::Kind::Apply:
-        if (!reconcileSome(trigger, devices, report)) callError(bus::kErrorFailed, "cannot read the host", report);
+        if (!reconcileSome(trigger, devices, work, report))
+          callError(bus::kErrorFailed, "cannot read the host", report);
         break;
       case Call::Kind::Revert: revert(devices, *host, report); break;
       case Call::Kind::Plan: plan(trigger, devices, report); break;
     }
-    return report;
   }
 
   void revert(const std::vector<std::string>& devices, const core::HostFacts& host, WorkerReport& report) {
@@ -424,7 +446,7 @@ class Daemon {
 
   // Reads the host for its view: writes the fleet exports of it and, with the D-Bus API up, puts
   // it in the report as the properties show it (else an empty view: the exports are fresh).
-  bool addView(const Counters& counters, WorkerReport& report) {
+  bool addView(const Work& work, const Counters& counters, WorkerReport& report) {
     auto host = adapters::sysfs::readHost(root_);
     if (!host) {
       log_.warning("cannot read the host for its view (D-Bus properties, fleet exports): " + host.error().describe());
@@ -442,24 +464,25 @@ class Daemon {
     }
     addExports(status, measured, report);
     // Without the D-Bus API an empty view: the exports are fresh.
-    report.host = service_ ? hostSummaryOf(status, readRecords(root_, paths_.state)) : bus::HostSummary{};
+    report.host = work.busView ? hostSummaryOf(status, readRecords(root_, paths_.state)) : bus::HostSummary{};
     return true;
   }
 
   // What a child's work said, beyond the tallies: the D-Bus caller's answer, RecentActions, Acted.
   void report(WorkerReport r, bool exitedOk) {
     const Work& work = childWork_;
-    const bool plan = work.call && work.call->kind == Call::Kind::Plan;
-    if (!plan && !work.view) lastRunAt_ = utcNow();
+    const bool plan = work.kind == WorkKind::Call && work.call.kind == Call::Kind::Plan;
+    const bool view = work.kind == WorkKind::View;
+    if (!plan && !view) lastRunAt_ = utcNow();
     busView_.acted(r.actions);
-    if (childCall_ && work.call) {
+    if (childCall_ && work.kind == WorkKind::Call) {
       bus::PendingCall reply = std::move(*childCall_);
       childCall_.reset();
       if (r.error) {
         reply.replyError(r.error->name.c_str(), r.error->message);
       } else if (!exitedOk) {
         reply.replyError(bus::kErrorFailed, "the work was cut short; the journal says why");
-      } else if (work.call->kind == Call::Kind::Plan) {
+      } else if (plan) {
         reply.replyText(r.planJson.value_or(""));
       } else {
         reply.replyActions(r.actions);
@@ -469,7 +492,7 @@ class Daemon {
     for (const auto& e : r.exports) exported(e.path, e.error);
     if (r.host && busView_.take(*r.host) && service_)
       service_->propertiesChanged(bus::ManagerService::Properties::Host);
-    if (!wantsView() || work.view || plan) return;
+    if (!wantsView() || view || plan) return;
     if (!r.host) viewStale_ = true;
     if (!service_) return;
     if (!r.actions.empty()) service_->acted(triggerName(work), r.actions);
@@ -488,8 +511,8 @@ class Daemon {
   }
 
   static std::string triggerName(const Work& w) {
-    if (w.call) {
-      switch (w.call->kind) {
+    if (w.kind == WorkKind::Call) {
+      switch (w.call.kind) {
         case Call::Kind::Apply: return "apply";
         case Call::Kind::Revert: return "revert";
         case Call::Kind::Plan: return "plan";
@@ -594,59 +617,134 @@ class Daemon {
     return 0;
   }
 
-  // --- the child ---------------------------------------------------------------------------------
+  // --- the worker --------------------------------------------------------------------------------
 
-  // The next work, most urgent first: the whole host (start, reload), devices that appeared or
-  // changed, D-Bus calls in their order, then a fresh view of the host for the properties.
+  // The worker that stays (adapters/systemd StandingWorker): forked at the first work, after the
+  // lock and the recovery, and fed one request at a time; a new one after it died (which first
+  // recovers what the dead one left half-done) and after a reload (it copied the settings).
+  void startWorker() {
+    sd::StandingWorker::Handlers h;
+    h.atStart = [this] { leaveTheLoop(); };
+    h.serve = [this](std::string_view bytes) { return serve(bytes); };
+    h.replied = [this](const std::string& bytes) { replied(bytes); };
+    h.died = [this](const sd::StandingWorker::Death& d) { died(d); };
+    h.started = [this](pid_t pid) { log_.debug("worker process " + std::to_string(pid) + " started"); };
+    worker_.emplace(event_, std::move(h));
+  }
+
+  // In the worker, once: what only the daemon's loop talks to is not the worker's to keep open
+  // (a bus connection the daemon drops must go, not linger in its worker).
+  void leaveTheLoop() {
+    if (monitor_) close(monitor_->fd());
+    if (service_) close(service_->fd());
+  }
+
+  // In the worker: one request, its report.
+  std::string serve(std::string_view bytes) {
+    auto work = decodeRequest(bytes);
+    if (!work) {
+      log_.error("worker: " + work.error().describe());
+      return encodeReport(WorkerReport{.complete = false});
+    }
+    auto report = runWork(*work);
+    if (!report) return encodeReport(WorkerReport{.complete = false});
+    return encodeReport(*report);
+  }
+
+  // The next work, most urgent first: the recovery after a worker died, the work it died in, the
+  // whole host (start, reload), devices that appeared or changed, D-Bus calls in their order, then
+  // a fresh view of the host for the properties.
   void startNext() {
-    if (working() || stopping_) return;
+    if (working() || (stopping_ && !recoverQueued_)) return;
     Work work;
-    if (coldplugQueued_) {
+    childIsRetry_ = false;
+    if (recoverQueued_) {
+      recoverQueued_ = false;
+      work.kind = WorkKind::Recover;
+    } else if (retry_) {
+      work = std::move(*retry_);
+      retry_.reset();
+      childIsRetry_ = true;
+    } else if (coldplugQueued_) {
       coldplugQueued_ = false;
       filter_.dropQueued();
     } else if (filter_.hasQueued()) {
       work.batch = filter_.takeQueued();
     } else if (!calls_.empty()) {
+      work.kind = WorkKind::Call;
       work.call = calls_.front().first;
       childCall_.emplace(std::move(calls_.front().second));
       calls_.pop_front();
     } else if (wantsView() && viewStale_) {
-      work.view = true;
+      work.kind = WorkKind::View;
       viewStale_ = false;
     } else {
       return;
     }
+    work.wantsView = wantsView();
+    work.busView = service_ != nullptr;
+    work.counters = counters_;
+    work.departed = departed_;
     childWork_ = std::move(work);
     filter_.workerStarted();
-    auto started = worker_->start([this] {
-      auto report = runWork(childWork_);
-      return sd::WorkerProcess::Result{encodeReport(report.value_or(WorkerReport{})), report ? 0 : 1};
-    });
-    if (!started) {  // the work is dropped; a D-Bus caller hears why
-      log_.error(started.error().describe() + ", ignoring this work");
-      if (childCall_) childCall_->replyError(bus::kErrorFailed, started.error().describe());
+    if (retireWorker_) {  // idle: it ends at once
+      retireWorker_ = false;
+      worker_->retire();
+    }
+    auto sent = worker_->send(encodeRequest(childWork_));
+    if (!sent) {  // the work is dropped; a D-Bus caller hears why
+      log_.error(sent.error().describe() + ", ignoring this work");
+      if (childCall_) childCall_->replyError(bus::kErrorFailed, sent.error().describe());
       childCall_.reset();
       childWork_ = {};
       filter_.workerDone();
     }
   }
 
-  [[nodiscard]] bool working() const { return worker_ && worker_->running(); }
+  [[nodiscard]] bool working() const { return worker_ && worker_->busy(); }
 
-  void childExited(const sd::WorkerProcess::Exit& e) {
-    filter_.workerDone();
-    if (!e.exited) {
-      log_.error("the worker for " + describeBatch() + " was killed by signal " + std::to_string(e.status) +
-                 "; the next start recovers any half-done transaction");
+  void replied(const std::string& bytes) {
+    auto decoded = decodeReport(bytes);
+    if (!decoded) log_.error("the worker for " + describeBatch() + ": " + decoded.error().describe());
+    finished(decoded ? std::move(decoded).value() : WorkerReport{.complete = false});
+  }
+
+  // The worker died on its own. Whatever it was doing may be half done: a new worker recovers the
+  // transaction first (as a start does), then does the work again, once; a D-Bus call is answered
+  // with an error instead, as the caller may not want it twice.
+  void died(const sd::StandingWorker::Death& d) {
+    const std::string how =
+        d.exited ? "exited with " + std::to_string(d.status) : "was killed by signal " + std::to_string(d.status);
+    recoverQueued_ = true;
+    if (!d.inFlight) {
+      log_.error("the worker process " + how + " while idle; a new one starts with the next work");
+      startNext();
+      return;
     }
+    const bool again = !childIsRetry_ && childWork_.kind != WorkKind::Call && childWork_.kind != WorkKind::Recover;
+    log_.error("the worker process for " + describeBatch() + " " + how + "; a new one recovers any half-done " +
+               "transaction" + (again ? " and does it again" : ""));
+    if (!again) {
+      finished(WorkerReport{.complete = false});
+      return;
+    }
+    retry_ = std::move(childWork_);
+    childWork_ = {};
+    filter_.workerDone();
+    startNext();
+  }
+
+  // What a piece of work said, taken in; the next one is started.
+  void finished(WorkerReport news) {
+    filter_.workerDone();
     const Work& work = childWork_;
-    const bool wholeHost = (!work.call && !work.view && work.batch.whole()) ||
-                           (work.call && work.call->kind == Call::Kind::Apply && work.call->device.empty());
-    auto decoded = decodeReport(e.output);
-    if (!decoded && e.exited) log_.error("the worker for " + describeBatch() + ": " + decoded.error().describe());
-    WorkerReport news = decoded ? std::move(decoded).value() : WorkerReport{};
+    const bool batch = work.kind == WorkKind::Batch;
+    const bool wholeHost =
+        (batch && work.batch.whole()) ||
+        (work.kind == WorkKind::Call && work.call.kind == Call::Kind::Apply && work.call.device.empty());
     absorb(news, wholeHost);
-    report(std::move(news), e.exited && e.status == 0);
+    const bool complete = news.complete;
+    report(std::move(news), complete);
     // The events a failed change's rollback caused while the worker ran are no new plug.
     filter_.dropLeftAlonePending();
     armDebounce();
@@ -655,7 +753,7 @@ class Daemon {
       if (auto took = filter_.reacted(a, now))
         log_.debug("reacted to " + a + " in " + std::to_string(took->count()) + " ms");
     }
-    const bool coldplug = !work.call && !work.view && work.batch.whole();
+    const bool coldplug = batch && work.batch.whole();
     childWork_ = {};
     if (coldplug && !ready_) {
       ready_ = true;
@@ -665,7 +763,7 @@ class Daemon {
       sd_notifyf(0, "STATUS=%s", statusLine().c_str());
     }
     if (service_ && coldplug) service_->propertiesChanged(bus::ManagerService::Properties::Daemon);  // State
-    if (stopping_) {
+    if (stopping_ && !recoverQueued_) {
       stop();
       return;
     }
@@ -734,8 +832,9 @@ class Daemon {
   }
 
   std::string describeBatch() const {
-    if (childWork_.view) return "the D-Bus view of the host";
-    if (childWork_.call) return "a D-Bus call";
+    if (childWork_.kind == WorkKind::View) return "the D-Bus view of the host";
+    if (childWork_.kind == WorkKind::Call) return "a D-Bus call";
+    if (childWork_.kind == WorkKind::Recover) return "the recovery";
     auto all = batchDevices();
     if (all.empty()) return "the whole host";
     return all.size() == 1 ? all.front() : std::to_string(all.size()) + " devices";
@@ -847,6 +946,7 @@ class Daemon {
                              was.measureInterval != loaded->config.measureInterval ||
                              was.prometheus != loaded->config.prometheus;
       settings_ = std::move(*loaded);
+      retireWorker_ = true;
       if (remeasure) startMeasuring();
       filter_.setDebounce(settings_.config.debounce);
       dropExports(before);
@@ -931,8 +1031,12 @@ class Daemon {
   sd_event_source* debounceTimer_ = nullptr;  // at filter_.nextDeadline()
   bool coldplugQueued_ = false;
 
-  std::optional<sd::WorkerProcess> worker_;  // one at a time
-  Work childWork_;
+  std::optional<sd::StandingWorker> worker_;   // one piece of work at a time
+  Work childWork_;                             // what it does now
+  bool childIsRetry_ = false;                  // childWork_ is the work a worker died in
+  std::optional<Work> retry_;                  // the work a worker died in, to do once more
+  bool recoverQueued_ = false;                 // a worker died: the next one recovers first
+  bool retireWorker_ = false;                  // a reload changed what the worker copied at its fork
   std::optional<bus::PendingCall> childCall_;  // the D-Bus call the worker answers
 
   std::unique_ptr<bus::ManagerService> service_;  // nullptr: no system bus, or a synthetic root

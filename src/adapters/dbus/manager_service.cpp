@@ -300,6 +300,10 @@ core::Result<std::unique_ptr<ManagerService>> ManagerService::start(sd_event* lo
   return s;
 }
 
+int ManagerService::fd() const {
+  return bus_ != nullptr ? sd_bus_get_fd(bus_) : -1;
+}
+
 ManagerService::~ManagerService() {
   sd_bus_slot_unref(slot_);
   if (bus_ != nullptr) {

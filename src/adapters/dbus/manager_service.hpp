@@ -67,6 +67,9 @@ class ManagerService {
   /// The Acted signal: what one batch of work did.
   void acted(const std::string& trigger, const std::vector<Action>& actions);
 
+  /// The bus connection's socket (for a forked child to close: the connection is the daemon's).
+  [[nodiscard]] int fd() const;
+
   /// Used by the sd-bus callbacks.
   const Handlers& handlers() const { return handlers_; }
 
