@@ -509,6 +509,19 @@ class Host:
         finally:
             self._sender.hold(False)
 
+    @contextlib.contextmanager
+    def first_bind_held(self):
+        """Holds the next write to a driver's `bind` before it takes effect: its writer blocks in
+        write() (the FIFO stays full) until the block ends, as a probe that takes its time would
+        hold it on a real kernel. `wait()` on the object yielded returns once a writer is held;
+        `release(writer_killed=True)` says that its writer was killed meanwhile: it wrote nothing,
+        and its close is no write (no anomaly)."""
+        hold = self._core.hold_bind()
+        try:
+            yield hold
+        finally:
+            hold.release()
+
     def flush(self, timeout: float = 30.0) -> None:
         """Waits until every uevent sent so far is delivered."""
         self._sender.flush(timeout)
@@ -959,6 +972,24 @@ def _written_value(content: str, old: str) -> str | None:
     return old if old in candidates else candidates[0]
 
 
+class _BindHold:
+    """One held write to `bind` (Host.first_bind_held)."""
+
+    def __init__(self):
+        self.held = threading.Event()
+        self.released = threading.Event()
+        self.writer_killed = False
+
+    def wait(self, timeout: float = 10.0) -> None:
+        if not self.held.wait(scaled(timeout)):
+            raise AssertionError(f"no write to a bind file within {scaled(timeout):g} s")
+
+    def release(self, writer_killed: bool = False) -> None:
+        if not self.released.is_set():
+            self.writer_killed = writer_killed
+        self.released.set()
+
+
 class _DriverCore(threading.Thread):
     """Reads the FIFOs and watches the type files, in the order of the writes: inotify reports
     each open and each close of a written file, and two different events in a row are never
@@ -985,6 +1016,12 @@ class _DriverCore(threading.Thread):
         self._stopping = False
         self._idle = threading.Condition()
         self._pending = 0  # events read and not handled yet
+        self._hold: _BindHold | None = None  # the next bind write to hold
+        self._killed_writers: set[int] = set()  # FIFOs whose held writer was killed: its close is next
+
+    def hold_bind(self) -> _BindHold:
+        self._hold = _BindHold()
+        return self._hold
 
     def _watch(self, path: str) -> int:
         wd = self._add_watch(self._fd, path.encode(), IN_OPEN | IN_CLOSE_WRITE)
@@ -1122,6 +1159,16 @@ class _DriverCore(threading.Thread):
     def _handle(self, wd: int, mask: int) -> None:
         if wd in self._fifos:
             fd, driver, action, buf = self._fifos[wd]
+            if mask & IN_OPEN and action == "bind" and self._hold is not None:
+                hold, self._hold = self._hold, None
+                hold.held.set()
+                hold.released.wait(scaled(60))  # the writer waits in write(), the FIFO still full
+                if hold.writer_killed:  # it wrote nothing; its close (next) is no write, and the
+                    self._killed_writers.add(wd)  # FIFO stays full for the next writer
+                    return
+            if wd in self._killed_writers and mask & IN_CLOSE_WRITE:
+                self._killed_writers.discard(wd)
+                return
             if mask & IN_OPEN:
                 self._drain(fd, buf)  # room for the writer that opened: its write() goes through
             if not mask & IN_CLOSE_WRITE:
