@@ -28,6 +28,8 @@
 #include "adapters/udev/monitor.hpp"
 #include "app/bus_view.hpp"
 #include "app/daemon_exports.hpp"
+#include "app/daemon_work.hpp"
+#include "app/device_tallies.hpp"
 #include "app/fleet_files.hpp"
 #include "app/hotplug_filter.hpp"
 #include "app/message_ids.hpp"
@@ -106,32 +108,9 @@ std::optional<Settings> loadSettings(const std::string& root, const std::string&
   return settings;
 }
 
-// What a batch did to each device, as the daemon tallies it for STATUS= (the worker's
-// DeviceEvents, worker_report.hpp).
-struct Tally {
-  std::string identity;
-  bool tuned = false, advised = false, refused = false, failed = false;
-};
-
 using Call = WorkerCall;
 using Work = WorkerRequest;
 using WorkKind = WorkerRequest::Kind;
-
-// The devices a change to `address` acts on: a group's type is every endpoint's (its bridges are
-// not counted); anything else is the device's own.
-std::vector<std::string> endpoints(const core::HostFacts& host, const std::string& address, core::ChangeKind kind) {
-  std::vector<std::string> out;
-  const auto* d = host.device(address);
-  const core::Group* group = nullptr;
-  for (const auto& g : host.groups) {
-    if (kind == core::ChangeKind::Domain && d != nullptr && d->group == g.id) group = &g;
-  }
-  for (const auto& a : group != nullptr ? group->devices : std::vector<std::string>{address}) {
-    const auto* m = host.device(a);
-    if (m != nullptr && m->kind() != core::DeviceKind::Bridge) out.push_back(a);
-  }
-  return out;
-}
 
 std::string joined(const std::vector<std::string>& parts, char separator) {
   std::string out;
@@ -160,10 +139,10 @@ class Daemon {
   int once() {
     if (!begin()) return 1;
     WorkerReport report;
-    if (!reconcileBatch(Work{}, report)) return 1;
+    if (!work_.reconcileBatch(Work{}, report)) return 1;
     absorb(report, true);
     log_.info(statusLine());
-    return failed_ ? 1 : 0;
+    return tallies_.anyFailed() ? 1 : 0;
   }
 
   int run() {
@@ -213,260 +192,20 @@ class Daemon {
       return false;
     }
     if (session->recovered) {
-      logRecovery(*session->recovered);
+      work_.logRecovery(*session->recovered);
       for (const auto& a : session->recovered->rebound) filter_.rebound(a);
     }
     session_.emplace(std::move(session).value());
     return true;
   }
 
-  void logRecovery(const RecoveryReport& r) const {
-    log_.write({Priority::Warning,
-                std::string(msgid::kRecovered),
-                "group " + std::to_string(r.record.change.group) +
-                    ": a transaction an earlier process left half-done was " + r.outcome + "; rebound " +
-                    std::to_string(r.rebound.size()) + " device(s)",
-                {{"IOMMUD_GROUP", std::to_string(r.record.change.group)}}});
-  }
-
-  // Runs in the worker after another died: what it left half-done is finished or rolled back, as
-  // at start, and the devices it rebinds are reported (their bind events are the daemon's own).
-  bool recover(WorkerReport& report) {
-    adapters::state::Journal journal(root_.hostPath(paths_.state.runDir + "/transaction.journal"));
-    auto recovered = recoverDomainChange(root_, writer_, journal);
-    if (!recovered) {
-      log_.error("cannot recover the transaction the last worker left: " + recovered.error().describe());
-      return false;
-    }
-    if (!*recovered) return true;
-    logRecovery(**recovered);
-    for (const auto& a : (*recovered)->rebound) report.devices.push_back({DeviceNews::Rebound, a, ""});
-    if (!(*recovered)->failed.empty()) {
-      log_.error("the transaction the last worker left half-done could not rebind " +
-                 joined((*recovered)->failed, ' ') + " (see dmesg)");
-      for (const auto& a : (*recovered)->failed) report.devices.push_back({DeviceNews::Failed, a, ""});
-    }
-    return true;
-  }
-
   ApplyContext context() { return ApplyContext{root_, writer_, nullptr, paths_.state, utcNow, {}}; }
-
-  // --- the work: one batch of devices (or the whole host), reconciled and reported -------------
-
-  // Runs in the child (or in this process with --once): reconciles, logs every outcome and
-  // reports what became of each device; false when the host could not be read.
-  bool reconcileBatch(const Work& work, WorkerReport& report) {
-    const Batch& batch = work.batch;
-    if (batch.whole())
-      return reconcileSome(options_.early ? core::Trigger::Boot : core::Trigger::Coldplug, {}, work, report);
-    bool ok = true;
-    if (!batch.hot.empty()) ok = reconcileSome(core::Trigger::Hotplug, batch.hot, work, report);
-    if (!batch.cold.empty()) ok = reconcileSome(core::Trigger::Coldplug, batch.cold, work, report) && ok;
-    return ok;
-  }
-
-  bool reconcileSome(core::Trigger trigger, const std::vector<std::string>& devices, const Work& work,
-                     WorkerReport& report) {
-    ReconcileRequest request;
-    request.trigger = trigger;
-    request.devices = devices;
-    request.adviseOnly = settings_.config.adviseOnly;
-    ApplyContext ctx = context();
-    auto start = Clock::now();
-    auto done = reconcile(settings_.policies.policies, request, ctx);
-    if (!done) {
-      log_.error(done.error().describe() + ", ignoring");
-      return false;
-    }
-    log_.debug("worker: read, planned and applied " +
-               (devices.empty() ? std::string("the whole host") : std::to_string(devices.size()) + " device(s)") +
-               " in " + std::to_string(std::chrono::duration<double, std::milli>(Clock::now() - start).count()) +
-               " ms");
-    auto line = [&](DeviceNews news, const std::string& address) {
-      const auto* d = done->host.device(address);
-      report.devices.push_back({news, address, d != nullptr ? d->identity() : ""});
-    };
-    auto tally = [&](DeviceNews news, const std::string& address, core::ChangeKind kind) {
-      for (const auto& a : endpoints(done->host, address, kind)) line(news, a);
-    };
-    // The daemon forgets what it knew of every device this batch decides on, before the news.
-    for (const auto& address : devices) {
-      for (const auto& a : endpoints(done->host, address, core::ChangeKind::Domain)) line(DeviceNews::Forget, a);
-    }
-    for (const auto& address : trigger == core::Trigger::Hotplug ? devices : std::vector<std::string>{}) {
-      const auto* d = done->host.device(address);
-      if (d == nullptr) continue;
-      if (auto it = work.departed.find(d->identity()); it != work.departed.end()) {
-        log_.write(
-            {Priority::Notice,
-             std::string(msgid::kReplugged),
-             d->displayName() + " (" + d->identity() + ") is back at " + address + " (was " + it->second +
-                 "); its policy is applied again",
-             {{"IOMMUD_DEVICE", address}, {"IOMMUD_NAME", d->displayName()}, {"IOMMUD_IDENTITY", d->identity()}}});
-        line(DeviceNews::Replugged, address);
-      }
-    }
-    for (const auto& o : done->outcomes) {
-      log_.write(journalEntry(o, done->host));
-      addOutcome(o, false, report);
-      if (auto news = newsOf(o); news && !o.device.empty()) tally(*news, o.device, o.kind);
-      // A domain change unbinds and rebinds the group's drivers, done or rolled back.
-      if (o.kind == core::ChangeKind::Domain && (o.result == OutcomeKind::Done || o.result == OutcomeKind::Failed) &&
-          !o.device.empty()) {
-        tally(DeviceNews::Rebound, o.device, o.kind);
-      }
-    }
-    for (const auto& s : done->satisfied) {
-      log_.debug(s.object + " " + s.key + " is already " + s.value + " (rule " + s.rule.name + ")");
-      tally(DeviceNews::Tuned, s.device, s.kind);
-    }
-    return true;
-  }
-
-  // What an outcome says of its device, for the tallies; nullopt: nothing (kept, skipped for no refusal).
-  static std::optional<DeviceNews> newsOf(const Outcome& o) {
-    switch (o.result) {
-      case OutcomeKind::Done: return DeviceNews::Tuned;
-      case OutcomeKind::Advised: return DeviceNews::Advised;
-      case OutcomeKind::Refused:
-      case OutcomeKind::Skipped: return isRefusal(o) ? std::optional(DeviceNews::Refused) : std::nullopt;
-      case OutcomeKind::Failed: return DeviceNews::Failed;
-      default: return std::nullopt;
-    }
-  }
-
-  static void addOutcome(const Outcome& o, bool revert, WorkerReport& report) {
-    report.actions.push_back({utcNow(), std::string(toString(o.result)), o.device, bus::oneLine(o.message)});
-    if (auto counter = counterKey(o, revert)) report.counters.add(*counter);
-  }
-
-  static void callError(const char* name, const std::string& message, WorkerReport& report) {
-    report.error = CallError{name, bus::oneLine(message)};
-  }
-
-  // Runs in the child: the work's report for the daemon; nullopt when the host could not be read.
-  std::optional<WorkerReport> runWork(const Work& work) {
-    WorkerReport report;
-    switch (work.kind) {
-      case WorkKind::View:
-        if (!addView(work, work.counters, report)) return std::nullopt;
-        return report;
-      case WorkKind::Recover:
-        if (!recover(report)) return std::nullopt;
-        return report;
-      case WorkKind::Batch:
-        if (!reconcileBatch(work, report)) return std::nullopt;
-        // After the start and a reload, the properties and the exports are fresh as soon as READY=1 is.
-        if (work.batch.whole() && work.wantsView) {
-          Counters counters = work.counters;
-          counters += report.counters;
-          (void)addView(work, counters, report);
-        }
-        return report;
-      case WorkKind::Call: break;
-    }
-    runCall(work, report);
-    return report;
-  }
-
-  void runCall(const Work& work, WorkerReport& report) {
-    const Call& call = work.call;
-    auto host = adapters::sysfs::readHost(root_);
-    if (!host) {
-      callError(bus::kErrorFailed, "cannot read the host: " + host.error().describe(), report);
-      return;
-    }
-    std::vector<std::string> devices;
-    if (!call.device.empty()) {
-      const auto* d = findDevice(*host, call.device);
-      if (d == nullptr) {
-        callError(bus::kErrorNoSuchDevice, "no device " + call.device + " on this host", report);
-        return;
-      }
-      devices.push_back(d->address);
-    }
-    const auto trigger = call.hotplug ? core::Trigger::Hotplug : core::Trigger::Coldplug;
-    switch (call.kind) {
-      case Call::Kind::Apply:
-        if (!reconcileSome(trigger, devices, work, report))
-          callError(bus::kErrorFailed, "cannot read the host", report);
-        break;
-      case Call::Kind::Revert: revert(devices, *host, report); break;
-      case Call::Kind::Plan: plan(trigger, devices, report); break;
-    }
-  }
-
-  void revert(const std::vector<std::string>& devices, const core::HostFacts& host, WorkerReport& report) {
-    ApplyContext ctx = context();
-    auto ethtool = NetlinkEthtool::open(host.kernel.upstream.version);
-    if (ethtool) ctx.ethtool = ethtool->get();
-    std::optional<std::string> only;
-    if (!devices.empty()) only = devices.front();
-    for (const auto& o : revertChanges(only, host, ctx)) {
-      auto e = journalEntry(o, host);
-      if (o.result == OutcomeKind::Done) e.messageId = std::string(msgid::kReverted);
-      log_.write(e);
-      addOutcome(o, true, report);
-      if (o.result != OutcomeKind::Done || o.device.empty()) continue;
-      for (const auto& a : endpoints(host, o.device, o.kind)) {
-        report.devices.push_back({DeviceNews::Forget, a, ""});
-        report.devices.push_back({DeviceNews::Reverted, a, ""});
-      }
-    }
-  }
-
-  void plan(core::Trigger trigger, const std::vector<std::string>& devices, WorkerReport& report) {
-    auto view = readHostView(root_, settings_.policies.policies);
-    if (!view) {
-      callError(bus::kErrorFailed, "cannot read the host: " + view.error().describe(), report);
-      return;
-    }
-    core::PlanOptions po;
-    po.trigger = trigger;
-    po.adviseOnly = settings_.config.adviseOnly;
-    if (!devices.empty()) po.device = devices.front();
-    const auto& st = view->status;
-    auto plan = core::plan({st.host, st.mode, st.findings}, settings_.policies.policies, po);
-    report.planJson = planJson(plan, settings_.policies.policies);
-  }
 
   // Whether anyone wants a view of the host after it may have changed: the D-Bus properties, the
   // fleet exports.
   [[nodiscard]] bool wantsView() const { return service_ || exportTargets().any(); }
 
   [[nodiscard]] ExportTargets exportTargets() const { return app::exportTargets(settings_.config); }
-
-  // Writes the fleet exports that changed; the daemon logs their errors.
-  void addExports(const Status& status, const Counters& counters, WorkerReport& report) {
-    for (const auto& r : writeExports(exportTargets(), status, counters, std::time(nullptr))) {
-      if (r.error.empty()) log_.debug(r.written ? "wrote " + r.path : r.path + " says this already");
-      report.exports.push_back({r.path, r.error});
-    }
-  }
-
-  // Reads the host for its view: writes the fleet exports of it and, with the D-Bus API up, puts
-  // it in the report as the properties show it (else an empty view: the exports are fresh).
-  bool addView(const Work& work, const Counters& counters, WorkerReport& report) {
-    auto host = adapters::sysfs::readHost(root_);
-    if (!host) {
-      log_.warning("cannot read the host for its view (D-Bus properties, fleet exports): " + host.error().describe());
-      return false;
-    }
-    auto status = buildStatus(std::move(host).value());
-    Counters measured = counters;
-    if (dma_) {  // this daemon's tracefs instance: the child reads it (and, leaving by _exit, keeps it)
-      auto reading = dma_->read();
-      if (reading) {
-        measured.dma = std::move(reading).value();
-      } else {
-        log_.warning("cannot read the DMA counters: " + reading.error().describe() + ", exporting without them");
-      }
-    }
-    addExports(status, measured, report);
-    // Without the D-Bus API an empty view: the exports are fresh.
-    report.host = work.busView ? hostSummaryOf(status, readRecords(root_, paths_.state)) : bus::HostSummary{};
-    return true;
-  }
 
   // What a child's work said, beyond the tallies: the D-Bus caller's answer, RecentActions, Acted.
   void report(WorkerReport r, bool exitedOk) {
@@ -528,45 +267,19 @@ class Daemon {
       tallies_.clear();
       filter_.clearLeftAlone();
     }
-    for (const auto& [news, address, identity] : report.devices) {
-      if (news == DeviceNews::Forget) {
-        tallies_.erase(address);
-        filter_.forgetLeftAlone(address);
-        continue;
-      }
-      auto& t = tallies_[address];
-      t.identity = identity;
-      switch (news) {
-        case DeviceNews::Tuned: t.tuned = true; break;
-        case DeviceNews::Advised: t.advised = true; break;
-        case DeviceNews::Refused: t.refused = true; break;
-        case DeviceNews::Failed:
-          t.failed = true;
-          failed_ = true;
-          filter_.failed(address);
-          break;
-        case DeviceNews::Replugged: departed_.erase(t.identity); break;
-        case DeviceNews::Reverted: filter_.reverted(address); break;
-        case DeviceNews::Rebound: filter_.rebound(address); break;
-        case DeviceNews::Forget: break;
+    for (const auto& e : report.devices) {
+      tallies_.take(e);
+      switch (e.news) {
+        case DeviceNews::Forget: filter_.forgetLeftAlone(e.address); break;
+        case DeviceNews::Failed: filter_.failed(e.address); break;
+        case DeviceNews::Reverted: filter_.reverted(e.address); break;
+        case DeviceNews::Rebound: filter_.rebound(e.address); break;
+        default: break;
       }
     }
   }
 
-  std::string statusLine() const {
-    size_t tuned = 0, advised = 0, refused = 0, failed = 0;
-    for (const auto& [_, t] : tallies_) {
-      if (t.failed) {
-        ++failed;
-      } else if (t.tuned) {
-        ++tuned;
-      }
-      if (t.advised) ++advised;
-      if (t.refused) ++refused;
-    }
-    return std::to_string(tuned) + " devices tuned, " + std::to_string(advised) + " advised, " +
-           std::to_string(refused) + " refused, " + std::to_string(failed) + " failed";
-  }
+  [[nodiscard]] std::string statusLine() const { return tallies_.statusLine(); }
 
   // --- measuring ([measure], docs/measure.md "In the daemon") -------------------------------------
 
@@ -646,7 +359,7 @@ class Daemon {
       log_.error("worker: " + work.error().describe());
       return encodeReport(WorkerReport{.complete = false});
     }
-    auto report = runWork(*work);
+    auto report = work_.run(*work);
     if (!report) return encodeReport(WorkerReport{.complete = false});
     return encodeReport(*report);
   }
@@ -684,7 +397,7 @@ class Daemon {
     work.wantsView = wantsView();
     work.busView = service_ != nullptr;
     work.counters = counters_;
-    work.departed = departed_;
+    work.departed = tallies_.departed();
     childWork_ = std::move(work);
     filter_.workerStarted();
     if (retireWorker_) {  // idle: it ends at once
@@ -877,11 +590,7 @@ class Daemon {
   // What the daemon knew of a device that went; it is remembered only by identity, if it was tuned.
   void forget(const std::string& address) {
     armDebounce();
-    if (auto it = tallies_.find(address); it != tallies_.end()) {
-      if (it->second.tuned && !it->second.identity.empty()) departed_[it->second.identity] = address;
-      tallies_.erase(it);
-      sd_notifyf(0, "STATUS=%s", statusLine().c_str());
-    }
+    if (tallies_.removed(address)) sd_notifyf(0, "STATUS=%s", statusLine().c_str());
   }
 
   // One timer, at the end of the earliest pending debounce: acting waits until a device's events
@@ -1019,6 +728,7 @@ class Daemon {
   DaemonPaths paths_;
   sd::Log log_;
   Settings settings_;
+  DaemonOptions options_;  // --once: no loop, no child; --early: the boot pass
   adapters::sysfs::Root root_{paths_.root};
   adapters::sysfs::RootWriter writer_{root_};
   std::optional<WriterSession> session_;
@@ -1045,6 +755,8 @@ class Daemon {
   // [measure]: this daemon's tracefs instance, and the timer that exports its counters.
   static constexpr uint64_t kMeasureAccuracyUsec = 100'000;
   std::optional<adapters::trace::DmaCounters> dma_;
+  DaemonWork work_{root_,          writer_, paths_.state, settings_.config, settings_.policies.policies,
+                   options_.early, log_,    dma_};
   sd::EventSource measureTimer_;
   bool viewStale_ = false;  // the host changed since the properties and the exports last read it
   Counters counters_;       // what the workers did, for the Prometheus export
@@ -1052,12 +764,9 @@ class Daemon {
   std::string startedAt_ = utcNow();
   std::string lastRunAt_;
 
-  std::map<std::string, Tally> tallies_;         // address -> what the policies did to it
-  std::map<std::string, std::string> departed_;  // identity of a tuned device that went -> its address
+  DeviceTallies tallies_;
   bool ready_ = false;
   bool stopping_ = false;
-  bool failed_ = false;
-  DaemonOptions options_;  // --once: no loop, no child; --early: the boot pass
 };
 
 }  // namespace
