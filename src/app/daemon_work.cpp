@@ -20,9 +20,6 @@ namespace bus = adapters::dbus;
 using Clock = std::chrono::steady_clock;
 using Priority = sd::Priority;
 using OutcomeKind = Outcome::Result;
-using Work = WorkerRequest;
-using WorkKind = WorkerRequest::Kind;
-using Call = WorkerCall;
 
 namespace {
 
@@ -39,12 +36,6 @@ std::vector<std::string> endpoints(const core::HostFacts& host, const std::strin
     const auto* m = host.device(a);
     if (m != nullptr && m->kind() != core::DeviceKind::Bridge) out.push_back(a);
   }
-  return out;
-}
-
-std::string joined(const std::vector<std::string>& parts, char separator) {
-  std::string out;
-  for (size_t i = 0; i < parts.size(); ++i) out += (i == 0 ? "" : std::string(1, separator)) + parts[i];
   return out;
 }
 
@@ -92,17 +83,16 @@ bool DaemonWork::recover(WorkerReport& report) {
   if (!*recovered) return true;
   logRecovery(**recovered);
   for (const auto& a : (*recovered)->rebound) report.devices.push_back({DeviceNews::Rebound, a, ""});
-  if (!(*recovered)->failed.empty()) {
-    log_.error("the transaction the last worker left half-done could not rebind " + joined((*recovered)->failed, ' ') +
-               " (see dmesg)");
-    for (const auto& a : (*recovered)->failed) report.devices.push_back({DeviceNews::Failed, a, ""});
+  for (const auto& a : (*recovered)->failed) {
+    log_.error("the transaction the last worker left half-done could not rebind " + a + " (see dmesg)");
+    report.devices.push_back({DeviceNews::Failed, a, ""});
   }
   return true;
 }
 
 // Runs in the child (or in this process with --once): reconciles, logs every outcome and
 // reports what became of each device; false when the host could not be read.
-bool DaemonWork::reconcileBatch(const Work& work, WorkerReport& report) {
+bool DaemonWork::reconcileBatch(const WorkerRequest& work, WorkerReport& report) {
   const Batch& batch = work.batch;
   if (batch.whole()) return reconcileSome(early_ ? core::Trigger::Boot : core::Trigger::Coldplug, {}, work, report);
   bool ok = true;
@@ -111,8 +101,8 @@ bool DaemonWork::reconcileBatch(const Work& work, WorkerReport& report) {
   return ok;
 }
 
-bool DaemonWork::reconcileSome(core::Trigger trigger, const std::vector<std::string>& devices, const Work& work,
-                               WorkerReport& report) {
+bool DaemonWork::reconcileSome(core::Trigger trigger, const std::vector<std::string>& devices,
+                               const WorkerRequest& work, WorkerReport& report) {
   ReconcileRequest request;
   request.trigger = trigger;
   request.devices = devices;
@@ -168,16 +158,16 @@ bool DaemonWork::reconcileSome(core::Trigger trigger, const std::vector<std::str
 }
 
 // Runs in the child: the work's report for the daemon; nullopt when the host could not be read.
-std::optional<WorkerReport> DaemonWork::run(const Work& work) {
+std::optional<WorkerReport> DaemonWork::run(const WorkerRequest& work) {
   WorkerReport report;
   switch (work.kind) {
-    case WorkKind::View:
+    case WorkerRequest::Kind::View:
       if (!addView(work, work.counters, report)) return std::nullopt;
       return report;
-    case WorkKind::Recover:
+    case WorkerRequest::Kind::Recover:
       if (!recover(report)) return std::nullopt;
       return report;
-    case WorkKind::Batch:
+    case WorkerRequest::Kind::Batch:
       if (!reconcileBatch(work, report)) return std::nullopt;
       // After the start and a reload, the properties and the exports are fresh as soon as READY=1 is.
       if (work.batch.whole() && work.wantsView) {
@@ -186,14 +176,14 @@ std::optional<WorkerReport> DaemonWork::run(const Work& work) {
         (void)addView(work, counters, report);
       }
       return report;
-    case WorkKind::Call: break;
+    case WorkerRequest::Kind::Call: break;
   }
   runCall(work, report);
   return report;
 }
 
-void DaemonWork::runCall(const Work& work, WorkerReport& report) {
-  const Call& call = work.call;
+void DaemonWork::runCall(const WorkerRequest& work, WorkerReport& report) {
+  const WorkerCall& call = work.call;
   auto host = adapters::sysfs::readHost(root_);
   if (!host) {
     callError(bus::kErrorFailed, "cannot read the host: " + host.error().describe(), report);
@@ -210,11 +200,11 @@ void DaemonWork::runCall(const Work& work, WorkerReport& report) {
   }
   const auto trigger = call.hotplug ? core::Trigger::Hotplug : core::Trigger::Coldplug;
   switch (call.kind) {
-    case Call::Kind::Apply:
+    case WorkerCall::Kind::Apply:
       if (!reconcileSome(trigger, devices, work, report)) callError(bus::kErrorFailed, "cannot read the host", report);
       break;
-    case Call::Kind::Revert: revert(devices, *host, report); break;
-    case Call::Kind::Plan: plan(trigger, devices, report); break;
+    case WorkerCall::Kind::Revert: revert(devices, *host, report); break;
+    case WorkerCall::Kind::Plan: plan(trigger, devices, report); break;
   }
 }
 
@@ -262,7 +252,7 @@ void DaemonWork::addExports(const Status& status, const Counters& counters, Work
 
 // Reads the host for its view: writes the fleet exports of it and, with the D-Bus API up, puts
 // it in the report as the properties show it (else an empty view: the exports are fresh).
-bool DaemonWork::addView(const Work& work, const Counters& counters, WorkerReport& report) {
+bool DaemonWork::addView(const WorkerRequest& work, const Counters& counters, WorkerReport& report) {
   auto host = adapters::sysfs::readHost(root_);
   if (!host) {
     log_.warning("cannot read the host for its view (D-Bus properties, fleet exports): " + host.error().describe());

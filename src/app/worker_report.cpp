@@ -99,10 +99,6 @@ WorkerReport reportOf(const Json& j) {
   return r;
 }
 
-Json strings(const std::vector<std::string>& v) {
-  return Json(v);
-}
-
 std::vector<std::string> stringsOf(const Json& j, const char* key) {
   std::vector<std::string> out;
   for (const auto& s : list(j, key)) out.push_back(s.get<std::string>());
@@ -133,8 +129,8 @@ std::string encodeRequest(const WorkerRequest& r) {
   Json departed = Json::array();
   for (const auto& [identity, address] : r.departed) departed.push_back(Json::array({identity, address}));
   Json j{{"kind", static_cast<int>(r.kind)},
-         {"hot", strings(r.batch.hot)},
-         {"cold", strings(r.batch.cold)},
+         {"hot", r.batch.hot},
+         {"cold", r.batch.cold},
          {"call", Json::array({static_cast<int>(r.call.kind), r.call.hotplug, r.call.device})},
          {"view", r.wantsView},
          {"bus", r.busView},
