@@ -36,6 +36,7 @@
 #include "app/outcome_log.hpp"
 #include "app/plan_report.hpp"
 #include "app/reconcile.hpp"
+#include "app/work_queue.hpp"
 #include "app/worker_report.hpp"
 #include "config/daemon_config.hpp"
 #include "core/text.hpp"
@@ -125,7 +126,7 @@ class Daemon {
   Daemon(const Daemon&) = delete;
   Daemon& operator=(const Daemon&) = delete;
   ~Daemon() {
-    calls_.clear();  // their callers hear that they were dropped, while the bus is there
+    (void)queue_.dropCalls();  // their callers hear that they were dropped, while the bus is there
     childCall_.reset();
     service_.reset();
     sd_event_source_unref(debounceTimer_);
@@ -170,7 +171,7 @@ class Daemon {
     if (paths_.root == "/") connectBus();  // a synthetic root is no host to answer for on the bus
     // What is there now is no hotplug, whatever udev replays of it later.
     if (auto present = root_.listDir("/sys/bus/pci/devices")) filter_.present(*present);
-    coldplugQueued_ = true;
+    queue_.wholeHost();
     startNext();
     int r = sd_event_loop(event_);
     if (r < 0) return fatal("the event loop failed", -r);
@@ -232,7 +233,7 @@ class Daemon {
     if (r.host && busView_.take(*r.host) && service_)
       service_->propertiesChanged(bus::ManagerService::Properties::Host);
     if (!wantsView() || view || plan) return;
-    if (!r.host) viewStale_ = true;
+    if (!r.host) queue_.viewStale();
     if (!service_) return;
     if (!r.actions.empty()) service_->acted(triggerName(work), r.actions);
     service_->propertiesChanged(bus::ManagerService::Properties::Daemon);
@@ -325,7 +326,7 @@ class Daemon {
     auto* d = static_cast<Daemon*>(self);
     (void)sd_event_source_set_time(s, usec + d->measureIntervalUsec());
     (void)sd_event_source_set_enabled(s, SD_EVENT_ONESHOT);
-    d->viewStale_ = true;
+    d->queue_.viewStale();
     d->startNext();
     return 0;
   }
@@ -368,32 +369,11 @@ class Daemon {
   // whole host (start, reload), devices that appeared or changed, D-Bus calls in their order, then
   // a fresh view of the host for the properties.
   void startNext() {
-    if (working() || (stopping_ && !recoverQueued_)) return;
-    Work work;
-    childIsRetry_ = false;
-    if (recoverQueued_) {
-      recoverQueued_ = false;
-      work.kind = WorkKind::Recover;
-    } else if (retry_) {
-      work = std::move(*retry_);
-      retry_.reset();
-      childIsRetry_ = true;
-    } else if (coldplugQueued_) {
-      coldplugQueued_ = false;
-      filter_.dropQueued();
-    } else if (filter_.hasQueued()) {
-      work.batch = filter_.takeQueued();
-    } else if (!calls_.empty()) {
-      work.kind = WorkKind::Call;
-      work.call = calls_.front().first;
-      childCall_.emplace(std::move(calls_.front().second));
-      calls_.pop_front();
-    } else if (wantsView() && viewStale_) {
-      work.kind = WorkKind::View;
-      viewStale_ = false;
-    } else {
-      return;
-    }
+    if (working()) return;
+    auto next = queue_.next(filter_, wantsView(), stopping_);
+    if (!next) return;
+    Work work = std::move(next->work);
+    if (next->reply) childCall_.emplace(std::move(*next->reply));
     work.wantsView = wantsView();
     work.busView = service_ != nullptr;
     work.counters = counters_;
@@ -426,22 +406,24 @@ class Daemon {
   // transaction first (as a start does), then does the work again, once; a D-Bus call is answered
   // with an error instead, as the caller may not want it twice.
   void died(const sd::StandingWorker::Death& d) {
+    using After = WorkQueue<bus::PendingCall>::AfterDeath;
     const std::string how =
         d.exited ? "exited with " + std::to_string(d.status) : "was killed by signal " + std::to_string(d.status);
-    recoverQueued_ = true;
     if (!d.inFlight) {
+      (void)queue_.died(std::nullopt);
       log_.error("the worker process " + how + " while idle; a new one starts with the next work");
       startNext();
       return;
     }
-    const bool again = !childIsRetry_ && childWork_.kind != WorkKind::Call && childWork_.kind != WorkKind::Recover;
-    log_.error("the worker process for " + describeBatch() + " " + how + "; a new one recovers any half-done " +
-               "transaction" + (again ? " and does it again" : ""));
-    if (!again) {
+    const auto after = queue_.died(childWork_).value_or(After::Dropped);
+    log_.error("the worker process for " + describeBatch() + " " + how + "; " +
+               (after == After::LeftToNextStart ? std::string("the next start recovers the half-done transaction")
+                                                : "a new one recovers any half-done transaction" +
+                                                      std::string(after == After::Again ? " and does it again" : "")));
+    if (after != After::Again) {
       finished(WorkerReport{.complete = false});
       return;
     }
-    retry_ = std::move(childWork_);
     childWork_ = {};
     filter_.workerDone();
     startNext();
@@ -476,7 +458,7 @@ class Daemon {
       sd_notifyf(0, "STATUS=%s", statusLine().c_str());
     }
     if (service_ && coldplug) service_->propertiesChanged(bus::ManagerService::Properties::Daemon);  // State
-    if (stopping_ && !recoverQueued_) {
+    if (stopping_ && !queue_.recovering()) {
       stop();
       return;
     }
@@ -518,24 +500,18 @@ class Daemon {
     service_ = std::move(service).value();
   }
 
-  // A D-Bus call waits for the worker like any batch. Plan is anyone's: its own, small bound, so
-  // that unprivileged callers cannot crowd out root's Apply and Revert.
-  static constexpr size_t kMaxWaitingCalls = 32;
-  static constexpr size_t kMaxWaitingPlans = 4;
+  // A D-Bus call waits for the worker like any batch (WorkQueue bounds how many).
 
   void enqueue(Call call, bus::PendingCall reply) {
     if (stopping_) {
       reply.replyError(bus::kErrorStopping, "iommud is stopping");
       return;
     }
-    const bool plan = call.kind == Call::Kind::Plan;
-    size_t waiting = 0;
-    for (const auto& [c, _] : calls_) waiting += (c.kind == Call::Kind::Plan) == plan ? 1 : 0;
-    if (waiting >= (plan ? kMaxWaitingPlans : kMaxWaitingCalls)) {
-      reply.replyError(bus::kErrorFailed, std::to_string(waiting) + " such calls are waiting already; try later");
+    if (auto refused = queue_.refused(call)) {
+      reply.replyError(bus::kErrorFailed, *refused);
       return;
     }
-    calls_.emplace_back(std::move(call), std::move(reply));
+    queue_.call(std::move(call), std::move(reply));
     startNext();
   }
 
@@ -665,7 +641,7 @@ class Daemon {
                   "reloaded: " + std::to_string(settings_.policies.policies.rules.size()) + " rules",
                   {}});
       // What the new policies want of devices already present, as at start (no disruption).
-      coldplugQueued_ = true;
+      queue_.wholeHost();
       startNext();
     }
     if (ready_) sd_notifyf(0, "READY=1\nSTATUS=%s", statusLine().c_str());
@@ -687,8 +663,7 @@ class Daemon {
     if (stopping_) return;
     stopping_ = true;
     sd_notify(0, "STOPPING=1");
-    for (auto& [_, reply] : calls_) reply.replyError(bus::kErrorStopping, "iommud is stopping");
-    calls_.clear();
+    for (auto& reply : queue_.dropCalls()) reply.replyError(bus::kErrorStopping, "iommud is stopping");
     if (service_) service_->propertiesChanged(bus::ManagerService::Properties::Daemon);
     log_.write({Priority::Info,
                 std::string(msgid::kStopping),
@@ -739,18 +714,14 @@ class Daemon {
   std::vector<sd_event_source*> signalSources_;
   HotplugFilter filter_{settings_.config.debounce};
   sd_event_source* debounceTimer_ = nullptr;  // at filter_.nextDeadline()
-  bool coldplugQueued_ = false;
 
   std::optional<sd::StandingWorker> worker_;   // one piece of work at a time
   Work childWork_;                             // what it does now
-  bool childIsRetry_ = false;                  // childWork_ is the work a worker died in
-  std::optional<Work> retry_;                  // the work a worker died in, to do once more
-  bool recoverQueued_ = false;                 // a worker died: the next one recovers first
   bool retireWorker_ = false;                  // a reload changed what the worker copied at its fork
   std::optional<bus::PendingCall> childCall_;  // the D-Bus call the worker answers
 
   std::unique_ptr<bus::ManagerService> service_;  // nullptr: no system bus, or a synthetic root
-  std::deque<std::pair<Call, bus::PendingCall>> calls_;
+  WorkQueue<bus::PendingCall> queue_;             // what the worker does next
   BusView busView_;
   // [measure]: this daemon's tracefs instance, and the timer that exports its counters.
   static constexpr uint64_t kMeasureAccuracyUsec = 100'000;
@@ -758,8 +729,7 @@ class Daemon {
   DaemonWork work_{root_,          writer_, paths_.state, settings_.config, settings_.policies.policies,
                    options_.early, log_,    dma_};
   sd::EventSource measureTimer_;
-  bool viewStale_ = false;  // the host changed since the properties and the exports last read it
-  Counters counters_;       // what the workers did, for the Prometheus export
+  Counters counters_;  // what the workers did, for the Prometheus export
   ExportErrors exportErrors_;
   std::string startedAt_ = utcNow();
   std::string lastRunAt_;
