@@ -2,7 +2,6 @@
 
 #include <sys/epoll.h>
 #include <sys/signalfd.h>
-#include <systemd/sd-daemon.h>
 #include <systemd/sd-event.h>
 #include <unistd.h>
 
@@ -23,6 +22,7 @@
 #include "adapters/dbus/manager_service.hpp"
 #include "adapters/state/journal.hpp"
 #include "adapters/sysfs/host_reader.hpp"
+#include "adapters/systemd/notify.hpp"
 #include "adapters/systemd/standing_worker.hpp"
 #include "adapters/trace/tracefs.hpp"
 #include "adapters/udev/monitor.hpp"
@@ -453,9 +453,9 @@ class Daemon {
     if (coldplug && !ready_) {
       ready_ = true;
       log_.write({Priority::Info, std::string(msgid::kStarted), "iommud started: " + statusLine(), {}});
-      sd_notifyf(0, "READY=1\nSTATUS=%s", statusLine().c_str());
+      sd::notify("READY=1\nSTATUS=" + statusLine());
     } else {
-      sd_notifyf(0, "STATUS=%s", statusLine().c_str());
+      sd::notify("STATUS=" + statusLine());
     }
     if (service_ && coldplug) service_->propertiesChanged(bus::ManagerService::Properties::Daemon);  // State
     if (stopping_ && !queue_.recovering()) {
@@ -566,7 +566,7 @@ class Daemon {
   // What the daemon knew of a device that went; it is remembered only by identity, if it was tuned.
   void forget(const std::string& address) {
     armDebounce();
-    if (tallies_.removed(address)) sd_notifyf(0, "STATUS=%s", statusLine().c_str());
+    if (tallies_.removed(address)) sd::notify("STATUS=" + statusLine());
   }
 
   // One timer, at the end of the earliest pending debounce: acting waits until a device's events
@@ -613,7 +613,7 @@ class Daemon {
   std::vector<std::string> reload() {
     // Before READY=1 (coldplug under way) there is no reload to announce: the new settings are
     // simply what the next batch uses.
-    if (ready_) sd_notify(0, "RELOADING=1");
+    if (ready_) sd::notify("RELOADING=1");
     std::vector<std::string> problems;
     auto loaded = loadSettings(paths_.root, paths_.configFile, log_, problems);
     if (!loaded) {
@@ -644,7 +644,7 @@ class Daemon {
       queue_.wholeHost();
       startNext();
     }
-    if (ready_) sd_notifyf(0, "READY=1\nSTATUS=%s", statusLine().c_str());
+    if (ready_) sd::notify("READY=1\nSTATUS=" + statusLine());
     if (service_) service_->propertiesChanged(bus::ManagerService::Properties::Daemon);  // Rules
     return problems;
   }
@@ -662,7 +662,7 @@ class Daemon {
   void beginStop() {
     if (stopping_) return;
     stopping_ = true;
-    sd_notify(0, "STOPPING=1");
+    sd::notify("STOPPING=1");
     for (auto& reply : queue_.dropCalls()) reply.replyError(bus::kErrorStopping, "iommud is stopping");
     if (service_) service_->propertiesChanged(bus::ManagerService::Properties::Daemon);
     log_.write({Priority::Info,
