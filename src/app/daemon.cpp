@@ -2,7 +2,6 @@
 
 #include <sys/epoll.h>
 #include <sys/signalfd.h>
-#include <systemd/sd-daemon.h>
 #include <systemd/sd-event.h>
 #include <unistd.h>
 
@@ -21,20 +20,25 @@
 #include <utility>
 
 #include "adapters/dbus/manager_service.hpp"
+#include "adapters/state/journal.hpp"
 #include "adapters/sysfs/host_reader.hpp"
-#include "adapters/systemd/worker_process.hpp"
+#include "adapters/systemd/notify.hpp"
+#include "adapters/systemd/standing_worker.hpp"
 #include "adapters/trace/tracefs.hpp"
 #include "adapters/udev/monitor.hpp"
 #include "app/bus_link.hpp"
 #include "app/bus_view.hpp"
 #include "app/daemon_exports.hpp"
 #include "app/effect_watch.hpp"
+#include "app/daemon_work.hpp"
+#include "app/device_tallies.hpp"
 #include "app/fleet_files.hpp"
 #include "app/hotplug_filter.hpp"
 #include "app/message_ids.hpp"
 #include "app/outcome_log.hpp"
 #include "app/plan_report.hpp"
 #include "app/reconcile.hpp"
+#include "app/work_queue.hpp"
 #include "app/worker_report.hpp"
 #include "config/daemon_config.hpp"
 #include "core/text.hpp"
@@ -107,44 +111,9 @@ std::optional<Settings> loadSettings(const std::string& root, const std::string&
   return settings;
 }
 
-// What a batch did to each device, as the daemon tallies it for STATUS= (the worker's
-// DeviceEvents, worker_report.hpp).
-struct Tally {
-  std::string identity;
-  bool tuned = false, advised = false, refused = false, failed = false;
-};
-
-// A D-Bus method the worker does.
-struct Call {
-  enum class Kind { Plan, Apply, Revert };
-  Kind kind = Kind::Apply;
-  bool hotplug = false;
-  std::string device;  // a PCI address or a name (netdev, NVMe controller); empty: every device
-};
-
-// One run of the worker: a batch (the default), a D-Bus call, or a read of the host for the
-// D-Bus properties.
-struct Work {
-  Batch batch;
-  std::optional<Call> call;
-  bool view = false;
-};
-
-// The devices a change to `address` acts on: a group's type is every endpoint's (its bridges are
-// not counted); anything else is the device's own.
-std::vector<std::string> endpoints(const core::HostFacts& host, const std::string& address, core::ChangeKind kind) {
-  std::vector<std::string> out;
-  const auto* d = host.device(address);
-  const core::Group* group = nullptr;
-  for (const auto& g : host.groups) {
-    if (kind == core::ChangeKind::Domain && d != nullptr && d->group == g.id) group = &g;
-  }
-  for (const auto& a : group != nullptr ? group->devices : std::vector<std::string>{address}) {
-    const auto* m = host.device(a);
-    if (m != nullptr && m->kind() != core::DeviceKind::Bridge) out.push_back(a);
-  }
-  return out;
-}
+using Call = WorkerCall;
+using Work = WorkerRequest;
+using WorkKind = WorkerRequest::Kind;
 
 std::string joined(const std::vector<std::string>& parts, char separator) {
   std::string out;
@@ -159,13 +128,13 @@ class Daemon {
   Daemon(const Daemon&) = delete;
   Daemon& operator=(const Daemon&) = delete;
   ~Daemon() {
-    calls_.clear();  // their callers hear that they were dropped, while the bus is there
+    (void)queue_.dropCalls();  // their callers hear that they were dropped, while the bus is there
     childCall_.reset();
     service_.reset();
     sd_event_source_unref(debounceTimer_);
     measureTimer_.reset();
     effectTimer_.reset();
-    worker_.reset();
+    worker_.reset();  // waits for the worker to end
     sd_event_source_unref(monitorSource_);
     for (auto* s : signalSources_) sd_event_source_unref(s);
     sd_event_unref(event_);
@@ -174,10 +143,10 @@ class Daemon {
   int once() {
     if (!begin()) return 1;
     WorkerReport report;
-    if (!reconcileBatch({}, report)) return 1;
+    if (!work_.reconcileBatch(Work{}, report)) return 1;
     absorb(report, true);
     log_.info(statusLine());
-    return failed_ ? 1 : 0;
+    return tallies_.anyFailed() ? 1 : 0;
   }
 
   int run() {
@@ -186,8 +155,8 @@ class Daemon {
     for (int s : {SIGTERM, SIGINT, SIGHUP, SIGCHLD}) sigaddset(&mask, s);
     sigprocmask(SIG_BLOCK, &mask, nullptr);
     if (int r = sd_event_new(&event_); r < 0) return fatal("cannot create the event loop", -r);
-    worker_.emplace(event_, [this](const sd::WorkerProcess::Exit& e) { childExited(e); });
     if (!begin()) return 1;
+    startWorker();
     startMeasuring();
     auto monitor = adapters::udev::Monitor::open({"pci", "net", "nvme", "block", "thunderbolt"});
     if (!monitor) return fatal(monitor.error().describe(), 0);
@@ -205,7 +174,7 @@ class Daemon {
     if (paths_.root == "/") connectBus();  // a synthetic root is no host to answer for on the bus
     // What is there now is no hotplug, whatever udev replays of it later.
     if (auto present = root_.listDir("/sys/bus/pci/devices")) filter_.present(*present);
-    coldplugQueued_ = true;
+    queue_.wholeHost();
     startNext();
     int r = sd_event_loop(event_);
     if (r < 0) return fatal("the event loop failed", -r);
@@ -227,15 +196,7 @@ class Daemon {
       return false;
     }
     if (session->recovered) {
-      const auto& r = *session->recovered;
-      log_.write({Priority::Warning,
-                  std::string(msgid::kRecovered),
-                  "group " + std::to_string(r.record.change.group) +
-                      ": a transaction an earlier process left half-done was " + r.outcome + "; rebound " +
-                      std::to_string(r.rebound.size()) + " device(s)",
-                  {{"IOMMUD_GROUP", std::to_string(r.record.change.group)}}});
-    }
-    if (session->recovered) {
+      work_.logRecovery(*session->recovered);
       for (const auto& a : session->recovered->rebound) filter_.rebound(a);
     }
     session_.emplace(std::move(session).value());
@@ -244,227 +205,27 @@ class Daemon {
 
   ApplyContext context() { return ApplyContext{root_, writer_, nullptr, paths_.state, utcNow, {}}; }
 
-  // --- the work: one batch of devices (or the whole host), reconciled and reported -------------
-
-  // Runs in the child (or in this process with --once): reconciles, logs every outcome and
-  // reports what became of each device; false when the host could not be read.
-  bool reconcileBatch(const Batch& batch, WorkerReport& report) {
-    if (batch.whole()) return reconcileSome(options_.early ? core::Trigger::Boot : core::Trigger::Coldplug, {}, report);
-    bool ok = true;
-    if (!batch.hot.empty()) ok = reconcileSome(core::Trigger::Hotplug, batch.hot, report);
-    if (!batch.cold.empty()) ok = reconcileSome(core::Trigger::Coldplug, batch.cold, report) && ok;
-    return ok;
-  }
-
-  bool reconcileSome(core::Trigger trigger, const std::vector<std::string>& devices, WorkerReport& report) {
-    ReconcileRequest request;
-    request.trigger = trigger;
-    request.devices = devices;
-    request.adviseOnly = settings_.config.adviseOnly;
-    ApplyContext ctx = context();
-    auto start = Clock::now();
-    auto done = reconcile(settings_.policies.policies, request, ctx);
-    if (!done) {
-      log_.error(done.error().describe() + ", ignoring");
-      return false;
-    }
-    log_.debug("worker: read, planned and applied " +
-               (devices.empty() ? std::string("the whole host") : std::to_string(devices.size()) + " device(s)") +
-               " in " + std::to_string(std::chrono::duration<double, std::milli>(Clock::now() - start).count()) +
-               " ms");
-    auto line = [&](DeviceNews news, const std::string& address) {
-      const auto* d = done->host.device(address);
-      report.devices.push_back({news, address, d != nullptr ? d->identity() : ""});
-    };
-    auto tally = [&](DeviceNews news, const std::string& address, core::ChangeKind kind) {
-      for (const auto& a : endpoints(done->host, address, kind)) line(news, a);
-    };
-    // The daemon forgets what it knew of every device this batch decides on, before the news.
-    for (const auto& address : devices) {
-      for (const auto& a : endpoints(done->host, address, core::ChangeKind::Domain)) line(DeviceNews::Forget, a);
-    }
-    for (const auto& address : trigger == core::Trigger::Hotplug ? devices : std::vector<std::string>{}) {
-      const auto* d = done->host.device(address);
-      if (d == nullptr) continue;
-      if (auto it = departed_.find(d->identity()); it != departed_.end()) {
-        log_.write(
-            {Priority::Notice,
-             std::string(msgid::kReplugged),
-             d->displayName() + " (" + d->identity() + ") is back at " + address + " (was " + it->second +
-                 "); its policy is applied again",
-             {{"IOMMUD_DEVICE", address}, {"IOMMUD_NAME", d->displayName()}, {"IOMMUD_IDENTITY", d->identity()}}});
-        line(DeviceNews::Replugged, address);
-      }
-    }
-    for (const auto& o : done->outcomes) {
-      log_.write(journalEntry(o, done->host));
-      addOutcome(o, false, report);
-      if (auto news = newsOf(o); news && !o.device.empty()) tally(*news, o.device, o.kind);
-      // A domain change unbinds and rebinds the group's drivers, done or rolled back.
-      if (o.kind == core::ChangeKind::Domain && (o.result == OutcomeKind::Done || o.result == OutcomeKind::Failed) &&
-          !o.device.empty()) {
-        tally(DeviceNews::Rebound, o.device, o.kind);
-      }
-    }
-    auto changed = effectSubjects(done->outcomes, done->host);
-    report.changed.insert(report.changed.end(), changed.begin(), changed.end());
-    for (const auto& s : done->satisfied) {
-      log_.debug(s.object + " " + s.key + " is already " + s.value + " (rule " + s.rule.name + ")");
-      tally(DeviceNews::Tuned, s.device, s.kind);
-    }
-    return true;
-  }
-
-  // What an outcome says of its device, for the tallies; nullopt: nothing (kept, skipped for no refusal).
-  static std::optional<DeviceNews> newsOf(const Outcome& o) {
-    switch (o.result) {
-      case OutcomeKind::Done: return DeviceNews::Tuned;
-      case OutcomeKind::Advised: return DeviceNews::Advised;
-      case OutcomeKind::Refused:
-      case OutcomeKind::Skipped: return isRefusal(o) ? std::optional(DeviceNews::Refused) : std::nullopt;
-      case OutcomeKind::Failed: return DeviceNews::Failed;
-      default: return std::nullopt;
-    }
-  }
-
-  static void addOutcome(const Outcome& o, bool revert, WorkerReport& report) {
-    report.actions.push_back({utcNow(), std::string(toString(o.result)), o.device, bus::oneLine(o.message)});
-    if (auto counter = counterKey(o, revert)) report.counters.add(*counter);
-  }
-
-  static void callError(const char* name, const std::string& message, WorkerReport& report) {
-    report.error = CallError{name, bus::oneLine(message)};
-  }
-
-  // Runs in the child: the work's report for the daemon; nullopt when the host could not be read.
-  std::optional<WorkerReport> runWork(const Work& work) {
-    WorkerReport report;
-    if (work.view) {
-      if (!addView(counters_, report)) return std::nullopt;
-      return report;
-    }
-    if (!work.call) {
-      if (!reconcileBatch(work.batch, report)) return std::nullopt;
-      // After the start and a reload, the properties and the exports are fresh as soon as READY=1 is.
-      if (work.batch.whole() && wantsView()) {
-        Counters counters = counters_;
-        counters += report.counters;
-        (void)addView(counters, report);
-      }
-      return report;
-    }
-    const Call& call = *work.call;
-    auto host = adapters::sysfs::readHost(root_);
-    if (!host) {
-      callError(bus::kErrorFailed, "cannot read the host: " + host.error().describe(), report);
-      return report;
-    }
-    std::vector<std::string> devices;
-    if (!call.device.empty()) {
-      const auto* d = findDevice(*host, call.device);
-      if (d == nullptr) {
-        callError(bus::kErrorNoSuchDevice, "no device " + call.device + " on this host", report);
-        return report;
-      }
-      devices.push_back(d->address);
-    }
-    const auto trigger = call.hotplug ? core::Trigger::Hotplug : core::Trigger::Coldplug;
-    switch (call.kind) {
-      case Call::Kind::Apply:
-        if (!reconcileSome(trigger, devices, report)) callError(bus::kErrorFailed, "cannot read the host", report);
-        break;
-      case Call::Kind::Revert: revert(devices, *host, report); break;
-      case Call::Kind::Plan: plan(trigger, devices, report); break;
-    }
-    return report;
-  }
-
-  void revert(const std::vector<std::string>& devices, const core::HostFacts& host, WorkerReport& report) {
-    ApplyContext ctx = context();
-    auto ethtool = NetlinkEthtool::open(host.kernel.upstream.version);
-    if (ethtool) ctx.ethtool = ethtool->get();
-    std::optional<std::string> only;
-    if (!devices.empty()) only = devices.front();
-    auto reverted = revertChanges(only, host, ctx);
-    report.changed = effectSubjects(reverted, host);
-    for (const auto& o : reverted) {
-      log_.write(journalEntry(o, host, OutcomeOf::Revert));
-      addOutcome(o, true, report);
-      if (o.result != OutcomeKind::Done || o.device.empty()) continue;
-      for (const auto& a : endpoints(host, o.device, o.kind)) {
-        report.devices.push_back({DeviceNews::Forget, a, ""});
-        report.devices.push_back({DeviceNews::Reverted, a, ""});
-      }
-    }
-  }
-
-  void plan(core::Trigger trigger, const std::vector<std::string>& devices, WorkerReport& report) {
-    auto view = readHostView(root_, settings_.policies.policies);
-    if (!view) {
-      callError(bus::kErrorFailed, "cannot read the host: " + view.error().describe(), report);
-      return;
-    }
-    core::PlanOptions po;
-    po.trigger = trigger;
-    po.adviseOnly = settings_.config.adviseOnly;
-    if (!devices.empty()) po.device = devices.front();
-    const auto& st = view->status;
-    auto plan = core::plan({st.host, st.mode, st.findings}, settings_.policies.policies, po);
-    report.planJson = planJson(plan, settings_.policies.policies);
-  }
-
   // Whether anyone wants a view of the host after it may have changed: the D-Bus properties, the
   // fleet exports.
   [[nodiscard]] bool wantsView() const { return service_ || exportTargets().any(); }
 
   [[nodiscard]] ExportTargets exportTargets() const { return app::exportTargets(settings_.config); }
 
-  // Writes the fleet exports that changed; the daemon logs their errors.
-  void addExports(const Status& status, const Counters& counters, WorkerReport& report) {
-    for (const auto& r : writeExports(exportTargets(), status, counters, std::time(nullptr))) {
-      if (r.error.empty()) log_.debug(r.written ? "wrote " + r.path : r.path + " says this already");
-      report.exports.push_back({r.path, r.error});
-    }
-  }
-
-  // Reads the host for its view: writes the fleet exports of it and, with the D-Bus API up, puts
-  // it in the report as the properties show it (else an empty view: the exports are fresh).
-  bool addView(const Counters& counters, WorkerReport& report) {
-    auto host = adapters::sysfs::readHost(root_);
-    if (!host) {
-      log_.warning("cannot read the host for its view (D-Bus properties, fleet exports): " + host.error().describe());
-      return false;
-    }
-    auto status = buildStatus(std::move(host).value());
-    Counters measured = counters;
-    if (dma_) {  // this daemon's tracefs instance: the child reads it (and, leaving by _exit, keeps it)
-      auto reading = dma_->read();
-      if (reading) {
-        measured.dma = std::move(reading).value();
-      } else {
-        log_.warning("cannot read the DMA counters: " + reading.error().describe() + ", exporting without them");
-      }
-    }
-    addExports(status, measured, report);
-    // Without the D-Bus API an empty view: the exports are fresh.
-    report.host = service_ ? hostSummaryOf(status, readRecords(root_, paths_.state)) : bus::HostSummary{};
-    return true;
-  }
-
   // What a child's work said, beyond the tallies: the D-Bus caller's answer, RecentActions, Acted.
   void report(WorkerReport r, bool exitedOk) {
     const Work& work = childWork_;
-    const bool plan = work.call && work.call->kind == Call::Kind::Plan;
-    if (!plan && !work.view) lastRunAt_ = utcNow();
+    const bool plan = work.kind == WorkKind::Call && work.call.kind == Call::Kind::Plan;
+    const bool view = work.kind == WorkKind::View;
+    if (!plan && !view) lastRunAt_ = utcNow();
     busView_.acted(r.actions);
-    if (childCall_ && work.call) {
+    if (childCall_ && work.kind == WorkKind::Call) {
       bus::PendingCall reply = std::move(*childCall_);
       childCall_.reset();
       if (r.error) {
         reply.replyError(r.error->name.c_str(), r.error->message);
       } else if (!exitedOk) {
         reply.replyError(bus::kErrorFailed, "the work was cut short; the journal says why");
-      } else if (work.call->kind == Call::Kind::Plan) {
+      } else if (plan) {
         reply.replyText(r.planJson.value_or(""));
       } else {
         reply.replyActions(r.actions);
@@ -474,8 +235,8 @@ class Daemon {
     for (const auto& e : r.exports) exported(e.path, e.error);
     if (r.host && busView_.take(*r.host) && service_)
       service_->propertiesChanged(bus::ManagerService::Properties::Host);
-    if (!wantsView() || work.view || plan) return;
-    if (!r.host) viewStale_ = true;
+    if (!wantsView() || view || plan) return;
+    if (!r.host) queue_.viewStale();
     if (!service_) return;
     if (!r.actions.empty()) service_->acted(triggerName(work), r.actions);
     service_->propertiesChanged(bus::ManagerService::Properties::Daemon);
@@ -493,8 +254,8 @@ class Daemon {
   }
 
   static std::string triggerName(const Work& w) {
-    if (w.call) {
-      switch (w.call->kind) {
+    if (w.kind == WorkKind::Call) {
+      switch (w.call.kind) {
         case Call::Kind::Apply: return "apply";
         case Call::Kind::Revert: return "revert";
         case Call::Kind::Plan: return "plan";
@@ -510,45 +271,19 @@ class Daemon {
       tallies_.clear();
       filter_.clearLeftAlone();
     }
-    for (const auto& [news, address, identity] : report.devices) {
-      if (news == DeviceNews::Forget) {
-        tallies_.erase(address);
-        filter_.forgetLeftAlone(address);
-        continue;
-      }
-      auto& t = tallies_[address];
-      t.identity = identity;
-      switch (news) {
-        case DeviceNews::Tuned: t.tuned = true; break;
-        case DeviceNews::Advised: t.advised = true; break;
-        case DeviceNews::Refused: t.refused = true; break;
-        case DeviceNews::Failed:
-          t.failed = true;
-          failed_ = true;
-          filter_.failed(address);
-          break;
-        case DeviceNews::Replugged: departed_.erase(t.identity); break;
-        case DeviceNews::Reverted: filter_.reverted(address); break;
-        case DeviceNews::Rebound: filter_.rebound(address); break;
-        case DeviceNews::Forget: break;
+    for (const auto& e : report.devices) {
+      tallies_.take(e);
+      switch (e.news) {
+        case DeviceNews::Forget: filter_.forgetLeftAlone(e.address); break;
+        case DeviceNews::Failed: filter_.failed(e.address); break;
+        case DeviceNews::Reverted: filter_.reverted(e.address); break;
+        case DeviceNews::Rebound: filter_.rebound(e.address); break;
+        default: break;
       }
     }
   }
 
-  std::string statusLine() const {
-    size_t tuned = 0, advised = 0, refused = 0, failed = 0;
-    for (const auto& [_, t] : tallies_) {
-      if (t.failed) {
-        ++failed;
-      } else if (t.tuned) {
-        ++tuned;
-      }
-      if (t.advised) ++advised;
-      if (t.refused) ++refused;
-    }
-    return std::to_string(tuned) + " devices tuned, " + std::to_string(advised) + " advised, " +
-           std::to_string(refused) + " refused, " + std::to_string(failed) + " failed";
-  }
+  [[nodiscard]] std::string statusLine() const { return tallies_.statusLine(); }
 
   // --- measuring ([measure], docs/measure.md "In the daemon") -------------------------------------
 
@@ -600,7 +335,7 @@ class Daemon {
     auto* d = static_cast<Daemon*>(self);
     (void)sd_event_source_set_time(s, usec + d->measureIntervalUsec());
     (void)sd_event_source_set_enabled(s, SD_EVENT_ONESHOT);
-    d->viewStale_ = true;
+    d->queue_.viewStale();
     d->startNext();
     return 0;
   }
@@ -640,7 +375,7 @@ class Daemon {
   }
 
   [[nodiscard]] static bool mayChangeDevices(const Work& w) {
-    return !w.view && !(w.call && w.call->kind == Call::Kind::Plan);
+    return w.kind == WorkKind::Batch || (w.kind == WorkKind::Call && w.call.kind != Call::Kind::Plan);
   }
 
   void effectWorkStarting(const Work& work) {
@@ -668,61 +403,117 @@ class Daemon {
     return 0;
   }
 
-  // --- the child ---------------------------------------------------------------------------------
+  // --- the worker --------------------------------------------------------------------------------
 
-  // The next work, most urgent first: the whole host (start, reload), devices that appeared or
-  // changed, D-Bus calls in their order, then a fresh view of the host for the properties.
-  void startNext() {
-    if (working() || stopping_) return;
-    Work work;
-    if (coldplugQueued_) {
-      coldplugQueued_ = false;
-      filter_.dropQueued();
-    } else if (filter_.hasQueued()) {
-      work.batch = filter_.takeQueued();
-    } else if (!calls_.empty()) {
-      work.call = calls_.front().first;
-      childCall_.emplace(std::move(calls_.front().second));
-      calls_.pop_front();
-    } else if (wantsView() && viewStale_) {
-      work.view = true;
-      viewStale_ = false;
-    } else {
-      return;
+  // The worker that stays (adapters/systemd StandingWorker): forked at the first work, after the
+  // lock and the recovery, and fed one request at a time; a new one after it died (which first
+  // recovers what the dead one left half-done) and after a reload (it copied the settings).
+  void startWorker() {
+    sd::StandingWorker::Handlers h;
+    h.atStart = [this] { leaveTheLoop(); };
+    h.serve = [this](std::string_view bytes) { return serve(bytes); };
+    h.replied = [this](const std::string& bytes) { replied(bytes); };
+    h.died = [this](const sd::StandingWorker::Death& d) { died(d); };
+    h.started = [this](pid_t pid) { log_.debug("worker process " + std::to_string(pid) + " started"); };
+    worker_.emplace(event_, std::move(h));
+  }
+
+  // In the worker, once: what only the daemon's loop talks to is not the worker's to keep open
+  // (a bus connection the daemon drops must go, not linger in its worker).
+  void leaveTheLoop() {
+    if (monitor_) close(monitor_->fd());
+    if (service_ && service_->fd() >= 0) close(service_->fd());
+  }
+
+  // In the worker: one request, its report.
+  std::string serve(std::string_view bytes) {
+    auto work = decodeRequest(bytes);
+    if (!work) {
+      log_.error("worker: " + work.error().describe());
+      return encodeReport(WorkerReport{.complete = false});
     }
+    auto report = work_.run(*work);
+    if (!report) return encodeReport(WorkerReport{.complete = false});
+    return encodeReport(*report);
+  }
+
+  // The next work, most urgent first: the recovery after a worker died, the work it died in, the
+  // whole host (start, reload), devices that appeared or changed, D-Bus calls in their order, then
+  // a fresh view of the host for the properties.
+  void startNext() {
+    if (working()) return;
+    auto next = queue_.next(filter_, wantsView(), stopping_);
+    if (!next) return;
+    Work work = std::move(next->work);
+    if (next->reply) childCall_.emplace(std::move(*next->reply));
+    work.wantsView = wantsView();
+    work.busView = service_ != nullptr;
+    work.counters = counters_;
+    work.departed = tallies_.departed();
     childWork_ = std::move(work);
     effectWorkStarting(childWork_);
     filter_.workerStarted();
-    auto started = worker_->start([this] {
-      auto report = runWork(childWork_);
-      return sd::WorkerProcess::Result{encodeReport(report.value_or(WorkerReport{})), report ? 0 : 1};
-    });
-    if (!started) {  // the work is dropped; a D-Bus caller hears why
-      log_.error(started.error().describe() + ", ignoring this work");
-      if (childCall_) childCall_->replyError(bus::kErrorFailed, started.error().describe());
+    if (retireWorker_) {  // idle: it ends at once
+      retireWorker_ = false;
+      worker_->retire();
+    }
+    auto sent = worker_->send(encodeRequest(childWork_));
+    if (!sent) {  // the work is dropped; a D-Bus caller hears why
+      log_.error(sent.error().describe() + ", ignoring this work");
+      if (childCall_) childCall_->replyError(bus::kErrorFailed, sent.error().describe());
       childCall_.reset();
       childWork_ = {};
       filter_.workerDone();
     }
   }
 
-  [[nodiscard]] bool working() const { return worker_ && worker_->running(); }
+  [[nodiscard]] bool working() const { return worker_ && worker_->busy(); }
 
-  void childExited(const sd::WorkerProcess::Exit& e) {
-    filter_.workerDone();
-    if (!e.exited) {
-      log_.error("the worker for " + describeBatch() + " was killed by signal " + std::to_string(e.status) +
-                 "; the next start recovers any half-done transaction");
+  void replied(const std::string& bytes) {
+    auto decoded = decodeReport(bytes);
+    if (!decoded) log_.error("the worker for " + describeBatch() + ": " + decoded.error().describe());
+    finished(decoded ? std::move(decoded).value() : WorkerReport{.complete = false});
+  }
+
+  // The worker died on its own. Whatever it was doing may be half done: a new worker recovers the
+  // transaction first (as a start does), then does the work again, once; a D-Bus call is answered
+  // with an error instead, as the caller may not want it twice.
+  void died(const sd::StandingWorker::Death& d) {
+    using After = WorkQueue<bus::PendingCall>::AfterDeath;
+    const std::string how =
+        d.exited ? "exited with " + std::to_string(d.status) : "was killed by signal " + std::to_string(d.status);
+    if (!d.inFlight) {
+      (void)queue_.died(std::nullopt);
+      log_.error("the worker process " + how + " while idle; a new one starts with the next work");
+      startNext();
+      return;
     }
+    const auto after = queue_.died(childWork_).value_or(After::Dropped);
+    log_.error("the worker process for " + describeBatch() + " " + how + "; " +
+               (after == After::LeftToNextStart ? std::string("the next start recovers the half-done transaction")
+                                                : "a new one recovers any half-done transaction" +
+                                                      std::string(after == After::Again ? " and does it again" : "")));
+    if (after != After::Again) {
+      finished(WorkerReport{.complete = false});
+      return;
+    }
+    childWork_ = {};
+    filter_.workerDone();
+    startNext();
+  }
+
+  // What a piece of work said, taken in; the next one is started.
+  void finished(WorkerReport news) {
+    filter_.workerDone();
     const Work& work = childWork_;
-    const bool wholeHost = (!work.call && !work.view && work.batch.whole()) ||
-                           (work.call && work.call->kind == Call::Kind::Apply && work.call->device.empty());
-    auto decoded = decodeReport(e.output);
-    if (!decoded && e.exited) log_.error("the worker for " + describeBatch() + ": " + decoded.error().describe());
-    WorkerReport news = decoded ? std::move(decoded).value() : WorkerReport{};
+    const bool batch = work.kind == WorkKind::Batch;
+    const bool wholeHost =
+        (batch && work.batch.whole()) ||
+        (work.kind == WorkKind::Call && work.call.kind == Call::Kind::Apply && work.call.device.empty());
     effectWorkEnded(work, news.changed);
     absorb(news, wholeHost);
-    report(std::move(news), e.exited && e.status == 0);
+    const bool complete = news.complete;
+    report(std::move(news), complete);
     // The events a failed change's rollback caused while the worker ran are no new plug.
     filter_.dropLeftAlonePending();
     armDebounce();
@@ -731,17 +522,17 @@ class Daemon {
       if (auto took = filter_.reacted(a, now))
         log_.debug("reacted to " + a + " in " + std::to_string(took->count()) + " ms");
     }
-    const bool coldplug = !work.call && !work.view && work.batch.whole();
+    const bool coldplug = batch && work.batch.whole();
     childWork_ = {};
     if (coldplug && !ready_) {
       ready_ = true;
       log_.write({Priority::Info, std::string(msgid::kStarted), "iommud started: " + statusLine(), {}});
-      sd_notifyf(0, "READY=1\nSTATUS=%s", statusLine().c_str());
+      sd::notify("READY=1\nSTATUS=" + statusLine());
     } else {
-      sd_notifyf(0, "STATUS=%s", statusLine().c_str());
+      sd::notify("STATUS=" + statusLine());
     }
     if (service_ && coldplug) service_->propertiesChanged(bus::ManagerService::Properties::Daemon);  // State
-    if (stopping_) {
+    if (stopping_ && !queue_.recovering()) {
       stop();
       return;
     }
@@ -784,24 +575,18 @@ class Daemon {
     service_ = std::move(service).value();
   }
 
-  // A D-Bus call waits for the worker like any batch. Plan is anyone's: its own, small bound, so
-  // that unprivileged callers cannot crowd out root's Apply and Revert.
-  static constexpr size_t kMaxWaitingCalls = 32;
-  static constexpr size_t kMaxWaitingPlans = 4;
+  // A D-Bus call waits for the worker like any batch (WorkQueue bounds how many).
 
   void enqueue(Call call, bus::PendingCall reply) {
     if (stopping_) {
       reply.replyError(bus::kErrorStopping, "iommud is stopping");
       return;
     }
-    const bool plan = call.kind == Call::Kind::Plan;
-    size_t waiting = 0;
-    for (const auto& [c, _] : calls_) waiting += (c.kind == Call::Kind::Plan) == plan ? 1 : 0;
-    if (waiting >= (plan ? kMaxWaitingPlans : kMaxWaitingCalls)) {
-      reply.replyError(bus::kErrorFailed, std::to_string(waiting) + " such calls are waiting already; try later");
+    if (auto refused = queue_.refused(call)) {
+      reply.replyError(bus::kErrorFailed, *refused);
       return;
     }
-    calls_.emplace_back(std::move(call), std::move(reply));
+    queue_.call(std::move(call), std::move(reply));
     startNext();
   }
 
@@ -811,8 +596,9 @@ class Daemon {
   }
 
   std::string describeBatch() const {
-    if (childWork_.view) return "the D-Bus view of the host";
-    if (childWork_.call) return "a D-Bus call";
+    if (childWork_.kind == WorkKind::View) return "the D-Bus view of the host";
+    if (childWork_.kind == WorkKind::Call) return "a D-Bus call";
+    if (childWork_.kind == WorkKind::Recover) return "the recovery";
     auto all = batchDevices();
     if (all.empty()) return "the whole host";
     return all.size() == 1 ? all.front() : std::to_string(all.size()) + " devices";
@@ -849,7 +635,7 @@ class Daemon {
       for (const auto& a : filter_.resync(*present, Clock::now())) forget(a);
       what = "rescanning the " + std::to_string(present->size()) + " PCI functions present";
     } else {  // the whole host, as at start
-      coldplugQueued_ = true;
+      queue_.wholeHost();
       what = "rescanning the whole host (cannot list /sys/bus/pci/devices: " + present.error().describe() + ")";
     }
     log_.write({Priority::Warning,
@@ -883,11 +669,7 @@ class Daemon {
   // What the daemon knew of a device that went; it is remembered only by identity, if it was tuned.
   void forget(const std::string& address) {
     armDebounce();
-    if (auto it = tallies_.find(address); it != tallies_.end()) {
-      if (it->second.tuned && !it->second.identity.empty()) departed_[it->second.identity] = address;
-      tallies_.erase(it);
-      sd_notifyf(0, "STATUS=%s", statusLine().c_str());
-    }
+    if (tallies_.removed(address)) sd::notify("STATUS=" + statusLine());
   }
 
   // One timer, at the end of the earliest pending debounce: acting waits until a device's events
@@ -934,7 +716,7 @@ class Daemon {
   std::vector<std::string> reload() {
     // Before READY=1 (coldplug under way) there is no reload to announce: the new settings are
     // simply what the next batch uses.
-    if (ready_) sd_notify(0, "RELOADING=1");
+    if (ready_) sd::notify("RELOADING=1");
     std::vector<std::string> problems;
     auto loaded = loadSettings(paths_.root, paths_.configFile, log_, problems);
     if (!loaded) {
@@ -952,6 +734,7 @@ class Daemon {
           was.measure != loaded->config.measure || was.measureInterval != loaded->config.measureInterval ||
           was.effectWindow != loaded->config.effectWindow || was.prometheus != loaded->config.prometheus;
       settings_ = std::move(*loaded);
+      retireWorker_ = true;
       if (remeasure) startMeasuring();
       filter_.setDebounce(settings_.config.debounce);
       dropExports(before);
@@ -961,10 +744,10 @@ class Daemon {
                   "reloaded: " + std::to_string(settings_.policies.policies.rules.size()) + " rules",
                   {}});
       // What the new policies want of devices already present, as at start (no disruption).
-      coldplugQueued_ = true;
+      queue_.wholeHost();
       startNext();
     }
-    if (ready_) sd_notifyf(0, "READY=1\nSTATUS=%s", statusLine().c_str());
+    if (ready_) sd::notify("READY=1\nSTATUS=" + statusLine());
     if (service_) service_->propertiesChanged(bus::ManagerService::Properties::Daemon);  // Rules
     return problems;
   }
@@ -982,9 +765,8 @@ class Daemon {
   void beginStop() {
     if (stopping_) return;
     stopping_ = true;
-    sd_notify(0, "STOPPING=1");
-    for (auto& [_, reply] : calls_) reply.replyError(bus::kErrorStopping, "iommud is stopping");
-    calls_.clear();
+    sd::notify("STOPPING=1");
+    for (auto& reply : queue_.dropCalls()) reply.replyError(bus::kErrorStopping, "iommud is stopping");
     if (service_) service_->propertiesChanged(bus::ManagerService::Properties::Daemon);
     log_.write({Priority::Info,
                 std::string(msgid::kStopping),
@@ -1026,6 +808,7 @@ class Daemon {
   DaemonPaths paths_;
   sd::Log log_;
   Settings settings_;
+  DaemonOptions options_;  // --once: no loop, no child; --early: the boot pass
   adapters::sysfs::Root root_{paths_.root};
   adapters::sysfs::RootWriter writer_{root_};
   std::optional<WriterSession> session_;
@@ -1036,36 +819,34 @@ class Daemon {
   std::vector<sd_event_source*> signalSources_;
   HotplugFilter filter_{settings_.config.debounce};
   sd_event_source* debounceTimer_ = nullptr;  // at filter_.nextDeadline()
-  bool coldplugQueued_ = false;
   uint64_t overflows_ = 0;  // of the udev monitor's socket
 
-  std::optional<sd::WorkerProcess> worker_;  // one at a time
-  Work childWork_;
+  std::optional<sd::StandingWorker> worker_;   // one piece of work at a time
+  Work childWork_;                             // what it does now
+  bool retireWorker_ = false;                  // a reload changed what the worker copied at its fork
   std::optional<bus::PendingCall> childCall_;  // the D-Bus call the worker answers
 
   std::unique_ptr<bus::ManagerService> service_;  // nullptr: no system bus, or a synthetic root
-  std::deque<std::pair<Call, bus::PendingCall>> calls_;
+  WorkQueue<bus::PendingCall> queue_;             // what the worker does next
   BusView busView_;
   // [measure]: this daemon's tracefs instance, and the timer that exports its counters.
   static constexpr uint64_t kMeasureAccuracyUsec = 100'000;
   std::optional<adapters::trace::DmaCounters> dma_;
+  DaemonWork work_{root_,          writer_, paths_.state, settings_.config, settings_.policies.policies,
+                   options_.early, log_,    dma_};
   sd::EventSource measureTimer_;
   // [measure] effect-window: the windows around each change, and the timer that samples them.
   static constexpr uint64_t kEffectSampleUsec = 1'000'000;
   std::optional<EffectWatch> effects_;
   sd::EventSource effectTimer_;
-  bool viewStale_ = false;  // the host changed since the properties and the exports last read it
-  Counters counters_;       // what the workers did, for the Prometheus export
+  Counters counters_;  // what the workers did, for the Prometheus export
   ExportErrors exportErrors_;
   std::string startedAt_ = utcNow();
   std::string lastRunAt_;
 
-  std::map<std::string, Tally> tallies_;         // address -> what the policies did to it
-  std::map<std::string, std::string> departed_;  // identity of a tuned device that went -> its address
+  DeviceTallies tallies_;
   bool ready_ = false;
   bool stopping_ = false;
-  bool failed_ = false;
-  DaemonOptions options_;  // --once: no loop, no child; --early: the boot pass
 };
 
 }  // namespace

@@ -111,10 +111,59 @@ WorkerReport reportOf(const Json& j) {
       r.changed.push_back(
           {c.at(0).get<std::string>(), c.at(1).get<std::string>(), translatedOf(c.at(2)), translatedOf(c.at(3))});
   }
+  if (j.contains("cut")) r.complete = !j["cut"].get<bool>();
+  return r;
+}
+
+std::vector<std::string> stringsOf(const Json& j, const char* key) {
+  std::vector<std::string> out;
+  for (const auto& s : list(j, key)) out.push_back(s.get<std::string>());
+  return out;
+}
+
+WorkerRequest requestOf(const Json& j) {
+  WorkerRequest r;
+  const auto kind = j.at("kind").get<int>();
+  if (kind < 0 || kind > static_cast<int>(WorkerRequest::Kind::Recover)) throw std::out_of_range("unknown kind");
+  r.kind = static_cast<WorkerRequest::Kind>(kind);
+  r.batch.hot = stringsOf(j, "hot");
+  r.batch.cold = stringsOf(j, "cold");
+  const Json& call = list(j, "call");
+  const auto callKind = call.at(0).get<int>();
+  if (callKind < 0 || callKind > static_cast<int>(WorkerCall::Kind::Revert)) throw std::out_of_range("unknown call");
+  r.call = {static_cast<WorkerCall::Kind>(callKind), call.at(1).get<bool>(), call.at(2).get<std::string>()};
+  r.wantsView = j.at("view").get<bool>();
+  r.busView = j.at("bus").get<bool>();
+  r.counters = countersOf(list(j, "counters"));
+  for (const auto& d : list(j, "departed")) r.departed[d.at(0).get<std::string>()] = d.at(1).get<std::string>();
   return r;
 }
 
 }  // namespace
+
+std::string encodeRequest(const WorkerRequest& r) {
+  Json departed = Json::array();
+  for (const auto& [identity, address] : r.departed) departed.push_back(Json::array({identity, address}));
+  Json j{{"kind", static_cast<int>(r.kind)},
+         {"hot", r.batch.hot},
+         {"cold", r.batch.cold},
+         {"call", Json::array({static_cast<int>(r.call.kind), r.call.hotplug, r.call.device})},
+         {"view", r.wantsView},
+         {"bus", r.busView},
+         {"counters", countersJson(r.counters)},
+         {"departed", departed}};
+  return j.dump(-1, ' ', false, Json::error_handler_t::replace);
+}
+
+core::Result<WorkerRequest> decodeRequest(std::string_view bytes) {
+  Json j = Json::parse(bytes, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) return core::Error{EPROTO, "", "the daemon's request is no JSON object"};
+  try {
+    return requestOf(j);
+  } catch (const std::exception& e) {
+    return core::Error{EPROTO, "", std::string("the daemon's request is malformed: ") + e.what()};
+  }
+}
 
 std::string encodeReport(const WorkerReport& report) {
   Json devices = Json::array(), actions = Json::array(), exports = Json::array();
@@ -134,6 +183,7 @@ std::string encodeReport(const WorkerReport& report) {
           Json::array({c.device, c.name, translatedJson(c.translatedBefore), translatedJson(c.translatedAfter)}));
     j["changed"] = changed;
   }
+  if (!report.complete) j["cut"] = true;
   // Invalid UTF-8 (a device name from sysfs) is replaced, not thrown at.
   return j.dump(-1, ' ', false, Json::error_handler_t::replace);
 }

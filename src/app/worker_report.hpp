@@ -1,5 +1,6 @@
 #pragma once
 
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -8,6 +9,7 @@
 #include "adapters/dbus/manager_api.hpp"
 #include "app/fleet_export.hpp"
 #include "core/measured_effect.hpp"
+#include "app/hotplug_filter.hpp"
 #include "core/result.hpp"
 
 namespace iommud::app {
@@ -57,8 +59,44 @@ struct WorkerReport {
   std::optional<std::string> planJson;              // the answer to Plan
   std::optional<adapters::dbus::HostSummary> host;  // a fresh view of the host (the D-Bus properties)
   std::vector<core::EffectSubject> changed;         // the devices done changes concerned (measured effect)
+  bool complete = true;                             // false: the work was cut short (the host unreadable)
   bool operator==(const WorkerReport&) const = default;
 };
+
+/// A D-Bus method the worker does.
+struct WorkerCall {
+  enum class Kind { Plan, Apply, Revert };
+  Kind kind = Kind::Apply;
+  bool hotplug = false;
+  std::string device;  // a PCI address or a name (netdev, NVMe controller); empty: every device
+  bool operator==(const WorkerCall&) const = default;
+};
+
+/// One piece of work the daemon hands its worker, and what of the daemon's state the work needs
+/// (the worker stays, so it holds none of its own). It crosses the socket as encodeRequest()'s
+/// bytes and comes back whole through decodeRequest().
+struct WorkerRequest {
+  enum class Kind {
+    Batch,    // devices (or, with an empty batch, the whole host) reconciled
+    Call,     // a D-Bus method
+    View,     // a read of the host for the D-Bus properties and the fleet exports
+    Recover,  // the transaction a worker that died left half-done, finished or rolled back
+  };
+  Kind kind = Kind::Batch;
+  Batch batch;
+  WorkerCall call;
+  bool wantsView = false;                       // a view after the work: the bus or an export wants one
+  bool busView = false;                         // the view carries the host as the D-Bus properties show it
+  Counters counters;                            // the daemon's counters so far, for the exports
+  std::map<std::string, std::string> departed;  // identity of a tuned device that went -> its address
+  bool operator==(const WorkerRequest&) const = default;
+};
+
+/// The request as bytes (compact JSON).
+std::string encodeRequest(const WorkerRequest& request);
+
+/// The request back from encodeRequest()'s bytes; anything else is an error.
+core::Result<WorkerRequest> decodeRequest(std::string_view bytes);
 
 /// The report as bytes (compact JSON).
 std::string encodeReport(const WorkerReport& report);

@@ -312,6 +312,37 @@ class IommudUnderUmockdev(DaemonTestCase):
         self.stop(d)
         self.assertEqual(self.host.group_type(PAIR), "identity")  # revert-on-stop = false
 
+    def test_a_worker_killed_mid_transaction_is_replaced_recovers_and_loses_no_event(self):
+        self.make_host()
+        d = self.start([self.policies(testbed.pair_identity_rule("hotplug"))], debounce_ms=PAIR_DEBOUNCE_MS)
+        self.wait_ready(d)
+        self.host.settle()
+        self.host.remove_pair()
+        self.host.flush()
+        mark = d.log_mark()
+        with self.host.write_held("unbind", nth=2) as hold:
+            self.host.add_pair()
+            hold.wait(timeout=30)
+            # Half done: the first drive unbound, the second's unbind waits.
+            self.assertEqual(self.host.writes, PAIR_TRANSACTION[:1])
+            self.assertEqual([self.host.driver_of(s.address) for s in (NVME_A, NVME_B)], [None, "nvme"])
+            worker = int(re.findall(r"worker process (\d+) started", d.log_text())[-1])
+            os.kill(worker, signal.SIGKILL)
+            d.wait_log(r"the worker process for 2 devices was killed by signal 9", start=mark)
+            hold.release(writer_killed=True)
+        # The next worker rebinds the first drive (the type was not written: rolled back) ...
+        d.wait_log(r"a transaction an earlier process left half-done was rolled back; rebound 1 device", start=mark)
+        # ... and, no event lost, does the batch the first one died in: the pair's group changes.
+        self.wait_pair_identity(timeout=30)
+        started = [int(p) for p in re.findall(r"worker process (\d+) started", "\n".join(d.log[mark:]))]
+        self.assertTrue(started and worker not in started, f"no new worker after {worker}: {started}")
+        self.assertEqual(self.host.writes,
+                         PAIR_TRANSACTION[:1] + [("/sys/bus/pci/drivers/nvme/bind", NVME_A.address)] + PAIR_TRANSACTION)
+        self.assertEqual(self.host.anomalies, [])
+        self.wait_status("the pair tuned and nothing failed", lambda tuned, failed: tuned >= 2 and failed == 0, d)
+        self.assertTrue(d.alive())
+        self.stop(d)
+
     def test_a_replugged_pair_is_recognised_by_serial_and_tuned_again(self):
         self.make_host()
         d = self.start([self.policies(testbed.pair_identity_rule("hotplug"))], debounce_ms=PAIR_DEBOUNCE_MS)

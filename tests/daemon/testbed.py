@@ -516,6 +516,20 @@ class Host:
         finally:
             self._sender.hold(False)
 
+    @contextlib.contextmanager
+    def write_held(self, action: str, nth: int = 1):
+        """Holds the `nth` next write to a driver's `action` file (bind, unbind) before it takes
+        effect: its writer blocks in
+        write() (the FIFO stays full) until the block ends, as a probe that takes its time would
+        hold it on a real kernel. `wait()` on the object yielded returns once a writer is held;
+        `release(writer_killed=True)` says that its writer was killed meanwhile: it wrote nothing,
+        and its close is no write (no anomaly)."""
+        hold = self._core.hold_write(action, nth)
+        try:
+            yield hold
+        finally:
+            hold.release()
+
     def flush(self, timeout: float = 30.0) -> None:
         """Waits until every uevent sent so far is delivered."""
         self._sender.flush(timeout)
@@ -966,6 +980,26 @@ def _written_value(content: str, old: str) -> str | None:
     return old if old in candidates else candidates[0]
 
 
+class _WriteHold:
+    """One held write to a driver's bind or unbind file (Host.write_held)."""
+
+    def __init__(self, action: str, nth: int):
+        self.action = action
+        self.skip = nth - 1  # writes to let through first
+        self.held = threading.Event()
+        self.released = threading.Event()
+        self.writer_killed = False
+
+    def wait(self, timeout: float = 10.0) -> None:
+        if not self.held.wait(scaled(timeout)):
+            raise AssertionError(f"no write to an {self.action} file within {scaled(timeout):g} s")
+
+    def release(self, writer_killed: bool = False) -> None:
+        if not self.released.is_set():
+            self.writer_killed = writer_killed
+        self.released.set()
+
+
 class _DriverCore(threading.Thread):
     """Reads the FIFOs and watches the type files, in the order of the writes: inotify reports
     each open and each close of a written file, and two different events in a row are never
@@ -992,6 +1026,12 @@ class _DriverCore(threading.Thread):
         self._stopping = False
         self._idle = threading.Condition()
         self._pending = 0  # events read and not handled yet
+        self._hold: _WriteHold | None = None  # a write to hold
+        self._killed_writers: set[int] = set()  # FIFOs whose held writer was killed: its close is next
+
+    def hold_write(self, action: str, nth: int) -> _WriteHold:
+        self._hold = _WriteHold(action, nth)
+        return self._hold
 
     def _watch(self, path: str) -> int:
         wd = self._add_watch(self._fd, path.encode(), IN_OPEN | IN_CLOSE_WRITE)
@@ -1129,6 +1169,18 @@ class _DriverCore(threading.Thread):
     def _handle(self, wd: int, mask: int) -> None:
         if wd in self._fifos:
             fd, driver, action, buf = self._fifos[wd]
+            if mask & IN_OPEN and self._hold is not None and action == self._hold.action and self._hold.skip:
+                self._hold.skip -= 1
+            elif mask & IN_OPEN and self._hold is not None and action == self._hold.action:
+                hold, self._hold = self._hold, None
+                hold.held.set()
+                hold.released.wait(scaled(60))  # the writer waits in write(), the FIFO still full
+                if hold.writer_killed:  # it wrote nothing; its close (next) is no write, and the
+                    self._killed_writers.add(wd)  # FIFO stays full for the next writer
+                    return
+            if wd in self._killed_writers and mask & IN_CLOSE_WRITE:
+                self._killed_writers.discard(wd)
+                return
             if mask & IN_OPEN:
                 self._drain(fd, buf)  # room for the writer that opened: its write() goes through
             if not mask & IN_CLOSE_WRITE:

@@ -88,3 +88,47 @@ TEST(WorkerReport, GarbageAndWrongTypesAreErrors) {
     }
   }
 }
+
+TEST(WorkerReport, AReportCutShortSaysSo) {
+  app::WorkerReport r;
+  r.complete = false;
+  auto back = app::decodeReport(app::encodeReport(r));
+  ASSERT_TRUE(back) << back.error().describe();
+  EXPECT_FALSE(back->complete);
+  EXPECT_TRUE(app::decodeReport(app::encodeReport(app::WorkerReport{}))->complete);
+}
+
+TEST(WorkerRequest, EveryFieldSurvivesTheRoundTrip) {
+  app::WorkerRequest r;
+  r.kind = app::WorkerRequest::Kind::Call;
+  r.batch = {{"0000:02:00.0"}, {"0000:03:00.0", "0000:04:00.0"}};
+  r.call = {app::WorkerCall::Kind::Revert, true, "nvme0"};
+  r.wantsView = true;
+  r.busView = true;
+  r.counters.refused = 2;
+  r.counters.revertFailed = 5;
+  r.departed = {{"144d:a808/0000:0000 serial S1", "0000:02:00.0"}, {"8086:1572/0000:0000 mac \xff", "0000:05:00.0"}};
+  auto back = app::decodeRequest(app::encodeRequest(r));
+  ASSERT_TRUE(back) << back.error().describe();
+  r.departed = {{"144d:a808/0000:0000 serial S1", "0000:02:00.0"},
+                {"8086:1572/0000:0000 mac \xef\xbf\xbd", "0000:05:00.0"}};
+  EXPECT_EQ(*back, r);
+  for (auto kind :
+       {app::WorkerRequest::Kind::Batch, app::WorkerRequest::Kind::View, app::WorkerRequest::Kind::Recover}) {
+    app::WorkerRequest k;
+    k.kind = kind;
+    EXPECT_EQ(app::decodeRequest(app::encodeRequest(k))->kind, kind);
+  }
+}
+
+TEST(WorkerRequest, TruncationsGarbageAndUnknownKindsAreErrors) {
+  app::WorkerRequest r;
+  r.batch.hot = {"0000:02:00.0"};
+  const auto bytes = app::encodeRequest(r);
+  for (size_t n = 0; n < bytes.size(); ++n) EXPECT_FALSE(app::decodeRequest(bytes.substr(0, n))) << n;
+  auto bad = bytes;
+  bad.replace(bad.find("\"kind\":0"), 8, "\"kind\":9");
+  EXPECT_FALSE(app::decodeRequest(bad));
+  EXPECT_FALSE(app::decodeRequest("[]"));
+  EXPECT_FALSE(app::decodeRequest("{\"kind\":\"0\"}"));
+}

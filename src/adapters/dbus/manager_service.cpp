@@ -419,6 +419,10 @@ void ManagerService::authorize(sd_bus_message* m, Guarded method, std::function<
                 decide);
 }
 
+int ManagerService::fd() const {
+  return conn_ != nullptr && conn_->bus != nullptr ? sd_bus_get_fd(conn_->bus) : -1;
+}
+
 ManagerService::~ManagerService() {
   retryTimer_.reset();
   polkit_.forget();

@@ -93,6 +93,9 @@ class ManagerService {
   /// and the host's IOMMU page maps/s before and after.
   void measured(const std::vector<EffectView>& effects, double hostMapsBefore, double hostMapsAfter);
 
+  /// The bus connection's socket (for a forked child to close: the connection is the daemon's).
+  [[nodiscard]] int fd() const;
+
   /// Used by the sd-bus callbacks.
   const Handlers& handlers() const { return handlers_; }
   /// Runs `granted` with the call if its sender may call `method` (root, or polkit's yes, asked

@@ -1,0 +1,50 @@
+#include "app/device_tallies.hpp"
+
+namespace iommud::app {
+
+void DeviceTallies::take(const DeviceEvent& e) {
+  if (e.news == DeviceNews::Forget) {
+    tallies_.erase(e.address);
+    return;
+  }
+  auto& t = tallies_[e.address];
+  t.identity = e.identity;
+  switch (e.news) {
+    case DeviceNews::Tuned: t.tuned = true; break;
+    case DeviceNews::Advised: t.advised = true; break;
+    case DeviceNews::Refused: t.refused = true; break;
+    case DeviceNews::Failed:
+      t.failed = true;
+      anyFailed_ = true;
+      break;
+    case DeviceNews::Replugged: departed_.erase(t.identity); break;
+    case DeviceNews::Reverted:
+    case DeviceNews::Rebound:
+    case DeviceNews::Forget: break;
+  }
+}
+
+bool DeviceTallies::removed(const std::string& address) {
+  auto it = tallies_.find(address);
+  if (it == tallies_.end()) return false;
+  if (it->second.tuned && !it->second.identity.empty()) departed_[it->second.identity] = address;
+  tallies_.erase(it);
+  return true;
+}
+
+std::string DeviceTallies::statusLine() const {
+  size_t tuned = 0, advised = 0, refused = 0, failed = 0;
+  for (const auto& [_, t] : tallies_) {
+    if (t.failed) {
+      ++failed;
+    } else if (t.tuned) {
+      ++tuned;
+    }
+    if (t.advised) ++advised;
+    if (t.refused) ++refused;
+  }
+  return std::to_string(tuned) + " devices tuned, " + std::to_string(advised) + " advised, " + std::to_string(refused) +
+         " refused, " + std::to_string(failed) + " failed";
+}
+
+}  // namespace iommud::app

@@ -1,0 +1,40 @@
+#pragma once
+
+#include <map>
+#include <string>
+
+#include "app/worker_report.hpp"
+
+namespace iommud::app {
+
+/// What the policies did to each device present, as the daemon counts it for STATUS= (pure): the
+/// worker's DeviceEvents in, the status line out; and the identities of tuned devices that went,
+/// so that a re-plug is known (nothing is stored per device beyond the daemon's life).
+class DeviceTallies {
+ public:
+  /// A pass over the whole host follows: what was known goes.
+  void clear() { tallies_.clear(); }
+  /// One piece of news about one device (the hotplug filter takes the rest of it).
+  void take(const DeviceEvent& e);
+  /// The device went: its tally goes, and a tuned one with an identity is remembered as departed.
+  /// True when it had a tally (the status line changed).
+  bool removed(const std::string& address);
+
+  /// Identity of a tuned device that went -> the address it had.
+  [[nodiscard]] const std::map<std::string, std::string>& departed() const { return departed_; }
+  /// Whether any change failed since the start.
+  [[nodiscard]] bool anyFailed() const { return anyFailed_; }
+  /// "N devices tuned, N advised, N refused, N failed" (a failed device is not counted tuned).
+  [[nodiscard]] std::string statusLine() const;
+
+ private:
+  struct Tally {
+    std::string identity;
+    bool tuned = false, advised = false, refused = false, failed = false;
+  };
+  std::map<std::string, Tally> tallies_;         // address -> what the policies did to it
+  std::map<std::string, std::string> departed_;  // identity of a tuned device that went -> its address
+  bool anyFailed_ = false;
+};
+
+}  // namespace iommud::app

@@ -1,0 +1,122 @@
+// What the daemon's worker does with a request, in this process on a synthetic root with the fake
+// kernel behind the sysfs writer: no daemon, no child.
+#include "app/daemon_work.hpp"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "config/policy_loader.hpp"
+#include "support/fake_kernel.hpp"
+#include "support/scenarios.hpp"
+#include "unit/test_host.hpp"
+
+using namespace iommud;
+using namespace iommud::testing;
+using News = app::DeviceNews;
+
+namespace {
+
+core::PolicySet rules(const std::string& toml) {
+  std::vector<config::ParsedFile> files;
+  files.push_back(config::parsePolicyText(toml, "test.toml"));
+  for (const auto& d : files.front().diagnostics) ADD_FAILURE() << d.str();
+  return config::combine({}, std::move(files)).policies;
+}
+
+constexpr const char* kNvmeIdentity = R"(
+[[rule]]
+name = "nvme-identity"
+description = "identity for NVMe"
+domain = "identity"
+accept = ["no-isolation"]
+[rule.match]
+kind = "nvme"
+)";
+
+struct Worker {
+  std::unique_ptr<FakeHost> host = twoNvmeOneGroup("6.12.48-1");
+  FakeKernel kernel{host->root(), {6, 12, 30}};
+  adapters::sysfs::Root root{host->rootString()};
+  app::StatePaths state;
+  config::DaemonConfig config;
+  core::PolicySet policies = rules(kNvmeIdentity);
+  adapters::systemd::Log log{adapters::systemd::Log::Target::Stderr, adapters::systemd::Priority::Err};
+  std::optional<adapters::trace::DmaCounters> dma;
+  app::DaemonWork work{root, kernel, state, config, policies, false, log, dma};
+
+  std::vector<std::string> nvme() const {
+    std::vector<std::string> out;
+    for (const auto& d : statusOf(*host).host.devices) {
+      if (d.kind() == core::DeviceKind::Nvme) out.push_back(d.address);
+    }
+    return out;
+  }
+};
+
+bool has(const app::WorkerReport& r, News news, const std::string& address) {
+  return std::any_of(r.devices.begin(), r.devices.end(),
+                     [&](const app::DeviceEvent& e) { return e.news == news && e.address == address; });
+}
+
+}  // namespace
+
+TEST(DaemonWork, AHotplugBatchChangesTheGroupAndSaysWhatBecameOfEachMember) {
+  Worker w;
+  const auto drives = w.nvme();
+  ASSERT_EQ(drives.size(), 2U);
+  app::WorkerRequest request;
+  request.batch.hot = {drives[0]};  // one drive's plug: the group's change covers both
+  auto report = w.work.run(request);
+  ASSERT_TRUE(report);
+  EXPECT_TRUE(report->complete);
+  ASSERT_EQ(report->actions.size(), 1U);
+  EXPECT_EQ(report->actions[0].result, "done");
+  EXPECT_EQ(report->counters.done, 1U);
+  for (const auto& d : drives) {
+    EXPECT_TRUE(has(*report, News::Forget, d)) << d;
+    EXPECT_TRUE(has(*report, News::Tuned, d)) << d;
+    EXPECT_TRUE(has(*report, News::Rebound, d)) << d;  // its bind events are the daemon's own
+  }
+  EXPECT_FALSE(report->host);  // no view asked for
+  // The same batch again: the group is as wanted, nothing is done, both count as tuned.
+  auto again = w.work.run(request);
+  ASSERT_TRUE(again);
+  EXPECT_TRUE(again->actions.empty());
+  for (const auto& d : drives) EXPECT_TRUE(has(*again, News::Tuned, d)) << d;
+}
+
+TEST(DaemonWork, AColdBatchLeavesADisruptiveChangeForAHotplug) {
+  Worker w;
+  app::WorkerRequest request;
+  request.batch.cold = w.nvme();
+  auto report = w.work.run(request);
+  ASSERT_TRUE(report);
+  EXPECT_EQ(report->counters.done, 0U);
+  EXPECT_TRUE(std::none_of(report->devices.begin(), report->devices.end(),
+                           [](const app::DeviceEvent& e) { return e.news == News::Rebound; }));
+}
+
+TEST(DaemonWork, AViewIsTheHostAsTheBusShowsItWhenTheBusWantsIt) {
+  Worker w;
+  app::WorkerRequest request;
+  request.kind = app::WorkerRequest::Kind::View;
+  request.busView = true;
+  auto report = w.work.run(request);
+  ASSERT_TRUE(report);
+  ASSERT_TRUE(report->host);
+  EXPECT_FALSE(report->host->devices.empty());
+  request.busView = false;
+  auto exportsOnly = w.work.run(request);
+  ASSERT_TRUE(exportsOnly && exportsOnly->host);
+  EXPECT_TRUE(exportsOnly->host->devices.empty());
+}
+
+TEST(DaemonWork, ARecoveryWithNoJournalHasNothingToSay) {
+  Worker w;
+  app::WorkerRequest request;
+  request.kind = app::WorkerRequest::Kind::Recover;
+  auto report = w.work.run(request);
+  ASSERT_TRUE(report);
+  EXPECT_TRUE(report->devices.empty());
+}

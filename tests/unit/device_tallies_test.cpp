@@ -1,0 +1,42 @@
+#include "app/device_tallies.hpp"
+
+#include <gtest/gtest.h>
+
+namespace app = iommud::app;
+using News = app::DeviceNews;
+
+TEST(DeviceTallies, CountsEachDeviceOnceAndAFailedOneNotAsTuned) {
+  app::DeviceTallies t;
+  EXPECT_EQ(t.statusLine(), "0 devices tuned, 0 advised, 0 refused, 0 failed");
+  for (const app::DeviceEvent& e : std::vector<app::DeviceEvent>{{News::Tuned, "a", "id-a"},
+                                                                 {News::Tuned, "a", "id-a"},
+                                                                 {News::Advised, "a", "id-a"},
+                                                                 {News::Tuned, "b", "id-b"},
+                                                                 {News::Failed, "b", "id-b"},
+                                                                 {News::Refused, "c", ""},
+                                                                 {News::Rebound, "d", ""}}) {
+    t.take(e);
+  }
+  EXPECT_EQ(t.statusLine(), "1 devices tuned, 1 advised, 1 refused, 1 failed");
+  EXPECT_TRUE(t.anyFailed());
+  t.take({News::Forget, "b", ""});
+  EXPECT_EQ(t.statusLine(), "1 devices tuned, 1 advised, 1 refused, 0 failed");
+  EXPECT_TRUE(t.anyFailed());  // since the start
+  t.clear();
+  EXPECT_EQ(t.statusLine(), "0 devices tuned, 0 advised, 0 refused, 0 failed");
+}
+
+TEST(DeviceTallies, ATunedDeviceThatWentIsRememberedByIdentityUntilItIsBack) {
+  app::DeviceTallies t;
+  t.take({News::Tuned, "0000:02:00.0", "144d:a808 serial S1"});
+  t.take({News::Advised, "0000:03:00.0", "144d:a808 serial S2"});  // not tuned: not remembered
+  t.take({News::Tuned, "0000:04:00.0", ""});                       // no identity: not remembered
+  EXPECT_TRUE(t.removed("0000:02:00.0"));
+  EXPECT_TRUE(t.removed("0000:03:00.0"));
+  EXPECT_TRUE(t.removed("0000:04:00.0"));
+  EXPECT_FALSE(t.removed("0000:05:00.0"));  // never known: the status line is as it was
+  EXPECT_EQ(t.departed(), (std::map<std::string, std::string>{{"144d:a808 serial S1", "0000:02:00.0"}}));
+  EXPECT_EQ(t.statusLine(), "0 devices tuned, 0 advised, 0 refused, 0 failed");
+  t.take({News::Replugged, "0000:06:00.0", "144d:a808 serial S1"});
+  EXPECT_TRUE(t.departed().empty());
+}

@@ -1,0 +1,168 @@
+// The worker that stays, on a real sd-event loop with a real child, without the daemon.
+#include "adapters/systemd/standing_worker.hpp"
+
+#include <gtest/gtest.h>
+#include <sys/socket.h>
+#include <systemd/sd-event.h>
+#include <unistd.h>
+
+#include <csignal>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace sd = iommud::adapters::systemd;
+
+namespace {
+
+// A loop with SIGCHLD blocked (sd_event_add_child needs it), as the daemon runs it, bounded so
+// that a test that waits for something that never comes fails instead of hanging.
+struct Loop {
+  sd_event* event = nullptr;
+  sd_event_source* bound = nullptr;
+  sigset_t old{};
+  Loop() {
+    sigset_t mask;
+    sigemptyset(&mask);
+    sigaddset(&mask, SIGCHLD);
+    sigprocmask(SIG_BLOCK, &mask, &old);
+    sd_event_new(&event);
+    sd_event_add_time_relative(
+        event, &bound, CLOCK_MONOTONIC, 60'000'000, 0,
+        [](sd_event_source*, uint64_t, void* e) { return sd_event_exit(static_cast<sd_event*>(e), 1); }, event);
+  }
+  ~Loop() {
+    sd_event_source_unref(bound);
+    sd_event_unref(event);
+    sigprocmask(SIG_SETMASK, &old, nullptr);
+  }
+  Loop(const Loop&) = delete;
+  Loop& operator=(const Loop&) = delete;
+  int run() { return sd_event_loop(event); }
+};
+
+// Replies "<pid>:<request>"; "die" kills the child mid-request, "big" replies 3 MiB.
+std::string serve(std::string_view request) {
+  if (request == "die") raise(SIGKILL);
+  if (request == "big") return std::string(3 << 20, 'x') + "end";
+  return std::to_string(getpid()) + ":" + std::string(request);
+}
+
+struct Harness {
+  Loop loop;
+  std::vector<std::string> replies;
+  std::vector<sd::StandingWorker::Death> deaths;
+  std::vector<pid_t> started;
+  std::vector<std::string> script;  // what to send after each reply or death, in order
+  std::optional<sd::StandingWorker> worker;
+
+  Harness() {
+    sd::StandingWorker::Handlers h;
+    h.serve = serve;
+    h.replied = [this](std::string r) {
+      replies.push_back(std::move(r));
+      next();
+    };
+    h.died = [this](const sd::StandingWorker::Death& d) {
+      deaths.push_back(d);
+      next();
+    };
+    h.started = [this](pid_t pid) { started.push_back(pid); };
+    worker.emplace(loop.event, std::move(h));
+  }
+  void next() {
+    if (script.empty()) {
+      sd_event_exit(loop.event, 0);
+      return;
+    }
+    auto request = script.front();
+    script.erase(script.begin());
+    if (request == "kill") {  // the death comes next
+      kill(worker->pid(), SIGKILL);
+      return;
+    }
+    if (request == "retire") {
+      worker->retire();
+      next();
+      return;
+    }
+    EXPECT_TRUE(worker->send(request));
+  }
+  int run(std::vector<std::string> s) {
+    script = std::move(s);
+    next();
+    return loop.run();
+  }
+};
+
+}  // namespace
+
+TEST(StandingWorker, OneChildServesEveryRequestInOrder) {
+  Harness h;
+  ASSERT_EQ(h.run({"a", "b", "c"}), 0);
+  ASSERT_EQ(h.started.size(), 1U);
+  const auto pid = std::to_string(h.started[0]);
+  EXPECT_EQ(h.replies, (std::vector<std::string>{pid + ":a", pid + ":b", pid + ":c"}));
+  EXPECT_TRUE(h.deaths.empty());
+  EXPECT_TRUE(h.worker->alive());
+  EXPECT_FALSE(h.worker->busy());
+}
+
+TEST(StandingWorker, AReplyLargerThanTheSocketHoldsComesWhole) {
+  Harness h;
+  ASSERT_EQ(h.run({"big", "after"}), 0);
+  ASSERT_EQ(h.replies.size(), 2U);
+  EXPECT_EQ(h.replies[0].size(), (3U << 20) + 3);
+  EXPECT_TRUE(h.replies[0].ends_with("end"));
+  EXPECT_EQ(h.replies[1], std::to_string(h.started[0]) + ":after");
+}
+
+TEST(StandingWorker, AChildKilledMidRequestIsReportedInFlightAndTheNextSendForksAnother) {
+  Harness h;
+  ASSERT_EQ(h.run({"a", "die", "b"}), 0);
+  ASSERT_EQ(h.deaths.size(), 1U);
+  EXPECT_FALSE(h.deaths[0].exited);
+  EXPECT_EQ(h.deaths[0].status, SIGKILL);
+  EXPECT_TRUE(h.deaths[0].inFlight);
+  ASSERT_EQ(h.started.size(), 2U);
+  EXPECT_NE(h.started[0], h.started[1]);
+  EXPECT_EQ(h.replies,
+            (std::vector<std::string>{std::to_string(h.started[0]) + ":a", std::to_string(h.started[1]) + ":b"}));
+}
+
+TEST(StandingWorker, AnIdleChildKilledIsReportedNotInFlight) {
+  Harness h;
+  ASSERT_EQ(h.run({"a", "kill"}), 0);
+  ASSERT_EQ(h.deaths.size(), 1U);
+  EXPECT_FALSE(h.deaths[0].inFlight);
+  EXPECT_FALSE(h.worker->alive());
+}
+
+TEST(StandingWorker, RetireEndsTheChildAndReapsIt) {
+  Harness h;
+  ASSERT_EQ(h.run({"a", "retire", "b"}), 0);
+  ASSERT_EQ(h.started.size(), 2U);
+  EXPECT_TRUE(h.deaths.empty());  // an end it was asked for is no death
+  errno = 0;
+  EXPECT_EQ(kill(h.started[0], 0), -1);  // reaped: no zombie left with its pid
+  EXPECT_EQ(errno, ESRCH);
+  h.worker->retire();
+  EXPECT_FALSE(h.worker->alive());
+  EXPECT_EQ(kill(h.started[1], 0), -1);
+}
+
+TEST(StandingWorker, MessagesAreFramedByTheirLength) {
+  int fds[2];
+  ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, fds), 0);
+  sd::Fd a(fds[0]);
+  sd::Fd b(fds[1]);
+  ASSERT_TRUE(sd::writeMessage(a.get(), ""));
+  ASSERT_TRUE(sd::writeMessage(a.get(), std::string("x\0y", 3)));
+  std::string got;
+  ASSERT_TRUE(sd::readMessage(b.get(), got));
+  EXPECT_EQ(got, "");
+  ASSERT_TRUE(sd::readMessage(b.get(), got));
+  EXPECT_EQ(got, std::string("x\0y", 3));
+  a = sd::Fd();
+  EXPECT_FALSE(sd::readMessage(b.get(), got));  // the end of the socket
+}
