@@ -8,6 +8,7 @@
 #include <tuple>
 
 #include "core/domain_change.hpp"
+#include "core/domain_safety.hpp"
 #include "core/initramfs.hpp"
 #include "core/text.hpp"
 
@@ -403,6 +404,20 @@ RuleRef refOf(const Rule& r) {
   return RuleRef{r.name, r.where};
 }
 
+// How a plan names a refusal of the domain predicate.
+SkipReason skipReasonOf(DomainRefusal r) {
+  switch (r) {
+    case DomainRefusal::Untrusted: return SkipReason::Untrusted;
+    case DomainRefusal::KernelRule: return SkipReason::KernelTooOld;
+    case DomainRefusal::InUse: return SkipReason::InUse;
+    case DomainRefusal::NeverUnbind: return SkipReason::NeverUnbind;
+    case DomainRefusal::NoDefaultDomain:
+    case DomainRefusal::NoPassThrough:
+    case DomainRefusal::DeviceForbids: break;
+  }
+  return SkipReason::Unsupported;
+}
+
 // The image boots would load `module` from, when it holds it or could not be listed: its copy of
 // modprobe.d is what the boot-time load reads.
 std::optional<InitramfsRebuild> initramfsFor(const KernelInfo& k, const std::string& module) {
@@ -768,43 +783,25 @@ class Planner {
     bool untrusted =
         std::any_of(g.endpoints.begin(), g.endpoints.end(), [](const PciDevice* d) { return d->untrusted(); });
     auto target = resolveRequest(*rule.domain, in_.mode, untrusted);
-    if (!group.type || *group.type == DomainType::Unknown || !target) {
+    if (!target) {
       refuse(SkipReason::Unsupported,
              object + " has no default domain the kernel lets iommud change (type reads \"" + group.typeText + "\")");
       return;
     }
     std::string targetName(toString(*target));
-    if (*target == *group.type) {
+    if (group.type == target) {
       plan_.satisfied.push_back(Satisfied{ChangeKind::Domain, lead, object, "type", targetName, refOf(rule)});
       return;
     }
-    if (untrusted && (*target == DomainType::Identity || *target == DomainType::DmaFq)) {
-      const PciDevice* u =
-          *std::find_if(g.endpoints.begin(), g.endpoints.end(), [](const PciDevice* d) { return d->untrusted(); });
-      refuse(SkipReason::Untrusted,
-             u->displayName() + " is untrusted (" +
-                 (u->thunderbolt ? "behind a Thunderbolt/USB4 port" : "removable, below an external-facing port") +
-                 "): " +
-                 (*target == DomainType::Identity
-                      ? "the kernel refuses identity for it, and it would give that device all of memory"
-                      : "lazy invalidation would leave freed buffers reachable by the device iommud trusts least") +
-                 "; no policy can ask for this");
+    // The safety rules and the kernel's, judged once for the planner and the transaction alike
+    // (core/domain_safety); being in use comes last, after the trade-off is accepted.
+    const auto safety = judgeDomainChange(in_.host, group, *target);
+    const bool inUse = safety.refusal == DomainRefusal::InUse || safety.refusal == DomainRefusal::NeverUnbind;
+    if (!safety.allowed() && !inUse) {
+      refuse(skipReasonOf(*safety.refusal), safety.message);
       return;
     }
-    if (*target == DomainType::Identity && !host_.identitySupported) {
-      refuse(SkipReason::Unsupported, "this VT-d unit has no pass-through support (ecap.PT = 0): the kernel keeps DMA");
-      return;
-    }
-    // What this kernel's iommu_group_store_type() takes, and how (docs/kernel.md §2.2): live with the
-    // drivers bound, after an unbind, or not at all (e.g. a group of several devices before 6.4,
-    // even for DMA -> DMA-FQ).
-    auto way = typeChangeWay(domainRules(host_.version), groupAtWrite(in_.host, group), *target);
-    if (!way.verdict.taken()) {
-      refuse(way.verdict.check == TypeWriteCheck::DeviceForbids ? SkipReason::Unsupported : SkipReason::KernelTooOld,
-             describeRefusal(way.verdict, group.id, group.devices.size(), *target, host_.version));
-      return;
-    }
-    const bool live = way.verdict.live;
+    const bool live = safety.way.verdict.live;
     Risk risk = Risk::None;
     std::string tradeOff;
     auto names = deviceList(g);
@@ -839,19 +836,11 @@ class Planner {
         std::any_of(rules.begin(), rules.end(), [&](const Rule* r) { return modeOf(*r) == RuleMode::Advise; });
     std::string note;
     if (!live) {
-      for (const auto* m : g.members) {
-        if (m->inUse.empty() || m->kind() == DeviceKind::Bridge) continue;
-        bool never = std::any_of(m->inUse.begin(), m->inUse.end(), [](const InUseReason& u) {
-          return u.kind == InUseReason::Kind::Vfio || u.kind == InUseReason::Kind::SriovVfs;
-        });
-        std::string why = m->displayName() + " (" + m->address + "): " + m->inUse.front().detail;
-        if (advise) {
-          note = "a rebind is needed and " + why + "; apply it where nothing holds the device yet (at boot)";
-          break;
-        }
-        refuse(never ? SkipReason::NeverUnbind : SkipReason::InUse,
-               "changing " + object + " to " + targetName + " needs every driver in it unbound, and " + why +
-                   (never ? "; iommud never unbinds it" : "; unbinding it would take it away from its users"));
+      if (inUse && advise) {
+        note = "a rebind is needed and " + inUseWhy(*safety.device) +
+               "; apply it where nothing holds the device yet (at boot)";
+      } else if (inUse) {
+        refuse(skipReasonOf(*safety.refusal), safety.message);
         return;
       }
       for (const Rule* r : rules) {
