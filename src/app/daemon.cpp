@@ -32,6 +32,7 @@
 #include "app/message_ids.hpp"
 #include "app/outcome_log.hpp"
 #include "app/plan_report.hpp"
+#include "app/planning.hpp"
 #include "app/reconcile.hpp"
 #include "app/worker_report.hpp"
 #include "config/daemon_config.hpp"
@@ -405,6 +406,7 @@ class Daemon {
     if (!devices.empty()) po.device = devices.front();
     const auto& st = view->status;
     auto plan = core::plan({st.host, st.mode, st.findings}, settings_.policies.policies, po);
+    listInitramfsFor(root_, plan, view->status);
     report.planJson = planJson(plan, settings_.policies.policies);
   }
 

@@ -445,6 +445,35 @@ std::string loadTimeNote(const std::string& module, const std::string& setting, 
          "): if it holds " + module + ", boots load it without " + setting + " until " + rebuilds;
 }
 
+// Whether a module parameter's value is `b` (booleans print as Y/N whatever was written).
+bool sameValue(const std::string& a, const std::string& b) {
+  auto canon = [](const std::string& s) -> std::string {
+    if (s == "1" || s == "Y" || s == "y") return "Y";
+    if (s == "0" || s == "N" || s == "n") return "N";
+    return s;
+  };
+  return a == b || canon(a) == canon(b);
+}
+
+constexpr std::string_view kModprobePrefix = "/etc/modprobe.d/iommud-";
+
+// The module of a modprobe.d change: its object is kModprobePrefix + module + ".conf".
+std::string modprobeModule(const Change& c) {
+  return c.object.substr(kModprobePrefix.size(), c.object.size() - kModprobePrefix.size() - 5);
+}
+
+// When a modprobe.d change takes effect, with what the host knows of its initramfs.
+void noteLoadTime(Change& c, const HostFacts& host) {
+  const std::string module = modprobeModule(c);
+  bool running = false;
+  if (auto m = host.modules.find(module); m != host.modules.end()) {
+    auto p = m->second.params.find(c.key);
+    running = p != m->second.params.end() && sameValue(p->second.value, c.to);
+  }
+  c.initramfs = initramfsFor(host.kernel, module);
+  c.note = loadTimeNote(module, c.key + "=" + c.to, running, c.initramfs, host.kernel.initramfs.reason);
+}
+
 // The devices by what rule conditions name, so that a rule is tried only on the devices its most
 // selective condition can select: a PCI id, a kind, or the literal prefix of an address, name or
 // driver glob (names and addresses sorted make each prefix a range).
@@ -1034,22 +1063,13 @@ class Planner {
     }
   }
 
-  static bool sameValue(const std::string& a, const std::string& b) {
-    auto canon = [](const std::string& s) -> std::string {
-      if (s == "1" || s == "Y" || s == "y") return "Y";
-      if (s == "0" || s == "N" || s == "n") return "N";
-      return s;
-    };
-    return a == b || canon(a) == canon(b);
-  }
-
   void planParam(const ParamWish& w, const std::string& lead, const std::vector<std::string>& devices,
                  const std::string& module, const std::string& name, ParamSetting::At at) {
     const ParamSetting& p = *w.param;
     const Rule& r = *w.rule;
     const bool load = at == ParamSetting::At::Load;
     const ChangeKind kind = load ? ChangeKind::ModprobeConf : ChangeKind::ModuleParam;
-    const std::string object = load ? "/etc/modprobe.d/iommud-" + module + ".conf" : module + "." + name;
+    const std::string object = load ? std::string(kModprobePrefix) + module + ".conf" : module + "." + name;
     auto mit = in_.host.modules.find(module);
     const Module* m = mit == in_.host.modules.end() ? nullptr : &mit->second;
     const ModuleParam* cur = nullptr;
@@ -1087,14 +1107,12 @@ class Planner {
       if (m != nullptr) {
         if (auto opt = m->iommudOptions.find(name); opt != m->iommudOptions.end()) inFile = opt->second;
       }
-      bool running = cur != nullptr && sameValue(cur->value, p.value);
       if (inFile && sameValue(*inFile, p.value)) {
         plan_.satisfied.push_back(Satisfied{kind, lead, object, name, p.value, refOf(r)});
         return;
       }
       ch.from = inFile.value_or("(not set)");
-      ch.initramfs = initramfsFor(in_.host.kernel, module);
-      ch.note = loadTimeNote(module, name + "=" + p.value, running, ch.initramfs, in_.host.kernel.initramfs.reason);
+      noteLoadTime(ch, in_.host);
       plan_.changes.push_back(std::move(ch));
       return;
     }
@@ -1196,6 +1214,17 @@ class Planner {
 
 Plan plan(const PlanInput& in, const PolicySet& policies, const PlanOptions& options) {
   return Planner(in, policies, options).run();
+}
+
+bool writesModprobeD(const Plan& plan) {
+  return std::any_of(plan.changes.begin(), plan.changes.end(),
+                     [](const Change& c) { return c.kind == ChangeKind::ModprobeConf; });
+}
+
+void noteInitramfs(Plan& plan, const HostFacts& host) {
+  for (auto& c : plan.changes) {
+    if (c.kind == ChangeKind::ModprobeConf) noteLoadTime(c, host);
+  }
 }
 
 std::vector<RuleEvaluation> evaluateRules(const PlanInput& in, const PolicySet& policies, const PciDevice& device) {
