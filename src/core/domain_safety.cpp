@@ -49,8 +49,8 @@ std::string refusalText(DomainRefusal refusal, const Group& group, DomainType to
          d->address + ") must never be unbound: " + never->detail + "; iommud never unbinds it";
 }
 
-DomainSafety refuse(DomainSafety& s, DomainRefusal why, const Group& group, DomainType to,
-                    const std::optional<KernelVersion>& version) {
+DomainSafety withRefusal(DomainSafety& s, DomainRefusal why, const Group& group, DomainType to,
+                         const std::optional<KernelVersion>& version) {
   s.refusal = why;
   s.message = refusalText(why, group, to, s, version);
   return s;
@@ -70,7 +70,7 @@ DomainSafety judgeDomainChange(const HostFacts& host, const Group& group, Domain
   const auto& version = host.kernel.upstream.version;
   DomainSafety s;
   if (!group.type || (!isTranslated(*group.type) && *group.type != DomainType::Identity)) {
-    return refuse(s, DomainRefusal::NoDefaultDomain, group, to, version);
+    return withRefusal(s, DomainRefusal::NoDefaultDomain, group, to, version);
   }
   std::vector<const PciDevice*> members;
   for (const auto& address : group.devices) {
@@ -81,13 +81,13 @@ DomainSafety judgeDomainChange(const HostFacts& host, const Group& group, Domain
     auto u = std::find_if(members.begin(), members.end(), [](const PciDevice* d) { return d->untrusted(); });
     if (u != members.end()) {
       s.device = *u;
-      return refuse(s, DomainRefusal::Untrusted, group, to, version);
+      return withRefusal(s, DomainRefusal::Untrusted, group, to, version);
     }
   }
   if (to == DomainType::Identity && std::any_of(host.units.begin(), host.units.end(), [](const IommuUnit& u) {
         return u.intel && !u.intel->passThrough();
       })) {
-    return refuse(s, DomainRefusal::NoPassThrough, group, to, version);
+    return withRefusal(s, DomainRefusal::NoPassThrough, group, to, version);
   }
   // What this kernel's iommu_group_store_type() takes, and how (docs/kernel.md §2.2): live with the
   // drivers bound, after an unbind, or not at all (e.g. a group of several devices before 6.4, even
@@ -97,12 +97,12 @@ DomainSafety judgeDomainChange(const HostFacts& host, const Group& group, Domain
   if (!s.way.verdict.taken()) {
     const auto why =
         s.way.verdict.check == TypeWriteCheck::DeviceForbids ? DomainRefusal::DeviceForbids : DomainRefusal::KernelRule;
-    return refuse(s, why, group, to, version);
+    return withRefusal(s, why, group, to, version);
   }
   for (const PciDevice* d : members) {
     if (d->inUse.empty() || !unbindsFor(rules, s.way, *d)) continue;
     s.device = d;
-    return refuse(s, neverUnbound(*d) ? DomainRefusal::NeverUnbind : DomainRefusal::InUse, group, to, version);
+    return withRefusal(s, neverUnbound(*d) ? DomainRefusal::NeverUnbind : DomainRefusal::InUse, group, to, version);
   }
   return s;
 }

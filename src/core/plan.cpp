@@ -96,7 +96,6 @@ struct HostCtx {
   bool cachingMode = false;
   bool rwbf = false;
   bool npCache = false;
-  bool identitySupported = true;  // no VT-d unit lacks ecap.PT
   std::optional<KernelVersion> version;
   std::set<std::string> cmdlineKeys;
   std::set<std::string> cmdlineParams;  // "key=value"
@@ -116,7 +115,6 @@ HostCtx hostContext(const PlanInput& in) {
     if (u.intel) {
       h.cachingMode = h.cachingMode || u.intel->cachingMode();
       h.rwbf = h.rwbf || u.intel->rwbf();
-      h.identitySupported = h.identitySupported && u.intel->passThrough();
     }
     if (u.amd) h.npCache = h.npCache || u.amd->npCache();
   }

@@ -442,7 +442,8 @@ TEST(Apply, TheTransactionJudgesTheGroupAsItIsWhenItActsNotAsPlanned) {
        R::Refused, "is untrusted (removable, below an external-facing port)"},
       {"gone",
        [](Bench& b) {
-         for (const auto& a : b.status().host.group(20)->devices) b.kernel.removeDevice(a);
+         const auto before = b.status();
+         for (const auto& a : before.host.group(20)->devices) b.kernel.removeDevice(a);
        },
        R::Skipped, "group 20 is gone"},
   };

@@ -24,8 +24,11 @@ core::PolicySet rules(const std::string& toml) {
 }
 
 std::string rule(const std::string& domain, const std::string& match) {
-  return "[[rule]]\nname = \"r\"\ndescription = \"d\"\nwhen = \"always\"\ndomain = \"" + domain +
-         "\"\naccept = [\"no-isolation\", \"lazy-invalidation\"]\n[rule.match]\n" + match + "\n";
+  const std::string accept = domain == "identity" ? "accept = [\"no-isolation\"]\n"
+                             : domain == "DMA-FQ" ? "accept = [\"lazy-invalidation\"]\n"
+                                                  : "";
+  return "[[rule]]\nname = \"r\"\ndescription = \"d\"\nwhen = \"always\"\ndomain = \"" + domain + "\"\n" + accept +
+         "[rule.match]\n" + match + "\n";
 }
 
 struct Case {
@@ -92,5 +95,4 @@ TEST(DomainSafety, UntrustedIsSaidBeforeTheKernelsRulesAndThoseBeforeBeingInUse)
     auto v = core::judgeDomainChange(two, *two.group(20), DomainType::Identity);
     EXPECT_EQ(v.refusal, refusal) << release << ": " << v.message;
   }
-}
 }
