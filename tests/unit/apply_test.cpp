@@ -457,10 +457,13 @@ TEST(Apply, TheTransactionJudgesTheGroupAsItIsWhenItActsNotAsPlanned) {
     ASSERT_EQ(plan.changes.size(), 1U);
     c.meanwhile(b);
     auto applied = app::applyPlan(plan, s.host, b.ctx);
-    ASSERT_EQ(applied.size(), 1U) << describe(applied);
+    EXPECT_TRUE(b.kernel.log().empty()) << "nothing may be unbound or written: " << describe(applied);
+    if (applied.size() != 1U) {
+      ADD_FAILURE() << describe(applied);
+      continue;  // the other cases still say what they do
+    }
     EXPECT_EQ(applied[0].result, c.result) << describe(applied);
     EXPECT_NE(applied[0].message.find(c.says), std::string::npos) << applied[0].message;
-    EXPECT_TRUE(b.kernel.log().empty()) << "nothing may be unbound or written";
     EXPECT_TRUE(app::readRecords(b.root, b.ctx.paths).empty());
   }
 }
