@@ -1,6 +1,5 @@
 #include "app/apply.hpp"
 
-#include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -8,11 +7,13 @@
 #include <chrono>
 #include <ctime>
 #include <map>
-#include <nlohmann/json.hpp>
 #include <set>
 
+#include "adapters/state/atomic_file.hpp"
+#include "adapters/state/change_records.hpp"
 #include "adapters/state/journal.hpp"
 #include "adapters/state/lock.hpp"
+#include "adapters/sysfs/host_reader.hpp"
 #include "adapters/sysfs/net_owners_reader.hpp"
 #include "core/domain_change.hpp"
 #include "core/net_owners.hpp"
@@ -22,9 +23,10 @@ namespace iommud::app {
 
 namespace {
 
+using adapters::state::loadRecords;
+using adapters::state::saveRecords;
 using adapters::sysfs::Root;
 using core::ChangeKind;
-using Json = nlohmann::json;
 using OutcomeResult = Outcome::Result;
 
 constexpr const char* kRecordFile = "/changes.json";
@@ -37,89 +39,10 @@ bool sameRecord(const ChangeRecord& a, const ChangeRecord& b) {
          a.time == b.time;
 }
 
-Json toJson(const ChangeRecord& r) {
-  Json j = {{"kind", std::string(core::toString(r.kind))},
-            {"device", r.device},
-            {"object", r.object},
-            {"key", r.key},
-            {"original", r.original},
-            {"written", r.written},
-            {"existed", r.existed},
-            {"rule", r.rule},
-            {"rule_where", r.ruleWhere},
-            {"time", r.time},
-            {"irreversible", r.irreversible},
-            {"ifindex", r.ifindex}};
-  j["group"] = r.group ? Json(*r.group) : Json(nullptr);
-  return j;
-}
-
-std::optional<ChangeKind> kindNamed(std::string_view name) {
-  for (auto k : {ChangeKind::ModuleParam, ChangeKind::Domain, ChangeKind::Rings, ChangeKind::Channels,
-                 ChangeKind::Coalesce, ChangeKind::ModprobeConf}) {
-    if (core::toString(k) == name) return k;
-  }
-  return std::nullopt;
-}
-
-std::optional<ChangeRecord> fromJson(const Json& j) {
-  if (!j.is_object()) return std::nullopt;
-  auto kind = kindNamed(j.value("kind", ""));
-  if (!kind) return std::nullopt;
-  ChangeRecord r;
-  r.kind = *kind;
-  r.device = j.value("device", "");
-  if (j.contains("group") && j["group"].is_number_integer()) r.group = j["group"].get<int>();
-  r.object = j.value("object", "");
-  r.key = j.value("key", "");
-  r.original = j.value("original", "");
-  r.written = j.value("written", "");
-  r.existed = j.value("existed", true);
-  r.rule = j.value("rule", "");
-  r.ruleWhere = j.value("rule_where", "");
-  r.time = j.value("time", "");
-  r.irreversible = j.value("irreversible", false);
-  r.ifindex = j.value("ifindex", 0);
-  return r;
-}
-
-std::vector<ChangeRecord> loadRecords(const Root& root, const std::string& path) {
-  std::vector<ChangeRecord> out;
-  auto text = root.readFile(path);
-  if (!text) return out;
-  Json j = Json::parse(*text, nullptr, false);
-  if (!j.is_array()) return out;  // a damaged file loses its records, not the run
-  for (const auto& e : j) {
-    if (auto r = fromJson(e)) out.push_back(std::move(*r));
-  }
-  return out;
-}
-
-// Writes a file atomically: a temporary beside it, synced, renamed over it.
-core::Result<core::Done> writeAtomically(const std::string& path, std::string_view text, mode_t mode) {
-  auto slash = path.rfind('/');
-  if (auto made = adapters::state::makeDirectories(path.substr(0, slash)); !made) return made;
-  std::string tmp = path + ".iommud-new";
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, mode);
-  if (fd < 0) return core::errnoError(errno, tmp);
-  ssize_t n = ::write(fd, text.data(), text.size());
-  int err = n < 0 ? errno : 0;
-  if (err == 0 && static_cast<size_t>(n) != text.size()) err = EIO;
-  if (err == 0 && ::fsync(fd) != 0) err = errno;
-  ::close(fd);
-  if (err == 0 && ::rename(tmp.c_str(), path.c_str()) != 0) err = errno;
-  if (err != 0) {
-    ::unlink(tmp.c_str());
-    return core::errnoError(err, path);
-  }
-  return core::Done{};
-}
-
-core::Result<core::Done> saveRecords(const Root& root, const std::string& path,
-                                     const std::vector<ChangeRecord>& records) {
-  Json j = Json::array();
-  for (const auto& r : records) j.push_back(toJson(r));
-  return writeAtomically(root.hostPath(path), j.dump(2) + "\n", 0600);
+// A modprobe.d file, readable by all as modprobe's own are; its directory made if missing.
+core::Result<core::Done> writeModprobeFile(const std::string& path, std::string_view text) {
+  if (auto made = adapters::state::makeDirectories(path.substr(0, path.rfind('/'))); !made) return made;
+  return adapters::state::writeFileAtomic(path, text, 0644);
 }
 
 std::string millis(std::chrono::nanoseconds t) {
@@ -233,7 +156,12 @@ class Session {
   bool domain(const core::Change& c) {
     auto to = core::parseDomainType(c.to);
     if (!c.group || !to) return out(OutcomeResult::Failed, c, "the plan names no group or type");
-    auto prepared = core::prepareDomainChange(host_, *c.group, *to);
+    // The plan's facts may be seconds old: the predicate judges the group as sysfs has it now.
+    const auto now = adapters::sysfs::rereadGroup(ctx_.root, host_, *c.group);
+    if (now.group(*c.group) == nullptr) {
+      return out(OutcomeResult::Skipped, c, c.object + " is gone: its devices were removed before the change began");
+    }
+    auto prepared = core::prepareDomainChange(now, *c.group, *to);
     if (!prepared) return out(OutcomeResult::Refused, c, prepared.error().message);
     auto journal = journalOf();
     if (!journal) return out(OutcomeResult::Failed, c, journal.error().describe());
@@ -275,7 +203,7 @@ class Session {
     const std::string path = ctx_.paths.modprobeDir + "/iommud-" + module + ".conf";
     auto before = ctx_.root.readFile(path);
     const std::string text = modprobeFileText(module, options, rules);
-    if (auto w = writeAtomically(ctx_.root.hostPath(path), text, 0644); !w) {
+    if (auto w = writeModprobeFile(ctx_.root.hostPath(path), text); !w) {
       for (const auto* c : changes) out(OutcomeResult::Failed, *c, w.error().describe());
       return;
     }
@@ -364,7 +292,7 @@ class Session {
       case ChangeKind::ModprobeConf: {
         auto now = ctx_.root.readFile(r.object);
         if (now.valueOr(std::string()) != r.written) return drift(r, "edited since iommud wrote it");
-        auto restored = r.existed ? writeAtomically(ctx_.root.hostPath(r.object), r.original, 0644)
+        auto restored = r.existed ? writeModprobeFile(ctx_.root.hostPath(r.object), r.original)
                         : ::unlink(ctx_.root.hostPath(r.object).c_str()) == 0
                             ? core::Result<core::Done>(core::Done{})
                             : core::Result<core::Done>(core::errnoError(errno, r.object));
@@ -407,7 +335,10 @@ class Session {
     }
     auto original = core::parseDomainType(r.original);
     if (!original) return false;
-    auto prepared = core::prepareDomainChange(host_, *r.group, *original);
+    const auto now = adapters::sysfs::rereadGroup(ctx_.root, host_, *r.group);
+    if (now.group(*r.group) == nullptr)
+      return done(r, OutcomeResult::Drift, "the group is gone (device removed?); forgotten", true);
+    auto prepared = core::prepareDomainChange(now, *r.group, *original);
     if (!prepared) return done(r, OutcomeResult::Refused, prepared.error().message, false);
     auto journal = journalOf();
     if (!journal) return done(r, OutcomeResult::Failed, journal.error().describe(), false);

@@ -37,6 +37,7 @@
 #include "app/message_ids.hpp"
 #include "app/outcome_log.hpp"
 #include "app/plan_report.hpp"
+#include "app/planning.hpp"
 #include "app/reconcile.hpp"
 #include "app/work_queue.hpp"
 #include "app/worker_report.hpp"

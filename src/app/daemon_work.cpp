@@ -14,6 +14,7 @@
 #include "app/message_ids.hpp"
 #include "app/outcome_log.hpp"
 #include "app/plan_report.hpp"
+#include "app/planning.hpp"
 #include "app/reconcile.hpp"
 
 namespace iommud::app {
@@ -244,6 +245,7 @@ void DaemonWork::plan(core::Trigger trigger, const std::vector<std::string>& dev
   if (!devices.empty()) po.device = devices.front();
   const auto& st = view->status;
   auto plan = core::plan({st.host, st.mode, st.findings}, policies_, po);
+  listInitramfsFor(root_, plan, view->status);
   report.planJson = planJson(plan, policies_);
 }
 

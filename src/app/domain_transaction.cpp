@@ -158,6 +158,8 @@ class Runner {
 
   void quietly(const std::string& name, const std::string& path, const std::string& address) {
     if (!journal_.step(name)) return;
+    // Rollback's best effort: the read-back after it names what stayed unbound (leftUnbound), and a
+    // failed unbind shows in the type write that follows.
     (void)write(path, address);
   }
 
@@ -245,6 +247,7 @@ core::Result<std::optional<RecoveryReport>> recoverDomainChange(const Root& root
   RecoveryReport r;
   r.record = std::move(**read);
   if (r.record.end) {  // ended, only not removed
+    // Nothing is left to recover: a journal that cannot be removed reads as ended next time too.
     (void)journal.discard();
     return std::optional<RecoveryReport>{};
   }

@@ -4,7 +4,7 @@
 #include <fstream>
 #include <iterator>
 
-#include "adapters/snapshot/tar.hpp"
+#include "adapters/state/atomic_file.hpp"
 
 namespace iommud::app {
 
@@ -18,7 +18,7 @@ std::optional<std::string> readWhole(const std::string& path) {
 
 ExportResult write(const std::string& path, const std::string& text) {
   ExportResult r{path, false, {}};
-  auto done = adapters::snapshot::writeFileAtomic(path, text, 0644);
+  auto done = adapters::state::writeFileAtomic(path, text, 0644);
   if (done) {
     r.written = true;
   } else {

@@ -2,66 +2,16 @@
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <set>
 
-#include "adapters/initramfs/initramfs_reader.hpp"
-#include "adapters/sysfs/host_reader.hpp"
 #include "app/json_writer.hpp"
 #include "app/text_style.hpp"
 
 namespace iommud::app {
 
 using namespace core;  // NOLINT(google-build-using-namespace): presentation of the core model
-
-std::optional<unsigned> configOwner() {
-  return ::geteuid() == 0 ? std::optional<unsigned>(0U) : std::nullopt;
-}
-
-config::Loaded loadPolicies(const PolicySources& sources) {
-  config::LoadOptions options;
-  options.requireOwner = configOwner();
-  if (!sources.dirs.empty() || !sources.files.empty())
-    return config::loadPolicies(sources.dirs, sources.files, options);
-  std::string prefix = sources.root == "/" ? "" : sources.root;
-  while (!prefix.empty() && prefix.back() == '/') prefix.pop_back();
-  // The host's layers are the host's (under --root, the captured host's); the shipped layer is
-  // this program's own.
-  std::vector<std::string> dirs;
-  for (const auto& d : config::hostPolicyDirs()) dirs.push_back(prefix + d);
-  dirs.push_back(config::shippedPolicyDir());
-  return config::loadPolicies(dirs, {}, options);
-}
-
-void readPolicyModules(const adapters::sysfs::Root& root, const PolicySet& policies, HostFacts& host) {
-  for (const auto& r : policies.rules) {
-    for (const auto& p : r.params) {
-      if (!p.module.empty() && !host.modules.contains(p.module)) {
-        host.modules.emplace(p.module, adapters::sysfs::readModule(root, p.module));
-      }
-    }
-  }
-}
-
-void readInitramfsIfPlanned(const adapters::sysfs::Root& root, const PolicySet& policies, Status& status) {
-  auto loadTime = [](const Rule& r) {
-    return std::any_of(r.params.begin(), r.params.end(),
-                       [](const ParamSetting& p) { return p.at == ParamSetting::At::Load; });
-  };
-  KernelInfo& k = status.host.kernel;
-  if (k.initramfs.state != Initramfs::State::NotRead ||
-      std::none_of(policies.rules.begin(), policies.rules.end(), loadTime)) {
-    return;
-  }
-  // Whole host: a superset of what any one-device plan or trigger writes to modprobe.d.
-  auto trial = core::plan({status.host, status.mode, status.findings}, policies);
-  if (std::any_of(trial.changes.begin(), trial.changes.end(),
-                  [](const Change& c) { return c.kind == ChangeKind::ModprobeConf; })) {
-    k.initramfs = adapters::initramfs::readInitramfs(root, k.release);
-  }
-}
 
 std::string checkText(const config::Loaded& loaded) {
   std::string out;

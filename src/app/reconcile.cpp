@@ -5,7 +5,7 @@
 #include <tuple>
 
 #include "adapters/sysfs/host_reader.hpp"
-#include "app/plan_report.hpp"
+#include "app/planning.hpp"
 
 namespace iommud::app {
 
@@ -43,7 +43,6 @@ core::Result<HostView> readHostView(const adapters::sysfs::Root& root, const cor
     }
   }
   view.status = buildStatus(std::move(host).value());
-  readInitramfsIfPlanned(root, policies, view.status);
   return view;
 }
 
@@ -117,6 +116,7 @@ core::Result<Reconciled> reconcile(const core::PolicySet& policies, const Reconc
     auto view = readHostView(ctx.root, policies);
     if (!view) return view.error();
     auto plan = planFor(*view, policies, request, round == 0 ? &out.absent : nullptr);
+    listInitramfsFor(ctx.root, plan, view->status);
     ctx.ethtool = view->ethtool.get();
     auto outcomes = applyPlan(plan, view->status.host, ctx);
     ctx.ethtool = nullptr;

@@ -27,7 +27,7 @@ struct WriterSession {
 core::Result<WriterSession> beginWriting(ApplyContext& ctx);
 
 /// The host as the planner needs it, read fresh: devices, modules the policies name, NIC settings
-/// (on the live host), and the initramfs when the policies write modprobe.d.
+/// (on the live host); the initramfs only once a plan writes modprobe.d (listInitramfsFor).
 struct HostView {
   Status status;
   std::unique_ptr<NetlinkEthtool> ethtool;  // nullptr under a root prefix, or without ethtool netlink

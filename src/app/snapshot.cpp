@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <set>
 
+#include "adapters/state/atomic_file.hpp"
 #include "adapters/sysfs/host_reader.hpp"
 #include "core/cmdline.hpp"
 #include "core/text.hpp"
@@ -241,7 +242,7 @@ core::Result<SnapshotSummary> takeSnapshot(const std::string& root, const std::s
   entries.push_back(TarEntry{
       TarEntry::Kind::File, "SNAPSHOT",
       fmt::format("iommud snapshot\nredacted: {}\nrelease: {}\n", redact ? "yes" : "no", host->kernel.release), 0644});
-  auto written = adapters::snapshot::writeFileAtomic(out, adapters::snapshot::encodeTar(entries, mtime));
+  auto written = adapters::state::writeFileAtomic(out, adapters::snapshot::encodeTar(entries, mtime));
   if (!written) return written.error();
   return summary;
 }

@@ -4,6 +4,8 @@
 #include <cerrno>
 #include <cstring>
 
+#include "core/domain_safety.hpp"
+
 namespace iommud::core {
 
 namespace {
@@ -33,61 +35,24 @@ GroupAtWrite groupAtWrite(const HostFacts& host, const Group& group) {
 Result<DomainChange> prepareDomainChange(const HostFacts& host, int id, DomainType to) {
   const Group* g = host.group(id);
   if (g == nullptr) return refused(id, "no such IOMMU group");
-  if (!g->type) return refused(id, "its type could not be read (\"" + g->typeText + "\")");
   if (to != DomainType::Identity && to != DomainType::Dma && to != DomainType::DmaFq) {
     return refused(id, "only identity, DMA and DMA-FQ can be written");
   }
   DomainChange change;
   change.group = id;
-  change.from = *g->type;
+  change.from = g->type.value_or(DomainType::Unknown);
   change.to = to;
   if (change.noop()) return change;
-  if (!isTranslated(change.from) && change.from != DomainType::Identity) {
-    return refused(id, "it is " + std::string(toString(change.from)) + ", not a default domain iommud may change");
-  }
-  const auto& version = host.kernel.upstream.version;
-  const auto& rules = domainRules(version);
-  // The kernel's own checks, in its order (docs/kernel.md §2.2); the untrusted refusal below is
-  // iommud's rule and comes first where the kernel would allow it (the live path since 6.4).
-  auto way = typeChangeWay(rules, groupAtWrite(host, *g), to);
-  change.live = way.verdict.live;
-  const bool deviceForbids = way.verdict.check == TypeWriteCheck::DeviceForbids;
-  if (!way.verdict.taken() && !deviceForbids) {
-    return refused(id, describeRefusal(way.verdict, id, g->devices.size(), to, version));
-  }
-  if (to == DomainType::Identity) {
-    bool noPassThrough = std::any_of(host.units.begin(), host.units.end(),
-                                     [](const IommuUnit& u) { return u.intel && !u.intel->passThrough(); });
-    if (noPassThrough) return refused(id, "a VT-d unit has no pass-through support (ecap.PT = 0)");
-  }
+  // The same predicate the planner asked (core/domain_safety), on the facts given here.
+  auto safety = judgeDomainChange(host, *g, to);
+  if (!safety.allowed()) return refused(id, std::move(safety.message));
+  change.live = safety.way.verdict.live;
+  const auto& rules = domainRules(host.kernel.upstream.version);
   for (const auto& address : g->devices) {
     const PciDevice* d = host.device(address);
     if (d == nullptr) continue;  // not a PCI function; the kernel judges it
-    if (d->untrusted() && (to == DomainType::Identity || to == DomainType::DmaFq)) {
-      return refused(id, d->displayName() + " (" + address + ") is untrusted: " + std::string(toString(to)) +
-                             " is never set for a device behind an external port");
-    }
-    MemberStep m{address, d->driver, false};
-    if (way.unbindFirst && d->driver && mustUnbind(rules, *d->driver)) {
-      for (const auto& why : d->inUse) {
-        bool never = why.kind == InUseReason::Kind::Vfio || why.kind == InUseReason::Kind::SriovVfs;
-        return refused(id, d->displayName() + " (" + address + ") " +
-                               (never ? "must never be unbound: " : "is in use: ") + why.detail);
-      }
-      if (*d->driver == "vfio-pci") {
-        return refused(id, address +
-                               " is bound to vfio-pci, which iommud never unbinds (it blocks until the VM "
-                               "lets the device go)");
-      }
-      if (d->sriovNumVfs > 0) {
-        return refused(id, address + " has " + std::to_string(d->sriovNumVfs) +
-                               " SR-IOV virtual functions enabled; unbinding it would destroy them");
-      }
-      m.unbind = true;
-    }
-    change.members.push_back(std::move(m));
+    change.members.push_back(MemberStep{address, d->driver, unbindsFor(rules, safety.way, *d)});
   }
-  if (deviceForbids) return refused(id, describeRefusal(way.verdict, id, g->devices.size(), to, version));
   return change;
 }
 

@@ -8,6 +8,7 @@
 #include <tuple>
 
 #include "core/domain_change.hpp"
+#include "core/domain_safety.hpp"
 #include "core/initramfs.hpp"
 #include "core/text.hpp"
 
@@ -95,7 +96,6 @@ struct HostCtx {
   bool cachingMode = false;
   bool rwbf = false;
   bool npCache = false;
-  bool identitySupported = true;  // no VT-d unit lacks ecap.PT
   std::optional<KernelVersion> version;
   std::set<std::string> cmdlineKeys;
   std::set<std::string> cmdlineParams;  // "key=value"
@@ -115,7 +115,6 @@ HostCtx hostContext(const PlanInput& in) {
     if (u.intel) {
       h.cachingMode = h.cachingMode || u.intel->cachingMode();
       h.rwbf = h.rwbf || u.intel->rwbf();
-      h.identitySupported = h.identitySupported && u.intel->passThrough();
     }
     if (u.amd) h.npCache = h.npCache || u.amd->npCache();
   }
@@ -403,6 +402,20 @@ RuleRef refOf(const Rule& r) {
   return RuleRef{r.name, r.where};
 }
 
+// How a plan names a refusal of the domain predicate.
+SkipReason skipReasonOf(DomainRefusal r) {
+  switch (r) {
+    case DomainRefusal::Untrusted: return SkipReason::Untrusted;
+    case DomainRefusal::KernelRule: return SkipReason::KernelTooOld;
+    case DomainRefusal::InUse: return SkipReason::InUse;
+    case DomainRefusal::NeverUnbind: return SkipReason::NeverUnbind;
+    case DomainRefusal::NoDefaultDomain:
+    case DomainRefusal::NoPassThrough:
+    case DomainRefusal::DeviceForbids: break;
+  }
+  return SkipReason::Unsupported;
+}
+
 // The image boots would load `module` from, when it holds it or could not be listed: its copy of
 // modprobe.d is what the boot-time load reads.
 std::optional<InitramfsRebuild> initramfsFor(const KernelInfo& k, const std::string& module) {
@@ -428,6 +441,35 @@ std::string loadTimeNote(const std::string& module, const std::string& setting, 
   }
   return now + "; the initramfs " + rebuild->image + " could not be checked for " + module + " (" + unreadable +
          "): if it holds " + module + ", boots load it without " + setting + " until " + rebuilds;
+}
+
+// Whether a module parameter's value is `b` (booleans print as Y/N whatever was written).
+bool sameValue(const std::string& a, const std::string& b) {
+  auto canon = [](const std::string& s) -> std::string {
+    if (s == "1" || s == "Y" || s == "y") return "Y";
+    if (s == "0" || s == "N" || s == "n") return "N";
+    return s;
+  };
+  return a == b || canon(a) == canon(b);
+}
+
+constexpr std::string_view kModprobePrefix = "/etc/modprobe.d/iommud-";
+
+// The module of a modprobe.d change: its object is kModprobePrefix + module + ".conf".
+std::string modprobeModule(const Change& c) {
+  return c.object.substr(kModprobePrefix.size(), c.object.size() - kModprobePrefix.size() - 5);
+}
+
+// When a modprobe.d change takes effect, with what the host knows of its initramfs.
+void noteLoadTime(Change& c, const HostFacts& host) {
+  const std::string module = modprobeModule(c);
+  bool running = false;
+  if (auto m = host.modules.find(module); m != host.modules.end()) {
+    auto p = m->second.params.find(c.key);
+    running = p != m->second.params.end() && sameValue(p->second.value, c.to);
+  }
+  c.initramfs = initramfsFor(host.kernel, module);
+  c.note = loadTimeNote(module, c.key + "=" + c.to, running, c.initramfs, host.kernel.initramfs.reason);
 }
 
 // The devices by what rule conditions name, so that a rule is tried only on the devices its most
@@ -768,43 +810,25 @@ class Planner {
     bool untrusted =
         std::any_of(g.endpoints.begin(), g.endpoints.end(), [](const PciDevice* d) { return d->untrusted(); });
     auto target = resolveRequest(*rule.domain, in_.mode, untrusted);
-    if (!group.type || *group.type == DomainType::Unknown || !target) {
+    if (!target) {
       refuse(SkipReason::Unsupported,
              object + " has no default domain the kernel lets iommud change (type reads \"" + group.typeText + "\")");
       return;
     }
     std::string targetName(toString(*target));
-    if (*target == *group.type) {
+    if (group.type == target) {
       plan_.satisfied.push_back(Satisfied{ChangeKind::Domain, lead, object, "type", targetName, refOf(rule)});
       return;
     }
-    if (untrusted && (*target == DomainType::Identity || *target == DomainType::DmaFq)) {
-      const PciDevice* u =
-          *std::find_if(g.endpoints.begin(), g.endpoints.end(), [](const PciDevice* d) { return d->untrusted(); });
-      refuse(SkipReason::Untrusted,
-             u->displayName() + " is untrusted (" +
-                 (u->thunderbolt ? "behind a Thunderbolt/USB4 port" : "removable, below an external-facing port") +
-                 "): " +
-                 (*target == DomainType::Identity
-                      ? "the kernel refuses identity for it, and it would give that device all of memory"
-                      : "lazy invalidation would leave freed buffers reachable by the device iommud trusts least") +
-                 "; no policy can ask for this");
+    // The safety rules and the kernel's, judged once for the planner and the transaction alike
+    // (core/domain_safety); being in use comes last, after the trade-off is accepted.
+    const auto safety = judgeDomainChange(in_.host, group, *target);
+    const bool inUse = safety.refusal == DomainRefusal::InUse || safety.refusal == DomainRefusal::NeverUnbind;
+    if (!safety.allowed() && !inUse) {
+      refuse(skipReasonOf(*safety.refusal), safety.message);
       return;
     }
-    if (*target == DomainType::Identity && !host_.identitySupported) {
-      refuse(SkipReason::Unsupported, "this VT-d unit has no pass-through support (ecap.PT = 0): the kernel keeps DMA");
-      return;
-    }
-    // What this kernel's iommu_group_store_type() takes, and how (docs/kernel.md §2.2): live with the
-    // drivers bound, after an unbind, or not at all (e.g. a group of several devices before 6.4,
-    // even for DMA -> DMA-FQ).
-    auto way = typeChangeWay(domainRules(host_.version), groupAtWrite(in_.host, group), *target);
-    if (!way.verdict.taken()) {
-      refuse(way.verdict.check == TypeWriteCheck::DeviceForbids ? SkipReason::Unsupported : SkipReason::KernelTooOld,
-             describeRefusal(way.verdict, group.id, group.devices.size(), *target, host_.version));
-      return;
-    }
-    const bool live = way.verdict.live;
+    const bool live = safety.way.verdict.live;
     Risk risk = Risk::None;
     std::string tradeOff;
     auto names = deviceList(g);
@@ -839,19 +863,11 @@ class Planner {
         std::any_of(rules.begin(), rules.end(), [&](const Rule* r) { return modeOf(*r) == RuleMode::Advise; });
     std::string note;
     if (!live) {
-      for (const auto* m : g.members) {
-        if (m->inUse.empty() || m->kind() == DeviceKind::Bridge) continue;
-        bool never = std::any_of(m->inUse.begin(), m->inUse.end(), [](const InUseReason& u) {
-          return u.kind == InUseReason::Kind::Vfio || u.kind == InUseReason::Kind::SriovVfs;
-        });
-        std::string why = m->displayName() + " (" + m->address + "): " + m->inUse.front().detail;
-        if (advise) {
-          note = "a rebind is needed and " + why + "; apply it where nothing holds the device yet (at boot)";
-          break;
-        }
-        refuse(never ? SkipReason::NeverUnbind : SkipReason::InUse,
-               "changing " + object + " to " + targetName + " needs every driver in it unbound, and " + why +
-                   (never ? "; iommud never unbinds it" : "; unbinding it would take it away from its users"));
+      if (inUse && advise) {
+        note = "a rebind is needed and " + inUseWhy(*safety.device) +
+               "; apply it where nothing holds the device yet (at boot)";
+      } else if (inUse) {
+        refuse(skipReasonOf(*safety.refusal), safety.message);
         return;
       }
       for (const Rule* r : rules) {
@@ -1045,22 +1061,13 @@ class Planner {
     }
   }
 
-  static bool sameValue(const std::string& a, const std::string& b) {
-    auto canon = [](const std::string& s) -> std::string {
-      if (s == "1" || s == "Y" || s == "y") return "Y";
-      if (s == "0" || s == "N" || s == "n") return "N";
-      return s;
-    };
-    return a == b || canon(a) == canon(b);
-  }
-
   void planParam(const ParamWish& w, const std::string& lead, const std::vector<std::string>& devices,
                  const std::string& module, const std::string& name, ParamSetting::At at) {
     const ParamSetting& p = *w.param;
     const Rule& r = *w.rule;
     const bool load = at == ParamSetting::At::Load;
     const ChangeKind kind = load ? ChangeKind::ModprobeConf : ChangeKind::ModuleParam;
-    const std::string object = load ? "/etc/modprobe.d/iommud-" + module + ".conf" : module + "." + name;
+    const std::string object = load ? std::string(kModprobePrefix) + module + ".conf" : module + "." + name;
     auto mit = in_.host.modules.find(module);
     const Module* m = mit == in_.host.modules.end() ? nullptr : &mit->second;
     const ModuleParam* cur = nullptr;
@@ -1098,14 +1105,12 @@ class Planner {
       if (m != nullptr) {
         if (auto opt = m->iommudOptions.find(name); opt != m->iommudOptions.end()) inFile = opt->second;
       }
-      bool running = cur != nullptr && sameValue(cur->value, p.value);
       if (inFile && sameValue(*inFile, p.value)) {
         plan_.satisfied.push_back(Satisfied{kind, lead, object, name, p.value, refOf(r)});
         return;
       }
       ch.from = inFile.value_or("(not set)");
-      ch.initramfs = initramfsFor(in_.host.kernel, module);
-      ch.note = loadTimeNote(module, name + "=" + p.value, running, ch.initramfs, in_.host.kernel.initramfs.reason);
+      noteLoadTime(ch, in_.host);
       plan_.changes.push_back(std::move(ch));
       return;
     }
@@ -1207,6 +1212,17 @@ class Planner {
 
 Plan plan(const PlanInput& in, const PolicySet& policies, const PlanOptions& options) {
   return Planner(in, policies, options).run();
+}
+
+bool writesModprobeD(const Plan& plan) {
+  return std::any_of(plan.changes.begin(), plan.changes.end(),
+                     [](const Change& c) { return c.kind == ChangeKind::ModprobeConf; });
+}
+
+void noteInitramfs(Plan& plan, const HostFacts& host) {
+  for (auto& c : plan.changes) {
+    if (c.kind == ChangeKind::ModprobeConf) noteLoadTime(c, host);
+  }
 }
 
 std::vector<RuleEvaluation> evaluateRules(const PlanInput& in, const PolicySet& policies, const PciDevice& device) {

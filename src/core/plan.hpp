@@ -125,6 +125,14 @@ struct PlanInput {
 
 Plan plan(const PlanInput& in, const PolicySet& policies, const PlanOptions& options = {});
 
+/// Whether the plan writes a modprobe.d line: then, and only then, the initramfs is worth listing.
+bool writesModprobeD(const Plan& plan);
+
+/// Says again, for each modprobe.d line of the plan, when it takes effect, now that
+/// `host.kernel.initramfs` is listed: whether boots load the module from an image that needs a
+/// rebuild. The plan is not made again.
+void noteInitramfs(Plan& plan, const HostFacts& host);
+
 /// How one condition of a rule fared against a device, for `iommuctl explain`.
 struct ConditionResult {
   std::string condition;  // "kind = nvme", "kernel = >=6.10,<6.12.43"

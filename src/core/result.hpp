@@ -27,7 +27,7 @@ struct Done {};
 
 /// Either a value or an Error; used for everything the outside world can make fail.
 template <class T>
-class Result {
+class [[nodiscard]] Result {
  public:
   Result(T value) : v_(std::move(value)) {}      // NOLINT(google-explicit-constructor)
   Result(Error error) : v_(std::move(error)) {}  // NOLINT(google-explicit-constructor)

@@ -10,6 +10,7 @@
 #include <tuple>
 
 #include "app/plan_report.hpp"
+#include "app/planning.hpp"
 #include "config/policy_loader.hpp"
 #include "support/fake_kernel.hpp"
 #include "support/scenarios.hpp"
@@ -75,8 +76,9 @@ struct Bench {
         }
       }
     }
-    app::readInitramfsIfPlanned(root, p, s);  // as iommuctl's planning does
-    return app::applyPlan(core::plan({s.host, s.mode, s.findings}, p, o), s.host, ctx);
+    auto plan = core::plan({s.host, s.mode, s.findings}, p, o);
+    app::listInitramfsFor(root, plan, s);  // as iommuctl's planning does
+    return app::applyPlan(plan, s.host, ctx);
   }
   std::vector<app::Outcome> revert(std::optional<std::string> device = std::nullopt) {
     return app::revertChanges(device, status().host, ctx);
@@ -421,5 +423,47 @@ driver = "atlantic"
     } else {
       EXPECT_TRUE(o.members.empty()) << o.message;
     }
+  }
+}
+
+// The transaction judges the group as sysfs has it when it acts, not as the plan saw it: between
+// plan and act a member gets SR-IOV VFs, becomes untrusted, or the whole group goes away.
+TEST(Apply, TheTransactionJudgesTheGroupAsItIsWhenItActsNotAsPlanned) {
+  struct Case {
+    const char* name;
+    std::function<void(Bench&)> meanwhile;
+    R result;
+    const char* says;
+  };
+  const std::vector<Case> cases = {
+      {"VFs enabled", [](Bench& b) { b.host->write("/sys/bus/pci/devices/0000:03:00.0/sriov_numvfs", "4\n"); },
+       R::Refused, "0000:03:00.0) must never be unbound: 4 SR-IOV virtual functions enabled"},
+      {"untrusted", [](Bench& b) { b.host->write("/sys/bus/pci/devices/0000:04:00.0/removable", "removable\n"); },
+       R::Refused, "is untrusted (removable, below an external-facing port)"},
+      {"gone",
+       [](Bench& b) {
+         const auto before = b.status();
+         for (const auto& a : before.host.group(20)->devices) b.kernel.removeDevice(a);
+       },
+       R::Skipped, "group 20 is gone"},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.name);
+    Bench b(twoNvmeOneGroup("6.12.48-1"), {6, 12, 30});
+    auto s = b.status();
+    core::PlanOptions o;
+    o.trigger = core::Trigger::Hotplug;
+    auto plan = core::plan({s.host, s.mode, s.findings}, rules(kNvmeIdentity), o);
+    ASSERT_EQ(plan.changes.size(), 1U);
+    c.meanwhile(b);
+    auto applied = app::applyPlan(plan, s.host, b.ctx);
+    EXPECT_TRUE(b.kernel.log().empty()) << "nothing may be unbound or written: " << describe(applied);
+    if (applied.size() != 1U) {
+      ADD_FAILURE() << describe(applied);
+      continue;  // the other cases still say what they do
+    }
+    EXPECT_EQ(applied[0].result, c.result) << describe(applied);
+    EXPECT_NE(applied[0].message.find(c.says), std::string::npos) << applied[0].message;
+    EXPECT_TRUE(app::readRecords(b.root, b.ctx.paths).empty());
   }
 }

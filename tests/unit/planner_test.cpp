@@ -5,6 +5,7 @@
 #include <set>
 
 #include "app/plan_report.hpp"
+#include "app/planning.hpp"
 #include "config/policy_loader.hpp"
 #include "core/plan.hpp"
 #include "support/scenarios.hpp"
@@ -744,13 +745,15 @@ TEST(Planner, ListsTheInitramfsOnlyWhenThePlanWritesModprobeD) {
   // Not an image: listing it fails, which shows that it was tried.
   h->write("/boot/initrd.img-6.12.38+deb12-amd64", "not a cpio archive\n");
   auto s = statusOf(*h);
-  app::readInitramfsIfPlanned(adapters::sysfs::Root(h->rootString()), rules(kAcceptedNvmeIdentity), s);
+  const adapters::sysfs::Root root(h->rootString());
+  auto identity = planOf(s, rules(kAcceptedNvmeIdentity), Trigger::Hotplug);
+  app::listInitramfsFor(root, identity, s);
   EXPECT_EQ(s.host.kernel.initramfs.state, core::Initramfs::State::NotRead);
 
-  app::readInitramfsIfPlanned(adapters::sysfs::Root(h->rootString()), rules(kParamRules), s);
+  auto plan = planOf(s, rules(kParamRules), Trigger::Hotplug);
+  app::listInitramfsFor(root, plan, s);
   EXPECT_EQ(s.host.kernel.initramfs.state, core::Initramfs::State::Unreadable);
   EXPECT_EQ(s.host.kernel.initramfs.image, "/boot/initrd.img-6.12.38+deb12-amd64");
-  auto plan = planOf(s, rules(kParamRules), Trigger::Hotplug);
   const auto* c = modprobeChange(plan);
   ASSERT_NE(c, nullptr);
   EXPECT_NE(c->note.find("could not be checked for atlantic"), std::string::npos) << c->note;
@@ -758,14 +761,16 @@ TEST(Planner, ListsTheInitramfsOnlyWhenThePlanWritesModprobeD) {
   // The line is in the file already: nothing to write, nothing to list.
   h->write("/etc/modprobe.d/iommud-atlantic.conf", "options atlantic aq_itr_rx=64\n");
   auto tuned = statusOf(*h);
-  app::readInitramfsIfPlanned(adapters::sysfs::Root(h->rootString()), rules(kParamRules), tuned);
+  auto nothing = planOf(tuned, rules(kParamRules), Trigger::Hotplug);
+  app::listInitramfsFor(root, nothing, tuned);
   EXPECT_EQ(tuned.host.kernel.initramfs.state, core::Initramfs::State::NotRead);
 }
 
 TEST(Planner, FindsNoInitramfsUnderARootWithoutOne) {
   auto h = thunderboltNicWithModule();
   auto s = statusOf(*h);
-  app::readInitramfsIfPlanned(adapters::sysfs::Root(h->rootString()), rules(kParamRules), s);
+  auto plan = planOf(s, rules(kParamRules), Trigger::Hotplug);
+  app::listInitramfsFor(adapters::sysfs::Root(h->rootString()), plan, s);
   EXPECT_EQ(s.host.kernel.initramfs.state, core::Initramfs::State::Absent);
 }
 
@@ -909,4 +914,32 @@ TEST(Planner, NamesTheBootTriggerInItsText) {
   auto text = app::planText(planOf(s, p, Trigger::Boot), s, p, false);
   EXPECT_NE(text.find("at boot"), std::string::npos) << text;
   EXPECT_NE(app::planJson(planOf(s, p, Trigger::Boot), p).find("\"trigger\": \"boot\""), std::string::npos);
+}
+
+// A plan made before the initramfs was listed, told of it afterwards (app::listInitramfsFor),
+// says what a plan made with it says: the host is planned once, not on trial and again.
+TEST(Planner, AnInitramfsListedAfterThePlanIsSaidAsAPlanWithItWouldSayIt) {
+  auto h = thunderboltNicWithModule();
+  for (const auto& image :
+       {debianImage(core::Initramfs::State::Listed, {"atlantic", "nvme"}),
+        debianImage(core::Initramfs::State::Unreadable), debianImage(core::Initramfs::State::Listed, {"nvme"}),
+        debianImage(core::Initramfs::State::Absent)}) {
+    auto with = statusOf(*h);
+    auto expected = planWithInitramfs(with, image);
+    auto later = statusOf(*h);
+    auto plan = planOf(later, rules(kParamRules), Trigger::Hotplug);
+    later.host.kernel.initramfs = image;
+    core::noteInitramfs(plan, later.host);
+    const auto* want = modprobeChange(expected);
+    const auto* got = modprobeChange(plan);
+    ASSERT_NE(want, nullptr);
+    ASSERT_NE(got, nullptr);
+    EXPECT_EQ(got->note, want->note);
+    EXPECT_EQ(got->initramfs.has_value(), want->initramfs.has_value());
+    if (got->initramfs && want->initramfs) {
+      EXPECT_EQ(got->initramfs->image, want->initramfs->image);
+      EXPECT_EQ(got->initramfs->command, want->initramfs->command);
+      EXPECT_EQ(got->initramfs->checked, want->initramfs->checked);
+    }
+  }
 }

@@ -1,9 +1,5 @@
 #include "adapters/snapshot/tar.hpp"
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <array>
 #include <cstdio>
@@ -105,44 +101,6 @@ std::string encodeTar(const std::vector<TarEntry>& entries, long long mtime) {
   }
   out.append(2 * kBlock, '\0');
   return out;
-}
-
-core::Result<bool> writeFileAtomic(const std::string& path, const std::string& bytes, std::optional<unsigned> mode) {
-  const size_t slash = path.rfind('/');
-  const size_t base = slash == std::string::npos ? 0 : slash + 1;
-  std::string tmp = path.substr(0, base) + '.' + path.substr(base) + ".tmp." + std::to_string(::getpid());
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return core::errnoError(errno, tmp);
-  // The daemon's umask is 0077; a node_exporter running as its own user must read its file.
-  if (mode && ::fchmod(fd, static_cast<mode_t>(*mode)) != 0) {
-    int err = errno;
-    ::close(fd);
-    ::unlink(tmp.c_str());
-    return core::errnoError(err, tmp);
-  }
-  size_t done = 0;
-  while (done < bytes.size()) {
-    ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      int err = errno;
-      ::close(fd);
-      ::unlink(tmp.c_str());
-      return core::errnoError(err, tmp);
-    }
-    done += static_cast<size_t>(n);
-  }
-  if (::fsync(fd) != 0 || ::close(fd) != 0) {
-    int err = errno;
-    ::unlink(tmp.c_str());
-    return core::errnoError(err, tmp);
-  }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    int err = errno;
-    ::unlink(tmp.c_str());
-    return core::errnoError(err, path);
-  }
-  return true;
 }
 
 }  // namespace iommud::adapters::snapshot

@@ -21,10 +21,4 @@ struct TarEntry {
 /// fixed owner root and mtime `mtime`, so the same input gives the same bytes.
 std::string encodeTar(const std::vector<TarEntry>& entries, long long mtime);
 
-/// Writes bytes to path atomically: a temporary file in the same directory, fsync, rename. The
-/// temporary file is a dot file (".NAME.tmp.PID"), which readers of a directory such as
-/// node-feature-discovery skip. The file is 0644 less the umask, or exactly `mode` when given.
-core::Result<bool> writeFileAtomic(const std::string& path, const std::string& bytes,
-                                   std::optional<unsigned> mode = std::nullopt);
-
 }  // namespace iommud::adapters::snapshot

@@ -45,6 +45,45 @@ class Reader {
     return std::move(host_);
   }
 
+  // `planned` with group `id` read again (see rereadGroup).
+  HostFacts rereadGroup(HostFacts planned, int id) {
+    host_ = std::move(planned);
+    auto& groups = host_.groups;
+    auto at = std::find_if(groups.begin(), groups.end(), [id](const Group& g) { return g.id == id; });
+    if (!root_.listDir("/sys/kernel/iommu_groups/" + std::to_string(id)).ok()) {
+      if (at != groups.end()) groups.erase(at);  // gone with its devices
+      return std::move(host_);
+    }
+    Group fresh = readGroup(id);
+    for (const auto& addr : fresh.devices) {
+      if (!root_.readLink("/sys/bus/pci/devices/" + addr).ok()) continue;  // not PCI, or just removed
+      PciDevice now = readPciDevice(addr);
+      now.group = id;
+      if (PciDevice* was = host_.device(addr)) {
+        // What the group read does not cover (netdevs, NVMe, config space) stays as planned.
+        was->bridges = std::move(now.bridges);
+        was->driver = std::move(now.driver);
+        was->driverModule = std::move(now.driverModule);
+        was->removable = now.removable;
+        was->sriovNumVfs = now.sriovNumVfs;
+        was->group = id;
+      } else {
+        auto pos = std::lower_bound(host_.devices.begin(), host_.devices.end(), addr,
+                                    [](const PciDevice& d, const std::string& a) { return d.address < a; });
+        host_.devices.insert(pos, std::move(now));
+      }
+    }
+    if (at != groups.end()) {
+      *at = std::move(fresh);
+    } else {
+      groups.insert(std::lower_bound(groups.begin(), groups.end(), id, [](const Group& g, int i) { return g.id < i; }),
+                    std::move(fresh));
+    }
+    detectTunnels(host_);
+    assessUse(host_);
+    return std::move(host_);
+  }
+
  private:
   std::string displayRoot() const { return root_.isLive() ? "/" : root_.prefix(); }
 
@@ -170,17 +209,21 @@ class Reader {
       char* end = nullptr;
       long id = std::strtol(idText.c_str(), &end, 10);
       if (end == idText.c_str() || *end != '\0') continue;
-      Group g;
-      g.id = static_cast<int>(id);
-      std::string base = "/sys/kernel/iommu_groups/" + idText;
-      if (auto t = optional(base + "/type")) {
-        g.typeText = std::string(trim(*t));
-        g.type = parseDomainType(g.typeText);
-      }
-      g.devices = optionalDir(base + "/devices").value_or(std::vector<std::string>{});
-      host_.groups.push_back(std::move(g));
+      host_.groups.push_back(readGroup(static_cast<int>(id)));
     }
     std::sort(host_.groups.begin(), host_.groups.end(), [](const Group& a, const Group& b) { return a.id < b.id; });
+  }
+
+  Group readGroup(int id) {
+    Group g;
+    g.id = id;
+    std::string base = "/sys/kernel/iommu_groups/" + std::to_string(id);
+    if (auto t = optional(base + "/type")) {
+      g.typeText = std::string(trim(*t));
+      g.type = parseDomainType(g.typeText);
+    }
+    g.devices = optionalDir(base + "/devices").value_or(std::vector<std::string>{});
+    return g;
   }
 
   static uint16_t hex16(std::string_view s) { return static_cast<uint16_t>(parseHex64(s).value_or(0)); }
@@ -198,54 +241,60 @@ class Reader {
     }
     host_.devices.reserve(addresses->size());
     for (const auto& addr : *addresses) {
-      PciDevice d;
-      d.address = addr;
-      std::string link = "/sys/bus/pci/devices/" + addr;
-      std::string base = link;
-      if (auto target = root_.readLink(link)) {
-        base = resolveLink(link, *target);
-        // ".../pci0000:00/0000:00:1c.0/0000:02:00.0": the components between the host bridge
-        // and the device itself are its upstream bridges.
-        for (auto part : split(base, '/')) {
-          if (part.size() == 12 && part[4] == ':' && part[7] == ':' && part[10] == '.' && part != addr) {
-            d.bridges.emplace_back(part);
-          }
-        }
-      }
-      // uevent carries driver, ids and class in one read instead of five.
-      if (auto ev = optional(base + "/uevent")) {
-        for (auto line : split(*ev, '\n')) {
-          auto eq = line.find('=');
-          if (eq == std::string_view::npos) continue;
-          auto key = line.substr(0, eq);
-          auto value = line.substr(eq + 1);
-          if (key == "DRIVER") {
-            d.driver = std::string(value);
-          } else if (key == "PCI_CLASS") {
-            d.classCode = static_cast<uint32_t>(parseHex64(value).value_or(0));
-          } else if (key == "PCI_ID" || key == "PCI_SUBSYS_ID") {
-            auto colon = value.find(':');
-            if (colon == std::string_view::npos) continue;
-            auto& vendor = key == "PCI_ID" ? d.vendorId : d.subsystemVendorId;
-            auto& device = key == "PCI_ID" ? d.deviceId : d.subsystemDeviceId;
-            vendor = hex16(value.substr(0, colon));
-            device = hex16(value.substr(colon + 1));
-          }
-        }
-      }
-      // `removable` appeared in 5.14; before that the kernel's verdict is invisible.
-      if (auto r = root_.readFile(base + "/removable")) {
-        auto v = trim(*r);
-        d.removable = v == "removable" ? Removable::Removable : v == "fixed" ? Removable::Fixed : Removable::Unknown;
-      } else {
-        noteUnreadable(r.error());
-      }
-      if (auto vfs = root_.readFile(base + "/sriov_numvfs")) d.sriovNumVfs = std::atoi(vfs->c_str());
+      PciDevice d = readPciDevice(addr);
       if (auto it = groupOf.find(addr); it != groupOf.end()) d.group = it->second;
-      if (d.driver) d.driverModule = driverModule(*d.driver);
       host_.devices.push_back(std::move(d));
     }
     return true;
+  }
+
+  // One PCI function: its bridges, driver, ids and class, trust and SR-IOV state.
+  PciDevice readPciDevice(const std::string& addr) {
+    PciDevice d;
+    d.address = addr;
+    std::string link = "/sys/bus/pci/devices/" + addr;
+    std::string base = link;
+    if (auto target = root_.readLink(link)) {
+      base = resolveLink(link, *target);
+      // ".../pci0000:00/0000:00:1c.0/0000:02:00.0": the components between the host bridge
+      // and the device itself are its upstream bridges.
+      for (auto part : split(base, '/')) {
+        if (part.size() == 12 && part[4] == ':' && part[7] == ':' && part[10] == '.' && part != addr) {
+          d.bridges.emplace_back(part);
+        }
+      }
+    }
+    // uevent carries driver, ids and class in one read instead of five.
+    if (auto ev = optional(base + "/uevent")) {
+      for (auto line : split(*ev, '\n')) {
+        auto eq = line.find('=');
+        if (eq == std::string_view::npos) continue;
+        auto key = line.substr(0, eq);
+        auto value = line.substr(eq + 1);
+        if (key == "DRIVER") {
+          d.driver = std::string(value);
+        } else if (key == "PCI_CLASS") {
+          d.classCode = static_cast<uint32_t>(parseHex64(value).value_or(0));
+        } else if (key == "PCI_ID" || key == "PCI_SUBSYS_ID") {
+          auto colon = value.find(':');
+          if (colon == std::string_view::npos) continue;
+          auto& vendor = key == "PCI_ID" ? d.vendorId : d.subsystemVendorId;
+          auto& device = key == "PCI_ID" ? d.deviceId : d.subsystemDeviceId;
+          vendor = hex16(value.substr(0, colon));
+          device = hex16(value.substr(colon + 1));
+        }
+      }
+    }
+    // `removable` appeared in 5.14; before that the kernel's verdict is invisible.
+    if (auto r = root_.readFile(base + "/removable")) {
+      auto v = trim(*r);
+      d.removable = v == "removable" ? Removable::Removable : v == "fixed" ? Removable::Fixed : Removable::Unknown;
+    } else {
+      noteUnreadable(r.error());
+    }
+    if (auto vfs = root_.readFile(base + "/sriov_numvfs")) d.sriovNumVfs = std::atoi(vfs->c_str());
+    if (d.driver) d.driverModule = driverModule(*d.driver);
+    return d;
   }
 
   // Built-in drivers without parameters have no `module` link; their name is the best guess.
@@ -435,6 +484,10 @@ class Reader {
 
 Result<HostFacts> readHost(const Root& root) {
   return Reader(root).run();
+}
+
+HostFacts rereadGroup(const Root& root, HostFacts planned, int id) {
+  return Reader(root).rereadGroup(std::move(planned), id);
 }
 
 Module readModule(const Root& root, const std::string& name) {

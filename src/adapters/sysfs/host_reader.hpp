@@ -11,6 +11,12 @@ namespace iommud::adapters::sysfs {
 /// The modules of the bound drivers are read too (see readModule).
 core::Result<core::HostFacts> readHost(const Root& root);
 
+/// `planned` with IOMMU group `id` read again from sysfs just before a change acts on it: its type
+/// and members, each member's driver, trust and SR-IOV state, and trust and use judged again
+/// (a driver now vfio-pci, VFs enabled, a new member). What the group's read does not cover
+/// (mounts, routes, netdevs, NVMe) stays as planned. A group gone from sysfs is left out.
+core::HostFacts rereadGroup(const Root& root, core::HostFacts planned, int id);
+
 /// Reads a module's parameters from /sys/module/<name>/parameters and the options iommud's own
 /// /etc/modprobe.d/iommud-<name>.conf sets; a module that is not loaded comes back with loaded=false.
 core::Module readModule(const Root& root, const std::string& name);

@@ -123,6 +123,7 @@ Result<Done> removeInstance(const sysfs::Root& root, const std::string& instance
   for (const core::DmaEventSpec& spec : core::dmaEventSpecs()) {
     for (std::string_view name : spec.names()) {
       std::string trigger = eventDir(instance, spec, name) + "/trigger";
+      // Best effort: the rmdir that follows says whether the instance could go.
       if (exists(root, trigger)) (void)writer.write(trigger, "!" + spec.trigger());
     }
   }
@@ -164,6 +165,7 @@ DmaCounters::DmaCounters(DmaCounters&& other) noexcept
 }
 
 DmaCounters::~DmaCounters() {
+  // A destructor has no one to tell; the owner that cares calls close() and reads its result.
   (void)close();
 }
 

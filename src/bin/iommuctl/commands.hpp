@@ -8,6 +8,7 @@
 
 #include "app/netlink_ethtool.hpp"
 #include "app/plan_report.hpp"
+#include "app/planning.hpp"
 #include "app/reconcile.hpp"
 
 namespace iommud::ctl {

@@ -35,6 +35,7 @@ void addExplain(CLI::App& app, const Globals& globals, int& code) {
     po.device = d->address;
     po.reportOverridden = true;
     auto plan = core::plan(in, p->policies.policies, po);
+    app::listInitramfsFor(adapters::sysfs::Root(globals.root), plan, p->status);
     auto evaluations = core::evaluateRules(in, p->policies.policies, *d);
     // After planning: what a window saw is for people, policies decide on the host's facts.
     if (opts->measure > 0 && !measureInto(globals, opts->measure, p->status, code)) return;

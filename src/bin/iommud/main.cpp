@@ -4,7 +4,7 @@
 #include <exception>
 
 #include "app/daemon.hpp"
-#include "app/plan_report.hpp"
+#include "app/planning.hpp"
 #include "app/time_bound.hpp"
 #include "config/daemon_config.hpp"
 #include "config/policy_loader.hpp"

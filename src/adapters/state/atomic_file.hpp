@@ -1,0 +1,30 @@
+#pragma once
+
+#include <sys/types.h>
+#include <unistd.h>
+
+#include <cstddef>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "core/result.hpp"
+
+namespace iommud::adapters::state {
+
+/// The write(2) a writer calls: ::write, or a test's that is interrupted or writes short.
+using WriteCall = ssize_t (*)(int fd, const void* buf, size_t count);
+
+/// Writes all of `bytes` to `fd`, going on after a short write and after EINTR (a signal that
+/// arrived during the call); an error names `path`.
+core::Result<core::Done> writeFully(int fd, std::string_view bytes, const std::string& path, WriteCall call = ::write);
+
+/// The one atomic file writer: a temporary dot file beside `path` (".NAME.tmp.PID", which readers
+/// of a directory such as node-feature-discovery or modprobe skip), written fully, fsync'd and
+/// renamed over `path`; on any failure the temporary goes and `path` is as it was. The file gets
+/// exactly `mode` when given (the daemon's umask is 0077; a node_exporter running as its own user
+/// must read its file), else 0644 less the umask.
+core::Result<core::Done> writeFileAtomic(const std::string& path, std::string_view bytes,
+                                         std::optional<unsigned> mode = std::nullopt, WriteCall call = ::write);
+
+}  // namespace iommud::adapters::state

@@ -1,0 +1,41 @@
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "adapters/sysfs/root.hpp"
+#include "core/plan.hpp"
+#include "core/result.hpp"
+
+namespace iommud::adapters::state {
+
+/// One change iommud made and the value it found, so that revert can restore it and status can
+/// say what iommud changed, when and why.
+struct ChangeRecord {
+  core::ChangeKind kind = core::ChangeKind::Domain;
+  std::string device;
+  std::optional<int> group;
+  std::string object;
+  std::string key;
+  std::string original;  // for a file: its whole text, or "" with `existed` false
+  std::string written;
+  bool existed = true;  // the file was there before iommud wrote it
+  std::string rule;
+  std::string ruleWhere;
+  std::string time;  // UTC, ISO 8601
+  bool irreversible = false;
+  int ifindex = 0;  // ethtool changes: the interface it was made on
+};
+
+/// The records of one file (`/run/iommud/changes.json`, `/var/lib/iommud/changes.json`, ...)
+/// under `root`, oldest first: a missing file holds none, and so does a damaged one (it loses its
+/// records, not the run); an entry that is not a record is left out.
+std::vector<ChangeRecord> loadRecords(const sysfs::Root& root, const std::string& path);
+
+/// Writes the records of one file atomically (writeFileAtomic, mode 0600), creating its directory
+/// (0700) first.
+core::Result<core::Done> saveRecords(const sysfs::Root& root, const std::string& path,
+                                     const std::vector<ChangeRecord>& records);
+
+}  // namespace iommud::adapters::state

@@ -1,0 +1,131 @@
+// The one atomic file writer and the change-record store (adapters/state), against the real
+// filesystem of a temporary directory; short writes and EINTR are injected through the writer's
+// write(2), the rest is the kernel's.
+#include "adapters/state/atomic_file.hpp"
+
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+
+#include "adapters/state/change_records.hpp"
+
+using namespace iommud;
+namespace fs = std::filesystem;
+
+namespace {
+
+struct TempDir {
+  fs::path path;
+  TempDir() {
+    std::string tmpl = (fs::temp_directory_path() / "iommud-atomic-XXXXXX").string();
+    path = ::mkdtemp(tmpl.data());
+  }
+  ~TempDir() { fs::remove_all(path); }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  [[nodiscard]] std::vector<std::string> names() const {
+    std::vector<std::string> out;
+    for (const auto& e : fs::directory_iterator(path)) out.push_back(e.path().filename().string());
+    std::sort(out.begin(), out.end());
+    return out;
+  }
+};
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), {}};
+}
+
+// A write(2) that is interrupted every other call and otherwise writes at most 3 bytes.
+int gCalls = 0;
+ssize_t interruptedAndShort(int fd, const void* buf, size_t count) {
+  if (gCalls++ % 2 == 0) {
+    errno = EINTR;
+    return -1;
+  }
+  return ::write(fd, buf, std::min<size_t>(count, 3));
+}
+
+ssize_t noSpace(int, const void*, size_t) {
+  errno = ENOSPC;
+  return -1;
+}
+
+ssize_t noProgress(int, const void*, size_t) {
+  return 0;
+}
+
+}  // namespace
+
+TEST(AtomicFile, WritesEverythingThroughShortWritesAndSignals) {
+  TempDir dir;
+  const auto file = (dir.path / "iommud.prom").string();
+  const std::string text = "iommud_devices 4096\niommud_groups 17\n";
+  gCalls = 0;
+  auto done = adapters::state::writeFileAtomic(file, text, 0644, interruptedAndShort);
+  ASSERT_TRUE(done.ok()) << done.error().describe();
+  EXPECT_EQ(slurp(file), text);
+  EXPECT_GT(gCalls, 2 * static_cast<int>(text.size() / 3));         // it really was cut short and interrupted
+  EXPECT_EQ(dir.names(), std::vector<std::string>{"iommud.prom"});  // no temporary left
+}
+
+TEST(AtomicFile, AFailedWriteKeepsTheOldFileAndLeavesNoTemporary) {
+  TempDir dir;
+  const auto file = (dir.path / "changes.json").string();
+  ASSERT_TRUE(adapters::state::writeFileAtomic(file, "old\n").ok());
+  for (auto call : {noSpace, noProgress}) {
+    auto done = adapters::state::writeFileAtomic(file, "new\n", 0600, call);
+    ASSERT_FALSE(done.ok());
+    EXPECT_EQ(done.error().code, call == noSpace ? ENOSPC : EIO);
+    EXPECT_EQ(slurp(file), "old\n");
+    EXPECT_EQ(dir.names(), std::vector<std::string>{"changes.json"});
+  }
+}
+
+TEST(AtomicFile, GivesTheFileExactlyTheModeAskedWhateverTheUmask) {
+  TempDir dir;
+  const auto file = (dir.path / "nfd").string();
+  const mode_t old = ::umask(077);  // the daemon's
+  auto done = adapters::state::writeFileAtomic(file, "x\n", 0644);
+  ::umask(old);
+  ASSERT_TRUE(done.ok()) << done.error().describe();
+  struct stat st {};
+  ASSERT_EQ(::stat(file.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777U, 0644U);
+}
+
+TEST(ChangeRecords, RoundTripInADirectoryTheyCreateAndADamagedFileHoldsNone) {
+  TempDir dir;
+  adapters::sysfs::Root root(dir.path.string());
+  adapters::state::ChangeRecord r;
+  r.kind = core::ChangeKind::Domain;
+  r.device = "0000:03:00.0";
+  r.group = 20;
+  r.object = "group 20";
+  r.key = "type";
+  r.original = "DMA-FQ";
+  r.written = "identity";
+  r.rule = "nvme-identity";
+  r.ruleWhere = "test.toml:2:1";
+  r.time = "2026-11-21T12:00:00Z";
+  r.ifindex = 3;
+  auto saved = adapters::state::saveRecords(root, "/run/iommud/changes.json", {r});
+  ASSERT_TRUE(saved.ok()) << saved.error().describe();
+  struct stat st {};
+  ASSERT_EQ(::stat((dir.path / "run/iommud").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777U, 0700U);
+  ASSERT_EQ(::stat((dir.path / "run/iommud/changes.json").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777U, 0600U);
+  auto loaded = adapters::state::loadRecords(root, "/run/iommud/changes.json");
+  ASSERT_EQ(loaded.size(), 1U);
+  EXPECT_EQ(loaded[0].group, 20);
+  EXPECT_EQ(loaded[0].written, "identity");
+  EXPECT_EQ(loaded[0].ruleWhere, "test.toml:2:1");
+  EXPECT_EQ(loaded[0].ifindex, 3);
+  std::ofstream(dir.path / "run/iommud/changes.json") << "[{\"kind\": \"domain\"";  // cut short
+  EXPECT_TRUE(adapters::state::loadRecords(root, "/run/iommud/changes.json").empty());
+}
