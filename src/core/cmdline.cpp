@@ -43,7 +43,8 @@ bool knownByPrefix(std::string_view word, const std::array<const char*, N>& know
 // What a user coming from x86 most likely wanted, in the generic parameters every architecture has.
 std::string genericHint(const std::string& value) {
   for (auto word : split(value, ',')) {
-    if (startsWith(word, "off") || startsWith(word, "pt")) return " (identity for every trusted device is iommu.passthrough=1)";
+    if (startsWith(word, "off") || startsWith(word, "pt"))
+      return " (identity for every trusted device is iommu.passthrough=1)";
     if (startsWith(word, "nopt")) return " (translated DMA by default is iommu.passthrough=0)";
     if (startsWith(word, "strict") || startsWith(word, "fullflush")) return " (strict invalidation is iommu.strict=1)";
   }
@@ -147,8 +148,8 @@ IommuCmdline interpretIommuCmdline(const std::vector<CmdlineParam>& params, Arch
                          : key == "intel_iommu" ? "the VT-d driver is x86-only"
                                                 : "the AMD-Vi driver is x86-only";
       std::string kernel = arch == Arch::Arm64 ? "the arm64 kernel" : "this architecture's kernel";
-      out.issues.push_back(
-          {p.text, p.text + " is not a parameter of " + kernel + " (" + what + "): it changes nothing" + genericHint(value)});
+      out.issues.push_back({p.text, p.text + " is not a parameter of " + kernel + " (" + what +
+                                        "): it changes nothing" + genericHint(value)});
       continue;
     }
     if (!x86 && key == "iommu") continue;  // another architecture's own iommu=, unknown to iommud

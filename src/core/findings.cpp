@@ -273,15 +273,16 @@ void vfioTranslated(const HostFacts& h, const HostMode& m, std::vector<Finding>&
     f.id = "vfio-translated";
     f.severity = Severity::Info;
     f.title = "Group " + std::to_string(g.id) + " is owned by VFIO and stays translated";
-    f.summary = join(vfio) +
-                " is bound to vfio-pci: a VM or user-space driver maps its DMA through its own "
-                "VFIO/iommufd domain. That domain is always translated" +
-                std::string(m.passthrough != true                ? ""
-                            : h.kernel.arch == Arch::Arm64 ? ", even under passthrough (iommu.passthrough=1)"
-                                                           : ", even under passthrough (iommu=pt / iommu.passthrough=1)") +
-                ", and the group's `type` (" + g.typeText +
-                ") names only the default domain it returns to. No "
-                "iommud setting changes it; never unbind vfio-pci (it blocks until the VM lets go).";
+    f.summary =
+        join(vfio) +
+        " is bound to vfio-pci: a VM or user-space driver maps its DMA through its own "
+        "VFIO/iommufd domain. That domain is always translated" +
+        std::string(m.passthrough != true          ? ""
+                    : h.kernel.arch == Arch::Arm64 ? ", even under passthrough (iommu.passthrough=1)"
+                                                   : ", even under passthrough (iommu=pt / iommu.passthrough=1)") +
+        ", and the group's `type` (" + g.typeText +
+        ") names only the default domain it returns to. No "
+        "iommud setting changes it; never unbind vfio-pci (it blocks until the VM lets go).";
     f.groups.push_back(g.id);
     f.devices = vfio;
     f.remedies.push_back({"None needed: this is how device assignment isolates a VM", "none"});

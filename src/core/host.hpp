@@ -197,10 +197,10 @@ struct KernelInfo {
   std::string release;      // /proc/sys/kernel/osrelease
   std::string procVersion;  // /proc/version
   UpstreamVersion upstream;
-  std::string machine;  // /proc/sys/kernel/arch (`uname -m`, 6.0+), "" when absent
+  std::string machine;        // /proc/sys/kernel/arch (`uname -m`, 6.0+), "" when absent
   Arch arch = Arch::Unknown;  // deriveArch(): decides what iommuCmdline reads (docs/kernel.md §1.5)
   std::string cmdline;
-  IommuCmdline iommuCmdline;  // read for `arch`
+  IommuCmdline iommuCmdline;                  // read for `arch`
   std::map<std::string, std::string> config;  // IOMMU-related CONFIG_ symbols; "n" for "is not set"
   std::string configSource;                   // path it came from, empty if none was readable
   Initramfs initramfs;

@@ -181,7 +181,11 @@ TEST(Findings, AreOrderedBySeverityThenId) {
 TEST(Findings, OnArm64X86ParametersAreUnknownAndNoRemedyNamesOne) {
   auto h = armSmmuV3();
   h->cmdline("root=/dev/vda1 iommu=off iommu=pt");
-  h->pci({.address = "0000:00:02.0", .vendor = 0x8086, .device = 0x15f3, .classCode = 0x020000, .driver = "igc",
+  h->pci({.address = "0000:00:02.0",
+          .vendor = 0x8086,
+          .device = 0x15f3,
+          .classCode = 0x020000,
+          .driver = "igc",
           .removable = "removable"});
   h->group(2, "DMA\n", {"0000:00:02.0"});
   h->swiotlb(0, 0, 0);
@@ -195,8 +199,8 @@ TEST(Findings, OnArm64X86ParametersAreUnknownAndNoRemedyNamesOne) {
   EXPECT_NE(f->summary.find("iommu=off is not a parameter of the arm64 kernel"), std::string::npos);
   EXPECT_NE(f->summary.find("iommu=pt is not a parameter of the arm64 kernel"), std::string::npos);
   EXPECT_NE(f->summary.find("iommu.passthrough=1"), std::string::npos);
-  EXPECT_EQ(findingIds(s), (Ids{"cmdline-conflict", "default-on", "smmu-strict", "untrusted-bounce",
-                                "untrusted-no-bounce-buffers"}));
+  EXPECT_EQ(findingIds(s),
+            (Ids{"cmdline-conflict", "default-on", "smmu-strict", "untrusted-bounce", "untrusted-no-bounce-buffers"}));
   for (const auto& finding : s.findings) {
     for (const auto& r : finding.remedies) {
       for (const char* x86 : {"iommu=", "intel_iommu", "amd_iommu"}) {
