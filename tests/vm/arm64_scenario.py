@@ -97,10 +97,16 @@ def run_status(name: str, series: str, build: Path, out_dir: Path | None = None,
 
 
 def x86_param_problems(out: Path, params: list[str]) -> list[str]:
-    """x86's parameters on arm64: the kernel must say it does not know them, and iommuctl must say so too."""
-    if not params:
-        return []
+    """x86's parameters on arm64: the kernel must say it does not know them, and iommuctl must say so
+    too; and no remedy of iommuctl's may name one, whatever the command line (docs/kernel.md §1.5)."""
     problems = []
+    status = json.loads((out / "status.json").read_text())
+    for f in status.get("findings", []):
+        for r in f.get("remedies", []):
+            if any(x in r.get("action", "") for x in X86_PARAMS):
+                problems.append(f"finding {f.get('id')} suggests an x86 parameter on arm64: {r.get('action')!r}")
+    if not params:
+        return problems
     dmesg = (out / "dmesg.txt").read_text(errors="replace")
     m = re.search(r'Unknown kernel command line parameters "([^"]*)", will be passed to user space', dmesg)
     unknown = m.group(1).split() if m else []
@@ -109,14 +115,9 @@ def x86_param_problems(out: Path, params: list[str]) -> list[str]:
     last = {p.split("=", 1)[0]: p for p in params}
     problems += [f"scenario set-up: the kernel does not call {p} unknown (its unknown parameters: {unknown})"
                  for p in last.values() if p not in unknown]
-    status = json.loads((out / "status.json").read_text())
     conflict = " ".join(f.get("summary", "") for f in status.get("findings", []) if f.get("id") == "cmdline-conflict")
     problems += [f"iommuctl does not say that {p} is not a parameter of the arm64 kernel (cmdline-conflict: {conflict!r})"
                  for p in params if f"{p} is not a parameter of the arm64 kernel" not in conflict]
-    for f in status.get("findings", []):
-        for r in f.get("remedies", []):
-            if any(x in r.get("action", "") for x in X86_PARAMS):
-                problems.append(f"finding {f.get('id')} suggests an x86 parameter on arm64: {r.get('action')!r}")
     return problems
 
 
