@@ -170,9 +170,11 @@ void untrustedNoBounceBuffers(const HostFacts& h, const HostMode& /*m*/, std::ve
     } else {
       // iommu=soft is x86's; arm64 sets the pool up only for memory beyond its DMA zone, or when
       // forced (arch/arm64/mm/init.c mem_init(); docs/kernel.md §1.5).
-      f.remedies.push_back({"Boot with swiotlb=force, which sets the swiotlb pool up (this kernel has no iommu=soft)",
-                            "every device's DMA is bounced through the pool, not only what needs it: a copy per "
-                            "transfer for all of them"});
+      f.remedies.push_back(
+          {"Boot with swiotlb=force: without memory beyond the DMA zone, the only way this kernel sets the swiotlb "
+           "pool up",
+           "every device's DMA is bounced through the pool, not only what needs it: a copy per "
+           "transfer for all of them"});
     }
     out.push_back(std::move(f));
   }
