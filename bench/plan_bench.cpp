@@ -150,7 +150,7 @@ class HostBuilder {
     k.cmdline =
         "BOOT_IMAGE=/boot/vmlinuz-6.12.10-amd64 root=/dev/mapper/vg0-root ro quiet iommu.strict=1 "
         "nvme_core.multipath=Y";
-    k.iommuCmdline = core::interpretIommuCmdline(core::parseCmdline(k.cmdline));
+    k.iommuCmdline = core::interpretIommuCmdline(core::parseCmdline(k.cmdline), core::Arch::X86);
     k.config = {{"CONFIG_INTEL_IOMMU", "y"},
                 {"CONFIG_INTEL_IOMMU_DEFAULT_ON", "y"},
                 {"CONFIG_IOMMU_DEFAULT_DMA_LAZY", "y"},

@@ -40,6 +40,17 @@ bool knownByPrefix(std::string_view word, const std::array<const char*, N>& know
   return std::any_of(known.begin(), known.end(), [&](std::string_view k) { return startsWith(word, k); });
 }
 
+// What a user coming from x86 most likely wanted, in the generic parameters every architecture has.
+std::string genericHint(const std::string& value) {
+  for (auto word : split(value, ',')) {
+    if (startsWith(word, "off") || startsWith(word, "pt"))
+      return " (identity for every trusted device is iommu.passthrough=1)";
+    if (startsWith(word, "nopt")) return " (translated DMA by default is iommu.passthrough=0)";
+    if (startsWith(word, "strict") || startsWith(word, "fullflush")) return " (strict invalidation is iommu.strict=1)";
+  }
+  return "";
+}
+
 }  // namespace
 
 std::vector<CmdlineParam> parseCmdline(std::string_view cmdline) {
@@ -105,8 +116,12 @@ bool isIommuRelated(std::string_view rawKey) {
          startsWith(key, "arm_smmu") || startsWith(key, "vfio") || key == "pci";
 }
 
-IommuCmdline interpretIommuCmdline(const std::vector<CmdlineParam>& params) {
+IommuCmdline interpretIommuCmdline(const std::vector<CmdlineParam>& params, Arch arch) {
   IommuCmdline out;
+  // x86's iommu= is an early_param of arch/x86 only (powerpc has an iommu= of its own); the
+  // VT-d and AMD drivers build only for x86 (docs/kernel.md §1.5). An unknown arch reads as x86,
+  // as iommud always did: there the command line cannot say more.
+  bool x86 = arch == Arch::X86 || arch == Arch::Unknown;
   auto setPassthrough = [&](bool value, const std::string& by) {
     if (out.passthrough && *out.passthrough != value) {
       out.issues.push_back({by, by + " overrides the earlier " + out.passthroughBy +
@@ -125,6 +140,19 @@ IommuCmdline interpretIommuCmdline(const std::vector<CmdlineParam>& params) {
     if (!isIommuRelated(key)) continue;
     out.params.push_back(p.text);
     std::string value = p.value.value_or("");
+
+    if (!x86 && (key == "intel_iommu" || key == "amd_iommu" || (key == "iommu" && arch == Arch::Arm64))) {
+      // The kernel does not know the parameter: init/main.c unknown_bootoption() hands it to init
+      // ("Unknown kernel command line parameters ..."), and nothing changes.
+      std::string what = key == "iommu"         ? "x86's iommu= exists only there"
+                         : key == "intel_iommu" ? "the VT-d driver is x86-only"
+                                                : "the AMD-Vi driver is x86-only";
+      std::string kernel = arch == Arch::Arm64 ? "the arm64 kernel" : "this architecture's kernel";
+      out.issues.push_back({p.text, p.text + " is not a parameter of " + kernel + " (" + what +
+                                        "): it changes nothing" + genericHint(value)});
+      continue;
+    }
+    if (!x86 && key == "iommu") continue;  // another architecture's own iommu=, unknown to iommud
 
     if (key == "iommu.passthrough") {
       if (auto b = parseKernelBool(value))

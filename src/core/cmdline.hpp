@@ -5,6 +5,8 @@
 #include <string_view>
 #include <vector>
 
+#include "core/arch.hpp"
+
 namespace iommud::core {
 
 /// One kernel command-line parameter, as the kernel's next_arg() splits it.
@@ -42,7 +44,7 @@ struct IommuCmdline {
   bool legacyStrict = false;  // intel_iommu=strict or amd_iommu=fullflush
   std::string legacyStrictBy;
 
-  bool iommuOff = false;        // x86 iommu=off
+  bool iommuOff = false;        // x86 iommu=off (only on x86: docs/kernel.md §1.5)
   bool iommuForce = false;      // x86 iommu=force
   std::optional<bool> intelOn;  // intel_iommu=on|off (the last wins)
   std::string intelOnBy;
@@ -57,7 +59,10 @@ struct IommuCmdline {
   std::vector<CmdlineIssue> issues;
 };
 
-IommuCmdline interpretIommuCmdline(const std::vector<CmdlineParam>& params);
+/// On x86 (and when the architecture is unknown) every parameter below is read as the x86 kernel
+/// reads it. Elsewhere x86's `iommu=` and the x86-only drivers' `intel_iommu=`/`amd_iommu=` set
+/// nothing: on arm64 the kernel does not know them, and an issue says so (docs/kernel.md §1.5).
+IommuCmdline interpretIommuCmdline(const std::vector<CmdlineParam>& params, Arch arch);
 
 /// True for parameters that may identify a machine or person and are not IOMMU options
 /// (root=UUID=..., ip=..., hostnames in nfsroot=...): used to redact snapshots.

@@ -123,12 +123,17 @@ void untrustedBounce(const HostFacts& h, const HostMode& /*m*/, std::vector<Find
            "page-order parameter)",
            "none"});
     }
-    // iommu=pt is no way out: the kernel keeps untrusted devices on strict DMA regardless.
-    f.remedies.push_back(
-        {"Turn the IOMMU off (intel_iommu=off or amd_iommu=off; iommu=pt does not help, the kernel "
-         "keeps untrusted devices translated)",
-         "every device, including this hot-pluggable one, can then read and write all memory: "
-         "anyone who plugs in a malicious Thunderbolt/USB4 device owns the machine"});
+    // Passthrough is no way out: the kernel keeps untrusted devices on strict DMA regardless. Only
+    // x86 has command-line parameters that turn the IOMMU off (docs/kernel.md §1.5).
+    std::string off =
+        h.kernel.arch == Arch::X86 || h.kernel.arch == Arch::Unknown
+            ? "Turn the IOMMU off (intel_iommu=off or amd_iommu=off; iommu=pt does not help, the kernel "
+              "keeps untrusted devices translated)"
+            : "Turn the IOMMU off in the firmware setup (this kernel has no command-line parameter that turns it "
+              "off; iommu.passthrough=1 does not help, the kernel keeps untrusted devices translated)";
+    f.remedies.push_back({off,
+                          "every device, including this hot-pluggable one, can then read and write all memory: "
+                          "anyone who plugs in a malicious Thunderbolt/USB4 device owns the machine"});
     out.push_back(std::move(f));
   }
 }
@@ -157,11 +162,19 @@ void untrustedNoBounceBuffers(const HostFacts& h, const HostMode& /*m*/, std::ve
     f.groups.push_back(*d.group);
     if (cl.swiotlbNoforce) {
       f.remedies.push_back({"Remove swiotlb=noforce from the kernel command line", "none"});
-    } else {
+    } else if (h.kernel.arch == Arch::X86 || h.kernel.arch == Arch::Unknown) {
       f.remedies.push_back(
           {"Boot with iommu=soft, which sets the swiotlb pool up (64 MiB by default) and leaves the IOMMU on (not "
            "swiotlb=force, which bounces every device's DMA)",
            "none: the device stays isolated, and only what needs bouncing is bounced"});
+    } else {
+      // iommu=soft is x86's; arm64 sets the pool up only for memory beyond its DMA zone, or when
+      // forced (arch/arm64/mm/init.c mem_init(); docs/kernel.md §1.5).
+      f.remedies.push_back(
+          {"Boot with swiotlb=force: without memory beyond the DMA zone, the only way this kernel sets the swiotlb "
+           "pool up",
+           "every device's DMA is bounced through the pool, not only what needs it: a copy per "
+           "transfer for all of them"});
     }
     out.push_back(std::move(f));
   }
@@ -219,9 +232,10 @@ void defaultOn(const HostFacts& h, const HostMode& m, std::vector<Finding>& out)
       {"Give identity or lazy DMA-FQ only to the internal devices whose throughput matters (an "
        "iommud policy)",
        std::string("identity: ") + kIdentityCost + "; DMA-FQ: " + kLazyCost});
-  // iommu=pt is x86's (arch/x86/kernel/pci-dma.c); arm64 has only the generic iommu.passthrough=.
-  bool arm = m.vendor == Vendor::ArmSmmu || m.vendor == Vendor::ArmSmmuV3;
-  f.remedies.push_back({std::string(arm ? "iommu.passthrough=1" : "iommu=pt") + " on the command line",
+  // iommu=pt is x86's (arch/x86/kernel/pci-dma.c); every architecture has the generic
+  // iommu.passthrough= (docs/kernel.md §1.5).
+  bool x86 = h.kernel.arch == Arch::X86;
+  f.remedies.push_back({std::string(x86 ? "iommu=pt" : "iommu.passthrough=1") + " on the command line",
                         "every trusted device can read and write all memory; only untrusted (external) devices "
                         "stay translated"});
   out.push_back(std::move(f));
@@ -261,13 +275,16 @@ void vfioTranslated(const HostFacts& h, const HostMode& m, std::vector<Finding>&
     f.id = "vfio-translated";
     f.severity = Severity::Info;
     f.title = "Group " + std::to_string(g.id) + " is owned by VFIO and stays translated";
-    f.summary = join(vfio) +
-                " is bound to vfio-pci: a VM or user-space driver maps its DMA through its own "
-                "VFIO/iommufd domain. That domain is always translated" +
-                std::string(m.passthrough == true ? ", even under passthrough (iommu=pt / iommu.passthrough=1)" : "") +
-                ", and the group's `type` (" + g.typeText +
-                ") names only the default domain it returns to. No "
-                "iommud setting changes it; never unbind vfio-pci (it blocks until the VM lets go).";
+    f.summary =
+        join(vfio) +
+        " is bound to vfio-pci: a VM or user-space driver maps its DMA through its own "
+        "VFIO/iommufd domain. That domain is always translated" +
+        std::string(m.passthrough != true          ? ""
+                    : h.kernel.arch == Arch::Arm64 ? ", even under passthrough (iommu.passthrough=1)"
+                                                   : ", even under passthrough (iommu=pt / iommu.passthrough=1)") +
+        ", and the group's `type` (" + g.typeText +
+        ") names only the default domain it returns to. No "
+        "iommud setting changes it; never unbind vfio-pci (it blocks until the VM lets go).";
     f.groups.push_back(g.id);
     f.devices = vfio;
     f.remedies.push_back({"None needed: this is how device assignment isolates a VM", "none"});

@@ -44,6 +44,20 @@ Vendor vendorFromUnitName(std::string_view name) {
   return Vendor::Unknown;
 }
 
+Arch deriveArch(const HostFacts& host) {
+  if (Arch a = archFromMachine(host.kernel.machine); a != Arch::Unknown) return a;
+  const auto& tables = host.firmware.tables;
+  auto has = [&](std::string_view t) { return std::find(tables.begin(), tables.end(), t) != tables.end(); };
+  bool x86 = has("DMAR") || has("IVRS");
+  bool arm = has("IORT");
+  for (const auto& u : host.units) {
+    x86 = x86 || u.vendor == Vendor::Intel || u.vendor == Vendor::Amd;
+    arm = arm || u.vendor == Vendor::ArmSmmu || u.vendor == Vendor::ArmSmmuV3;
+  }
+  if (x86 == arm) return Arch::Unknown;  // no evidence, or evidence for both
+  return x86 ? Arch::X86 : Arch::Arm64;
+}
+
 std::string_view toString(DomainType type) {
   switch (type) {
     case DomainType::Dma: return "DMA";

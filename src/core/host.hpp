@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/acpi_tables.hpp"
+#include "core/arch.hpp"
 #include "core/caps.hpp"
 #include "core/cmdline.hpp"
 #include "core/kernel_version.hpp"
@@ -196,8 +197,10 @@ struct KernelInfo {
   std::string release;      // /proc/sys/kernel/osrelease
   std::string procVersion;  // /proc/version
   UpstreamVersion upstream;
+  std::string machine;        // /proc/sys/kernel/arch (`uname -m`, 6.0+), "" when absent
+  Arch arch = Arch::Unknown;  // deriveArch(): decides what iommuCmdline reads (docs/kernel.md §1.5)
   std::string cmdline;
-  IommuCmdline iommuCmdline;
+  IommuCmdline iommuCmdline;                  // read for `arch`
   std::map<std::string, std::string> config;  // IOMMU-related CONFIG_ symbols; "n" for "is not set"
   std::string configSource;                   // path it came from, empty if none was readable
   Initramfs initramfs;
@@ -256,6 +259,11 @@ struct HostFacts {
   /// The vendor of the units; Unknown when they disagree or groups exist without units.
   [[nodiscard]] Vendor vendor() const;
 };
+
+/// The running kernel's architecture (docs/kernel.md §1.5): its machine name where the kernel
+/// tells it (6.0+), else the IOMMU hardware and firmware tables, which belong to one architecture
+/// each (DMAR, IVRS, VT-d and AMD-Vi units: x86; IORT and Arm SMMUs: arm64); else Unknown.
+Arch deriveArch(const HostFacts& host);
 
 /// The config symbol that turns VT-d on by default: CONFIG_INTEL_IOMMU_DEFAULT_ON, or Debian's and
 /// Ubuntu's CONFIG_INTEL_IOMMU_DEFAULT_ON_INTGPU_OFF (on, except for the integrated GPU). Empty

@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <string>
 #include <string_view>
 
 #include "core/cmdline.hpp"
@@ -25,12 +26,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (p.value) (void)parseKernelBool(*p.value);
   }
 
-  auto iommu = interpretIommuCmdline(params);
-  // The interpreter lists every IOMMU-related parameter it was given, and nothing else.
-  if (iommu.params.size() != related) {
-    std::fprintf(stderr, "interpretIommuCmdline listed %zu parameters, %zu are IOMMU-related\n", iommu.params.size(),
-                 related);
-    std::abort();
+  for (Arch arch : {Arch::Unknown, Arch::X86, Arch::Arm64, Arch::Other}) {
+    auto iommu = interpretIommuCmdline(params, arch);
+    // The interpreter lists every IOMMU-related parameter it was given, and nothing else.
+    if (iommu.params.size() != related) {
+      std::fprintf(stderr, "interpretIommuCmdline (%s) listed %zu parameters, %zu are IOMMU-related\n",
+                   std::string(toString(arch)).c_str(), iommu.params.size(), related);
+      std::abort();
+    }
   }
   return 0;
 }

@@ -72,6 +72,11 @@ FakeHost& FakeHost::procVersion(const std::string& text) {
   return *this;
 }
 
+FakeHost& FakeHost::machine(const std::string& name) {
+  write("/proc/sys/kernel/arch", name + "\n");
+  return *this;
+}
+
 FakeHost& FakeHost::cmdline(const std::string& text) {
   write("/proc/cmdline", text + "\n");
   return *this;

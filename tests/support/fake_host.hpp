@@ -24,6 +24,8 @@ class FakeHost {
   // Kernel
   FakeHost& procVersion(const std::string& text);
   FakeHost& cmdline(const std::string& text);
+  /// /proc/sys/kernel/arch (`uname -m`; kernels since 6.0 have it): "aarch64", "x86_64".
+  FakeHost& machine(const std::string& name);
   /// Writes /boot/config-<release> with the given lines ("CONFIG_X=y", "# CONFIG_Y is not set").
   FakeHost& config(const std::vector<std::string>& lines);
   FakeHost& firmwareTable(const std::string& name, const std::string& bytes = "");

@@ -2,11 +2,13 @@
 
 #include <gtest/gtest.h>
 
+#include "core/arch.hpp"
+
 using namespace iommud::core;
 
 namespace {
-IommuCmdline interpret(const char* cmdline) {
-  return interpretIommuCmdline(parseCmdline(cmdline));
+IommuCmdline interpret(const char* cmdline, Arch arch = Arch::X86) {
+  return interpretIommuCmdline(parseCmdline(cmdline), arch);
 }
 }  // namespace
 
@@ -97,4 +99,55 @@ TEST(Cmdline, KeepsIommuParamsAndIgnoresTheRest) {
   EXPECT_EQ(c.params, (std::vector<std::string>{"iommu.strict=1"}));
   EXPECT_EQ(c.strict, true);
   EXPECT_TRUE(c.issues.empty());
+}
+
+// docs/kernel.md §1.5: iommu= is x86's; intel_iommu= and amd_iommu= belong to x86-only drivers.
+TEST(Cmdline, OnArm64TheX86ParametersSetNothingAndSaySo) {
+  auto c = interpret("iommu=off iommu=pt intel_iommu=strict amd_iommu=off", Arch::Arm64);
+  EXPECT_FALSE(c.iommuOff);
+  EXPECT_FALSE(c.passthrough);
+  EXPECT_FALSE(c.legacyStrict);
+  EXPECT_FALSE(c.amdOff);
+  EXPECT_FALSE(c.intelGiven);
+  EXPECT_FALSE(c.amdGiven);
+  EXPECT_EQ(c.params.size(), 4U);
+  ASSERT_EQ(c.issues.size(), 4U);
+  EXPECT_EQ(c.issues[0].param, "iommu=off");
+  EXPECT_NE(c.issues[0].message.find("iommu=off is not a parameter of the arm64 kernel"), std::string::npos);
+  EXPECT_NE(c.issues[0].message.find("iommu.passthrough=1"), std::string::npos);
+  EXPECT_NE(c.issues[1].message.find("iommu.passthrough=1"), std::string::npos);
+  EXPECT_NE(c.issues[2].message.find("the VT-d driver is x86-only"), std::string::npos);
+  EXPECT_NE(c.issues[2].message.find("iommu.strict=1"), std::string::npos);
+  EXPECT_NE(c.issues[3].message.find("the AMD-Vi driver is x86-only"), std::string::npos);
+}
+
+TEST(Cmdline, TheGenericParametersWorkOnEveryArchitecture) {
+  for (Arch arch : {Arch::Unknown, Arch::X86, Arch::Arm64, Arch::Other}) {
+    auto c = interpret("iommu.passthrough=1 iommu.strict=0", arch);
+    EXPECT_EQ(c.passthrough, true) << toString(arch);
+    EXPECT_EQ(c.strict, false) << toString(arch);
+    EXPECT_TRUE(c.issues.empty()) << toString(arch);
+  }
+}
+
+TEST(Cmdline, AnUnknownArchitectureReadsAsX86AndAnotherOnesIommuIsLeftAlone) {
+  EXPECT_TRUE(interpret("iommu=off", Arch::Unknown).iommuOff);
+  EXPECT_EQ(interpret("iommu=pt", Arch::Unknown).passthrough, true);
+  // powerpc's iommu=nobypass is its own: neither read as x86's nor called unknown.
+  auto ppc = interpret("iommu=nobypass iommu=pt", Arch::Other);
+  EXPECT_FALSE(ppc.passthrough);
+  EXPECT_TRUE(ppc.issues.empty());
+  auto intel = interpret("intel_iommu=on", Arch::Other);
+  EXPECT_FALSE(intel.intelOn);
+  ASSERT_EQ(intel.issues.size(), 1U);
+  EXPECT_NE(intel.issues[0].message.find("not a parameter of this architecture's kernel"), std::string::npos);
+}
+
+TEST(Arch, FromTheMachineName) {
+  EXPECT_EQ(archFromMachine("x86_64\n"), Arch::X86);
+  EXPECT_EQ(archFromMachine("i686"), Arch::X86);
+  EXPECT_EQ(archFromMachine("aarch64"), Arch::Arm64);
+  EXPECT_EQ(archFromMachine("ppc64le"), Arch::Other);
+  EXPECT_EQ(archFromMachine("i786"), Arch::Other);
+  EXPECT_EQ(archFromMachine(""), Arch::Unknown);
 }

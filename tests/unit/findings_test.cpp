@@ -175,3 +175,57 @@ TEST(Findings, AreOrderedBySeverityThenId) {
   EXPECT_EQ(ids[1].id, "untrusted-bounce");
   EXPECT_EQ(ids[2].id, "default-on");
 }
+
+// docs/kernel.md §1.5: on arm64 x86's iommu= and the x86 drivers' options do nothing; no remedy may
+// name them. The SMMUv3 unit says arm64 here (the host has no /proc/sys/kernel/arch).
+TEST(Findings, OnArm64X86ParametersAreUnknownAndNoRemedyNamesOne) {
+  auto h = armSmmuV3();
+  h->cmdline("root=/dev/vda1 iommu=off iommu=pt");
+  h->pci({.address = "0000:00:02.0",
+          .vendor = 0x8086,
+          .device = 0x15f3,
+          .classCode = 0x020000,
+          .driver = "igc",
+          .removable = "removable"});
+  h->group(2, "DMA\n", {"0000:00:02.0"});
+  h->swiotlb(0, 0, 0);
+  auto s = statusOf(*h);
+  EXPECT_EQ(s.host.kernel.arch, Arch::Arm64);
+  // The config's translated default stands: neither iommu=off nor iommu=pt exists on arm64.
+  EXPECT_EQ(s.mode.passthrough, false);
+  EXPECT_EQ(s.mode.defaultType, DomainType::Dma);
+  const auto* f = findingById(s, "cmdline-conflict");
+  ASSERT_NE(f, nullptr);
+  EXPECT_NE(f->summary.find("iommu=off is not a parameter of the arm64 kernel"), std::string::npos);
+  EXPECT_NE(f->summary.find("iommu=pt is not a parameter of the arm64 kernel"), std::string::npos);
+  EXPECT_NE(f->summary.find("iommu.passthrough=1"), std::string::npos);
+  EXPECT_EQ(findingIds(s),
+            (Ids{"cmdline-conflict", "default-on", "smmu-strict", "untrusted-bounce", "untrusted-no-bounce-buffers"}));
+  for (const auto& finding : s.findings) {
+    for (const auto& r : finding.remedies) {
+      for (const char* x86 : {"iommu=", "intel_iommu", "amd_iommu"}) {
+        EXPECT_EQ(r.action.find(x86), std::string::npos) << finding.id << ": " << r.action;
+      }
+    }
+  }
+}
+
+// Without an SMMU nothing but the kernel's machine name tells arm64: iommu=off did not turn it off.
+TEST(Findings, OnArm64WithoutAnSmmuIommuOffIsNotTheReason) {
+  auto h = std::make_unique<FakeHost>("6.1.0-56-arm64");
+  h->machine("aarch64");
+  h->deviceTree();
+  h->cmdline("root=/dev/vda1 iommu=off");
+  auto s = statusOf(*h);
+  EXPECT_FALSE(s.mode.present);
+  EXPECT_FALSE(hasReasonContaining(s.mode, Reason::Source::Cmdline, "iommu=off"));
+  EXPECT_TRUE(hasReasonContaining(s.mode, Reason::Source::Firmware, "device tree"));
+  const auto* f = findingById(s, "cmdline-conflict");
+  ASSERT_NE(f, nullptr);
+  EXPECT_NE(f->summary.find("iommu=off is not a parameter of the arm64 kernel"), std::string::npos);
+
+  // The same host read as x86 (its machine name says so) is off because of iommu=off.
+  h->machine("x86_64");
+  auto x86 = statusOf(*h);
+  EXPECT_TRUE(hasReasonContaining(x86.mode, Reason::Source::Cmdline, "iommu=off on the command line disables"));
+}

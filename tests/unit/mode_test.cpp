@@ -135,3 +135,21 @@ TEST(Mode, PlatformOptInTurnsVtdOnWithIdentity) {
   EXPECT_EQ(s.mode.defaultType, DomainType::Identity);
   EXPECT_TRUE(hasReasonContaining(s.mode, Src::Firmware, "platform opt-in"));
 }
+
+// docs/kernel.md §1.5: the kernel's machine name, else the IOMMU hardware of one architecture.
+TEST(Arch, TheMachineNameElseTheIommuHardwareAndTables) {
+  HostFacts h;
+  EXPECT_EQ(deriveArch(h), Arch::Unknown);
+  h.units.push_back({.name = "smmu3.0x0000000009050000", .vendor = Vendor::ArmSmmuV3});
+  EXPECT_EQ(deriveArch(h), Arch::Arm64);
+  h.firmware.tables = {"DMAR"};
+  EXPECT_EQ(deriveArch(h), Arch::Unknown);  // evidence both ways: no guess
+  h.units.clear();
+  EXPECT_EQ(deriveArch(h), Arch::X86);
+  h.firmware.tables = {"IORT"};
+  EXPECT_EQ(deriveArch(h), Arch::Arm64);
+  h.kernel.machine = "x86_64";  // the kernel's own word wins
+  EXPECT_EQ(deriveArch(h), Arch::X86);
+  h.kernel.machine = "riscv64";
+  EXPECT_EQ(deriveArch(h), Arch::Other);
+}

@@ -12,6 +12,7 @@ checker as x86 (check_status.py), and the scenario's own state (scenarios.scenar
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -41,7 +42,13 @@ STATUS_SCENARIOS: dict[str, scenarios.StatusScenario] = {
         _virt("smmuv3", "iommu.passthrough=1"), "arm-smmu-v3", "Passthrough", None, group_type="identity"),
     "none": scenarios.StatusScenario(
         "virt without an SMMU: no unit, no groups", _virt("none"), "none"),
+    # docs/kernel.md §1.5: iommu= is x86's. On arm64 the kernel does not know it: the SMMU stays on,
+    # translated and strict as the config says, and iommuctl must read it so (not "off", not identity).
+    "smmu-x86-params": scenarios.StatusScenario(
+        "SMMUv3 with x86's iommu=off iommu=pt, unknown to arm64: the distribution default stands, groups DMA",
+        _virt("smmuv3", "iommu=off", "iommu=pt"), "arm-smmu-v3", "Translated", "strict", group_type="DMA"),
 }
+X86_PARAMS = ("iommu=", "intel_iommu=", "amd_iommu=")
 
 
 def binaries(build: Path) -> tuple[Path, Path]:
@@ -64,8 +71,9 @@ def run_status(name: str, series: str, build: Path, out_dir: Path | None = None,
     kernel = vmlib.find_kernel(series, ARCH)
     iommuctl, _ = binaries(build)
     files, guest_path = scenarios._prepare_iommuctl(iommuctl)
-    r = vmlib.boot(kernel, sc.machine, scenarios.guest_script(guest_path), files_in=files,
-                   timeout=300, out_dir=out_dir, echo=echo)
+    # The kernel's own name for its architecture, which iommuctl reads too (docs/kernel.md §1.5).
+    script = scenarios.guest_script(guest_path) + 'read -r m < /proc/sys/kernel/arch && echo "$m" > arch.txt\n'
+    r = vmlib.boot(kernel, sc.machine, script, files_in=files, timeout=300, out_dir=out_dir, echo=echo)
     problems: list[str] = []
     notes: list[str] = []
     try:
@@ -73,6 +81,10 @@ def run_status(name: str, series: str, build: Path, out_dir: Path | None = None,
         facts, probs = check_status.check(r.out_dir)
         notes.append(check_status.summary(facts))
         problems += scenarios.scenario_problems(sc, facts) + probs
+        arch = (r.out_dir / "arch.txt").read_text().strip() if (r.out_dir / "arch.txt").is_file() else None
+        if arch != "aarch64":
+            problems.append(f"/proc/sys/kernel/arch reads {arch!r}, not 'aarch64'")
+        problems += x86_param_problems(r.out_dir, [p for p in sc.machine.cmdline if p.startswith(X86_PARAMS)])
         if sc.group_type:
             # Groups exist only for devices whose driver bound (device-tree hosts configure
             # the IOMMU at probe): both endpoints must be in one.
@@ -82,6 +94,31 @@ def run_status(name: str, series: str, build: Path, out_dir: Path | None = None,
     except (vmlib.GuestFailed, FileNotFoundError) as e:
         problems.append(str(e))
     return scenarios.Outcome(f"arm64 status {name} on {series}", r.seconds, r.accel, problems, notes, r.out_dir)
+
+
+def x86_param_problems(out: Path, params: list[str]) -> list[str]:
+    """x86's parameters on arm64: the kernel must say it does not know them, and iommuctl must say so
+    too; and no remedy of iommuctl's may name one, whatever the command line (docs/kernel.md §1.5)."""
+    problems = []
+    status = json.loads((out / "status.json").read_text())
+    for f in status.get("findings", []):
+        for r in f.get("remedies", []):
+            if any(x in r.get("action", "") for x in X86_PARAMS):
+                problems.append(f"finding {f.get('id')} suggests an x86 parameter on arm64: {r.get('action')!r}")
+    if not params:
+        return problems
+    dmesg = (out / "dmesg.txt").read_text(errors="replace")
+    m = re.search(r'Unknown kernel command line parameters "([^"]*)", will be passed to user space', dmesg)
+    unknown = m.group(1).split() if m else []
+    # init's environment holds one entry per name: a later iommu= replaces an earlier one
+    # (init/main.c unknown_bootoption()), and the kernel lists what init gets.
+    last = {p.split("=", 1)[0]: p for p in params}
+    problems += [f"scenario set-up: the kernel does not call {p} unknown (its unknown parameters: {unknown})"
+                 for p in last.values() if p not in unknown]
+    conflict = " ".join(f.get("summary", "") for f in status.get("findings", []) if f.get("id") == "cmdline-conflict")
+    problems += [f"iommuctl does not say that {p} is not a parameter of the arm64 kernel (cmdline-conflict: {conflict!r})"
+                 for p in params if f"{p} is not a parameter of the arm64 kernel" not in conflict]
+    return problems
 
 
 # --------------------------------------------------------------------------

@@ -67,6 +67,9 @@ class KernelFacts:
     # PCI address -> sysfs `removable` ("removable", "fixed", "unknown", "-" absent); None when
     # the snapshot predates removable.txt (testdata recorded before it).
     removable: dict[str, str] | None = None
+    # The parameters the kernel did not know ("Unknown kernel command line parameters ..."), which
+    # init got instead: on arm64 x86's iommu= is one (docs/kernel.md §1.5).
+    unknown_params: list[str] = dataclasses.field(default_factory=list)
 
     def untrusted(self, address: str) -> bool:
         """The kernel marks a device below an external-facing port removable and untrusted by
@@ -144,15 +147,20 @@ def read_facts(d: Path, prefix: str = "") -> KernelFacts:
     removable = None
     if (d / f"{prefix}removable.txt").is_file():
         removable = dict(line.split() for line in text("removable.txt").splitlines())
+    m = re.search(r'Unknown kernel command line parameters "([^"]*)", will be passed to user space', dmesg)
+    unknown = m.group(1).split() if m else []
     return KernelFacts(release, text("cmdline.txt").strip(), version, units, default_type,
-                       default_by_cmdline, tlb_policy, forced_strict, groups, classes, removable)
+                       default_by_cmdline, tlb_policy, forced_strict, groups, classes, removable, unknown)
 
 
 def expected_findings(k: KernelFacts) -> set[str]:
     """The known findings this host should get, judged from the kernel's facts."""
+    # An IOMMU parameter the kernel does not know did nothing: iommuctl must say so.
+    iommu_keys = ("iommu", "intel_iommu", "amd_iommu")
+    out = {"cmdline-conflict"} if any(
+        p.split("=", 1)[0].replace("-", "_") in iommu_keys for p in k.unknown_params) else set()
     if not k.present:
-        return set()
-    out = set()
+        return out
     if any(u.cap is not None and (
             (u.name.startswith("dmar") and u.cap & INTEL_CAP_CM) or
             (u.name.startswith("ivhd") and u.cap & AMD_CAP_NPCACHE)) for u in k.units.values()):
@@ -174,7 +182,7 @@ def expected_findings(k: KernelFacts) -> set[str]:
     # An Arm SMMU with a group in strict DMA (docs/kernel.md: arm64 defaults to strict).
     if k.vendor in ("arm-smmu", "arm-smmu-v3") and any(t == "DMA" for t, _ in k.groups.values()):
         out.add("smmu-strict")
-    # No scenario has VFIO or conflicting options.
+    # No scenario has VFIO, or options the kernel knows and overrides.
     return out
 
 

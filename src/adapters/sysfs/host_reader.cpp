@@ -28,6 +28,9 @@ class Reader {
     readKernel();
     readFirmware();
     readUnits();
+    // What the command line says depends on the architecture, told by the units and tables too.
+    host_.kernel.arch = deriveArch(host_);
+    host_.kernel.iommuCmdline = interpretIommuCmdline(parseCmdline(host_.kernel.cmdline), host_.kernel.arch);
     readGroups();
     if (auto r = readPci(); !r) return r.error();
     readSharedGroupConfigs();
@@ -110,7 +113,7 @@ class Reader {
     auto signature = optional("/proc/version_signature").value_or("");
     k.upstream = upstreamVersion(k.release, k.procVersion, signature);
     k.cmdline = std::string(trim(optional("/proc/cmdline").value_or("")));
-    k.iommuCmdline = interpretIommuCmdline(parseCmdline(k.cmdline));
+    k.machine = std::string(trim(optional("/proc/sys/kernel/arch").value_or("")));
 
     std::string bootConfig = "/boot/config-" + k.release;
     if (auto plain = optional(bootConfig)) {
