@@ -26,6 +26,7 @@ HotplugFilter::Verdict HotplugFilter::event(const adapters::udev::UEvent& e, Tim
   const bool pciAdd = e.subsystem == "pci" && e.action == "add";
   if (e.subsystem == "pci" && e.action == "remove") {
     forget(v.address);
+    if (working_) removedMeanwhile_.insert(v.address);
     v.kind = Kind::Removed;
     return v;
   }

@@ -70,12 +70,16 @@ class HotplugFilter {
   void dropQueued() { queued_.clear(); }
 
   /// A worker starts, and ends: a device plugged in between is a new device, whatever the
-  /// worker reports of its address.
+  /// worker reports of its address; a device removed between is gone, whatever the worker saw of it.
   void workerStarted() {
     working_ = true;
     pluggedMeanwhile_.clear();
+    removedMeanwhile_.clear();
   }
   void workerDone() { working_ = false; }
+  /// The PCI functions removed while the last worker ran (until the next one starts): its report
+  /// was read before they went, so what it says of them must not bring them back.
+  [[nodiscard]] const std::set<std::string>& removedMeanwhile() const { return removedMeanwhile_; }
 
   // What the worker reported of a device.
   void forgetLeftAlone(const std::string& address) { leftAlone_.erase(address); }
@@ -105,6 +109,7 @@ class HotplugFilter {
   std::set<std::string> atStart_;                 // PCI functions present when the daemon started
   std::set<std::string> fresh_;                   // PCI functions plugged in since
   std::set<std::string> pluggedMeanwhile_;        // PCI functions plugged in while the worker runs
+  std::set<std::string> removedMeanwhile_;        // PCI functions removed while the worker runs
   bool working_ = false;
 };
 

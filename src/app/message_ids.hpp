@@ -8,10 +8,11 @@
 /// IOMMUD_DEVICE (PCI address), IOMMUD_NAME (nvme0, enp5s0), IOMMUD_GROUP, IOMMUD_RULE,
 /// IOMMUD_POLICY (file:line), IOMMUD_KIND, IOMMUD_OBJECT, IOMMUD_KEY, IOMMUD_FROM, IOMMUD_TO,
 /// IOMMUD_RISK, IOMMUD_IDENTITY, IOMMUD_SKIP (why a change was not made), IOMMUD_PROBLEMS (how
-/// many errors a rejected reload found). The catalog substitutes only fields an entry of its kind
-/// always carries: kWeakened, kChanged, kAdvised, kRefused, kFailed and kReverted the KIND and
-/// OBJECT (kWeakened also FROM, TO and RISK), kRecovered the GROUP, kReplugged DEVICE, NAME and
-/// IDENTITY, kMeasured DEVICE and NAME.
+/// many errors a rejected reload found), IOMMUD_HANDLED (on a debug entry without MESSAGE_ID: the
+/// PCI function whose debounced events a finished worker handled). The catalog substitutes only fields an entry of its
+/// kind always carries: kWeakened, kChanged, kAdvised, kRefused, kFailed and kReverted the KIND and OBJECT (kWeakened
+/// also FROM, TO and RISK), kRecovered the GROUP, kReplugged DEVICE, NAME and IDENTITY, kMeasured
+/// DEVICE and NAME.
 namespace iommud::app::msgid {
 
 /// Coldplug is done and the daemon is ready (summary counts in the message).

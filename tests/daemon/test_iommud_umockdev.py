@@ -353,7 +353,8 @@ class IommudUnderUmockdev(DaemonTestCase):
         self.wait_pair_identity()
         self.wait_status("the pair tuned", lambda tuned, failed: tuned >= 2 and failed == 0, d)
         # Done with the first plug (its debounces, and those of the transaction's own rebinds)
-        # before the second: a worker still running then would answer for a removed drive.
+        # before the second, so that the second is a plug of its own. (A worker still running at
+        # the removal no longer brings the drive back: HotplugFilter.removedMeanwhile.)
         self.wait_handled(d, (NVME_A, NVME_B))
         # Unplugged and plugged again: the daemon knows the drives by their serials. (Their group
         # keeps the switch's ports, so it keeps its type here and nothing is written again.)

@@ -108,6 +108,29 @@ TEST(HotplugFilter, APlugWhileTheWorkerRunsIsANewTryWhateverTheWorkerSaysOfTheOl
   EXPECT_EQ(x.batchAt(201ms), (app::Batch{{kNvme}, {}}));
 }
 
+TEST(HotplugFilter, ARemovalWhileTheWorkerRunsIsGoneWhateverTheWorkerSawOfIt) {
+  Filter x;
+  x.f.present({kNvme, kNic});
+  x.at(0ms, pci("change", kNvme));
+  x.at(0ms, pci("change", kNic));
+  EXPECT_EQ(x.batchAt(200ms), (app::Batch{{}, {kNvme, kNic}}));
+  x.f.workerStarted();  // it reads both devices
+  x.at(210ms, pci("remove", kNvme));
+  x.f.workerDone();
+  // The daemon forgets again what the report says of the drive, as at its removal.
+  EXPECT_EQ(x.f.removedMeanwhile(), std::set<std::string>{kNvme});
+  x.at(220ms, pci("remove", kNic));  // removed when no worker runs: forgotten then, once
+  EXPECT_EQ(x.f.removedMeanwhile(), std::set<std::string>{kNvme});
+  x.f.workerStarted();  // the next worker starts afresh
+  EXPECT_TRUE(x.f.removedMeanwhile().empty());
+  x.at(230ms, pci("add", kNvme));  // removed and plugged in again meanwhile: the old device is gone too
+  x.at(231ms, pci("remove", kNvme));
+  x.at(232ms, pci("add", kNvme));
+  x.f.workerDone();
+  EXPECT_EQ(x.f.removedMeanwhile(), std::set<std::string>{kNvme});
+  EXPECT_EQ(x.batchAt(432ms), (app::Batch{{kNvme}, {}}));  // and the new one is a hotplug
+}
+
 TEST(HotplugFilter, ARollbacksEventsMeanwhileAreDroppedWithTheFailure) {
   Filter x;
   x.f.present({kNvme});

@@ -65,8 +65,15 @@ def binaries(build: Path) -> tuple[Path, Path]:
     return out[0], out[1]
 
 
+def _share(build: Path, more: dict) -> dict:
+    """What a boot's share carries: the arm64 build's iommuctl (at /vm/in/iommuctl) and iommud, and `more`."""
+    iommuctl, iommud = binaries(build)
+    files, _ = scenarios._prepare_iommuctl(iommuctl)  # noqa: SLF001 (shared with the other scenarios)
+    return {**files, "iommud": iommud, **more}
+
+
 def run_status(name: str, series: str, build: Path, out_dir: Path | None = None,
-               echo: bool = False) -> scenarios.Outcome:
+               echo: bool = False) -> vmlib.Outcome:
     sc = STATUS_SCENARIOS[name]
     kernel = vmlib.find_kernel(series, ARCH)
     iommuctl, _ = binaries(build)
@@ -74,26 +81,24 @@ def run_status(name: str, series: str, build: Path, out_dir: Path | None = None,
     # The kernel's own name for its architecture, which iommuctl reads too (docs/kernel.md §1.5).
     script = scenarios.guest_script(guest_path) + 'read -r m < /proc/sys/kernel/arch && echo "$m" > arch.txt\n'
     r = vmlib.boot(kernel, sc.machine, script, files_in=files, timeout=300, out_dir=out_dir, echo=echo)
-    problems: list[str] = []
-    notes: list[str] = []
-    try:
-        r.check()
-        facts, probs = check_status.check(r.out_dir)
-        notes.append(check_status.summary(facts))
-        problems += scenarios.scenario_problems(sc, facts) + probs
-        arch = (r.out_dir / "arch.txt").read_text().strip() if (r.out_dir / "arch.txt").is_file() else None
+
+    def arm64_problems(facts: check_status.KernelFacts) -> list[str]:
+        problems = []
+        arch_file = r.out_dir / "arch.txt"
+        arch = arch_file.read_text().strip() if arch_file.is_file() else None
         if arch != "aarch64":
             problems.append(f"/proc/sys/kernel/arch reads {arch!r}, not 'aarch64'")
         problems += x86_param_problems(r.out_dir, [p for p in sc.machine.cmdline if p.startswith(X86_PARAMS)])
+        # Groups exist only for devices whose driver bound (device-tree hosts configure the IOMMU
+        # at probe): both endpoints must be in one.
         if sc.group_type:
-            # Groups exist only for devices whose driver bound (device-tree hosts configure
-            # the IOMMU at probe): both endpoints must be in one.
             members = {m for _, ms in facts.groups.values() for m in ms}
             problems += [f"scenario set-up: {a} is in no IOMMU group (its driver did not bind?)"
                          for a in (NVME, NIC) if a not in members]
-    except (vmlib.GuestFailed, FileNotFoundError) as e:
-        problems.append(str(e))
-    return scenarios.Outcome(f"arm64 status {name} on {series}", r.seconds, r.accel, problems, notes, r.out_dir)
+        return problems
+
+    return vmlib.judged(f"arm64 status {name} on {series}", r,
+                        lambda out, notes: scenarios.status_problems(sc, out, notes, arm64_problems))
 
 
 def x86_param_problems(out: Path, params: list[str]) -> list[str]:
@@ -136,14 +141,7 @@ rule = "{NIC_RULE}"
 mode = "apply"
 accept = ["lazy-invalidation"]
 """
-NVME_POLICY = """[[rule]]
-name = "vm-nvme-identity"
-description = "identity for the NVMe drive (tests/vm arm64)"
-domain = "identity"
-accept = ["no-isolation"]
-[rule.match]
-kind = "nvme"
-"""
+NVME_POLICY = scenarios.identity_rule("vm-nvme-identity", "identity for the NVMe drive, on arm64")
 
 APPLY_GUEST = r"""#!/bin/bash
 set -u
@@ -186,14 +184,6 @@ $iommuctl status --json > status-reverted.json 2> status-reverted.err
 """
 
 
-def _facts(path: Path) -> dict[str, tuple[str, str, str]]:
-    out = {}
-    for line in path.read_text().splitlines():
-        dev, group, typ, drv = line.split()
-        out[dev] = (group, typ, drv)
-    return out
-
-
 def apply_problems(out: Path, series: str, notes: list[str]) -> list[str]:
     import json
 
@@ -202,7 +192,7 @@ def apply_problems(out: Path, series: str, notes: list[str]) -> list[str]:
     notes.append(check_status.summary(facts))
     probs += [f"status at the default: {p}" for p in status_probs]
     before, nic_applied, nvme_applied, reverted = (
-        _facts(out / f"{n}.txt") for n in ("before", "nic-applied", "nvme-applied", "reverted"))
+        scenarios.facts_of(out / f"{n}.txt") for n in ("before", "nic-applied", "nvme-applied", "reverted"))
     for dev in (NVME, NIC):
         if before[dev][1:] != ("DMA", before[dev][2]) or before[dev][2] == "none":
             probs.append(f"scenario set-up: {dev} is {before[dev]} at boot, not DMA with its driver bound")
@@ -269,22 +259,13 @@ def apply_problems(out: Path, series: str, notes: list[str]) -> list[str]:
     return probs
 
 
-def run_apply(series: str, build: Path, out_dir: Path | None = None, echo: bool = False) -> scenarios.Outcome:
+def run_apply(series: str, build: Path, out_dir: Path | None = None, echo: bool = False) -> vmlib.Outcome:
     kernel = vmlib.find_kernel(series, ARCH)
-    iommuctl, iommud = binaries(build)
-    files, _ = scenarios._prepare_iommuctl(iommuctl)
-    files.update({"iommud": iommud, "60-arm-smmu-nic.toml": SHIPPED_NIC_POLICY,
-                  "90-local.toml": NIC_OVERRIDE, "50-nvme.toml": NVME_POLICY})
+    files = _share(build, {"60-arm-smmu-nic.toml": SHIPPED_NIC_POLICY, "90-local.toml": NIC_OVERRIDE,
+                           "50-nvme.toml": NVME_POLICY})
     script = APPLY_GUEST.replace("@NVME@", NVME).replace("@NIC@", NIC)
     r = vmlib.boot(kernel, _virt(), script, files_in=files, timeout=300, out_dir=out_dir, echo=echo)
-    probs: list[str] = []
-    notes: list[str] = []
-    try:
-        r.check()
-        probs += apply_problems(r.out_dir, series, notes)
-    except (vmlib.GuestFailed, FileNotFoundError, ValueError, KeyError) as e:
-        probs.append(f"{type(e).__name__}: {e}")
-    return scenarios.Outcome(f"arm64 apply on {series}", r.seconds, r.accel, probs, notes, r.out_dir)
+    return vmlib.judged(f"arm64 apply on {series}", r, lambda out, notes: apply_problems(out, series, notes))
 
 
 # --------------------------------------------------------------------------
@@ -293,10 +274,8 @@ def run_apply(series: str, build: Path, out_dir: Path | None = None, echo: bool 
 # new root port and the NVMe (6.4 and later change a group of several devices).  6.12 only.
 
 HOTPLUG_NVME = "0000:03:00.0"  # behind hp0, the third root port (00:03.0)
-DAEMON_POLICY = (f'[[rule]]\nname = "vm-arm64-hotplug-identity"\n'
-                 f'description = "identity for the NVMe hot-added on hp0 (tests/vm arm64)"\n'
-                 f'domain = "identity"\nwhen = "hotplug"\naccept = ["no-isolation"]\n'
-                 f'[rule.match]\nkind = "nvme"\naddress = "{HOTPLUG_NVME}"\n')
+DAEMON_POLICY = scenarios.identity_rule("vm-arm64-hotplug-identity", "identity for the NVMe hot-added on hp0, on arm64",
+                                       "hotplug", HOTPLUG_NVME)
 DAEMON_CONF = 'log-level = "debug"\n'  # "reacted to ... in N ms" is a debug line
 
 DAEMON_GUEST = r"""#!/bin/bash
@@ -358,11 +337,9 @@ def daemon_problems(out: Path, notes: list[str]) -> list[str]:
     return probs
 
 
-def run_daemon(series: str, build: Path, out_dir: Path | None = None, echo: bool = False) -> scenarios.Outcome:
+def run_daemon(series: str, build: Path, out_dir: Path | None = None, echo: bool = False) -> vmlib.Outcome:
     kernel = vmlib.find_kernel(series, ARCH)
-    iommuctl, iommud = binaries(build)
-    files, _ = scenarios._prepare_iommuctl(iommuctl)
-    files.update({"iommud": iommud, "iommud.conf": DAEMON_CONF, "50-hotplug.toml": DAEMON_POLICY})
+    files = _share(build, {"iommud.conf": DAEMON_CONF, "50-hotplug.toml": DAEMON_POLICY})
 
     def driver(vm: vmlib.Vm) -> None:
         vm.wait_console(r"^@@ready-for-hotplug", timeout=240)
@@ -370,11 +347,4 @@ def run_daemon(series: str, build: Path, out_dir: Path | None = None, echo: bool
 
     r = vmlib.boot(kernel, _virt(), DAEMON_GUEST.replace("@DEV@", HOTPLUG_NVME), files_in=files, udev=True,
                    driver=driver, timeout=360, out_dir=out_dir, echo=echo)
-    probs: list[str] = []
-    notes: list[str] = []
-    try:
-        r.check()
-        probs += daemon_problems(r.out_dir, notes)
-    except (vmlib.GuestFailed, FileNotFoundError, ValueError, KeyError) as e:
-        probs.append(f"{type(e).__name__}: {e}")
-    return scenarios.Outcome(f"arm64 daemon on {series}", r.seconds, r.accel, probs, notes, r.out_dir)
+    return vmlib.judged(f"arm64 daemon on {series}", r, lambda out, notes: daemon_problems(out, notes))

@@ -105,9 +105,8 @@ ls $T/instances > /vm/out/instances.txt
 """.replace("@N@", str(DATAGRAMS))
 
 
-def check(out: Path, series: str) -> tuple[list[str], list[str]]:
+def check(out: Path, series: str, notes: list[str]) -> list[str]:
     problems: list[str] = []
-    notes: list[str] = []
     read = lambda name: (out / name).read_text()  # noqa: E731
     swiotlb = [l for l in read("dmesg.txt").splitlines() if "software IO TLB: mapped" in l]
     if not swiotlb:
@@ -121,11 +120,11 @@ def check(out: Path, series: str) -> tuple[list[str], list[str]]:
     if received == 0:
         problems.append(f"no datagram crossed the hub: {read('links.txt')}")
     if read("top.rc").strip() != "0":
-        return problems + [f"top exited {read('top.rc').strip()}: {read('top.err')}"], notes
+        return problems + [f"top exited {read('top.rc').strip()}: {read('top.err')}"]
     devices = {d["device"]: d for d in json.loads(read("top.json"))["devices"]}
     t, u = devices.get(taddr), devices.get(uaddr)
     if t is None or u is None:
-        return problems + [f"top has no row for {taddr} or {uaddr}"], notes
+        return problems + [f"top has no row for {taddr} or {uaddr}"]
     notes.append(f"untrusted {uaddr}: {u['bounces']} bounces, {u['maps']} maps; "
                  f"trusted {taddr}: {t['bounces']} bounces, {t['maps']} maps")
     if not u["untrusted"] or t["untrusted"]:
@@ -138,13 +137,13 @@ def check(out: Path, series: str) -> tuple[list[str], list[str]]:
     if series == "6.12" and (not u["maps"] or not t["maps"]):
         problems.append(f"6.12 attributes maps: untrusted {u['maps']}, trusted {t['maps']}")
     if read("status.rc").strip() != "0":
-        return problems + [f"status --measure exited {read('status.rc').strip()}: {read('status.err')}"], notes
+        return problems + [f"status --measure exited {read('status.rc').strip()}: {read('status.err')}"]
     findings = json.loads(read("status.json"))["findings"]
     if [f for f in findings if f["id"] == "untrusted-no-bounce-buffers"]:
         problems.append("untrusted-no-bounce-buffers raised on a host whose kernel set swiotlb up")
     bounce = [f for f in findings if f["id"] == "untrusted-bounce"]
     if len(bounce) != 1 or bounce[0]["devices"] != [uaddr]:
-        return problems + [f"untrusted-bounce should name {uaddr} alone: {bounce}"], notes
+        return problems + [f"untrusted-bounce should name {uaddr} alone: {bounce}"]
     m = re.search(r"Measured over [\d.]+ s: \S+ (\d+) bounces", bounce[0]["summary"])
     notes.append(f"untrusted-bounce: ...{bounce[0]['summary'][-120:]}")
     if m is None or int(m.group(1)) == 0:
@@ -152,10 +151,10 @@ def check(out: Path, series: str) -> tuple[list[str], list[str]]:
                         f"{bounce[0]['summary']}")
     if [n for n in read("instances.txt").split() if n.startswith("iommud-")]:
         problems.append(f"instances left: {read('instances.txt').split()}")
-    return problems, notes
+    return problems
 
 
-def run_bounce(series: str, iommuctl: Path, out_dir: Path | None = None, echo: bool = False) -> scenarios.Outcome:
+def run_bounce(series: str, iommuctl: Path, out_dir: Path | None = None, echo: bool = False) -> vmlib.Outcome:
     kernel = vmlib.find_kernel(series)
     files, guest_path = scenarios._prepare_iommuctl(iommuctl)  # noqa: SLF001 (shared with the other scenarios)
     files["udp.py"] = UDP
@@ -163,17 +162,11 @@ def run_bounce(series: str, iommuctl: Path, out_dir: Path | None = None, echo: b
                             memory_mb=MEMORY_MB, acpi_tables=[vmlib.external_port_ssdt()])
     r = vmlib.boot(kernel, machine, GUEST.replace("/vm/in/iommuctl", guest_path), files_in=files,
                    timeout=300, out_dir=out_dir, echo=echo)
-    problems: list[str] = []
-    notes: list[str] = []
-    try:
-        r.check()
-        problems, notes = check(r.out_dir, series)
-    except (vmlib.GuestFailed, FileNotFoundError, KeyError, ValueError) as e:
-        problems.append(f"{type(e).__name__}: {e}")
-    return scenarios.Outcome(f"bounce on {series}", r.seconds, r.accel, problems, notes, r.out_dir)
+    return vmlib.judged(f"bounce on {series}", r, lambda out, notes: check(out, series, notes))
 
 
 if __name__ == "__main__":  # re-check a kept directory: bounce_scenario.py DIR SERIES
-    p, n = check(Path(sys.argv[1]), sys.argv[2])
+    n: list[str] = []
+    p = check(Path(sys.argv[1]), sys.argv[2], n)
     print("\n".join(n + [f"PROBLEM: {x}" for x in p]))
     sys.exit(1 if p else 0)

@@ -258,9 +258,8 @@ def within(a: float, b: float, fraction: float) -> bool:
     return abs(a - b) <= fraction * max(a, b)
 
 
-def check(out: Path, series: str) -> tuple[list[str], list[str]]:
+def check(out: Path, series: str, notes: list[str]) -> list[str]:
     problems: list[str] = []
-    notes: list[str] = []
     read = lambda name: (out / name).read_text()  # noqa: E731
 
     # 0: one clear line for someone who may not measure.
@@ -308,7 +307,7 @@ def check(out: Path, series: str) -> tuple[list[str], list[str]]:
     if read("top.rc").strip() != "0" or read("fio.rc").strip() != "0":
         problems.append(f"top exited {read('top.rc').strip()}, fio {read('fio.rc').strip()}: "
                         f"{read('top.err').strip()} {read('fio.txt')[-300:]}")
-        return problems, notes
+        return problems
     doc = json.loads(read("top.json"))
     problems += [f"top.json {p}" for p in schemas.problems("top", doc)]
     nvme = dict(line.split() for line in read("nvme.txt").splitlines())
@@ -319,11 +318,11 @@ def check(out: Path, series: str) -> tuple[list[str], list[str]]:
     if series == "6.12":
         if not doc["maps_attributed"]:
             problems.append(f"6.12 has dma:* events, yet maps are not attributed: {doc['note']}")
-            return problems, notes
+            return problems
         d = devices.get(target)
         if d is None:
             problems.append(f"{target} (nvme0) not in top's devices")
-            return problems, notes
+            return problems
         perf_maps = perf.get("dma:dma_map_page", -1) + perf.get("dma:dma_map_sg", 0)
         perf_unmaps = perf.get("dma:dma_unmap_page", -1) + perf.get("dma:dma_unmap_sg", 0)
         notes.append(f"nvme0 {target}: top maps {d['maps']} unmaps {d['unmaps']} "
@@ -351,7 +350,7 @@ def check(out: Path, series: str) -> tuple[list[str], list[str]]:
         if host_maps is None or host_maps < FIO_IOS or not within(host_maps, perf_maps, 0.02):
             problems.append(f"host-wide IOMMU maps: top {host_maps}, perf {perf_maps}: not within 2% "
                             f"or fewer than fio's {FIO_IOS}")
-    return problems, notes
+    return problems
 
 
 def check_apply_measured(out: Path, series: str, notes: list[str]) -> list[str]:
@@ -465,7 +464,7 @@ def check_daemon_effect(out: Path, series: str, notes: list[str]) -> list[str]:
 
 
 def run_measure(series: str, iommuctl: Path, iommud: Path, out_dir: Path | None = None,
-                echo: bool = False) -> scenarios.Outcome:
+                echo: bool = False) -> vmlib.Outcome:
     kernel = vmlib.find_kernel(series)
     if not iommud.is_file():
         raise vmlib.SetupMissing(f"iommud not found at {iommud}: build first")
@@ -474,17 +473,11 @@ def run_measure(series: str, iommuctl: Path, iommud: Path, out_dir: Path | None 
     machine = vmlib.Machine(iommu="intel")
     r = vmlib.boot(kernel, machine, GUEST.replace("/vm/in/iommuctl", guest_path), files_in=files,
                    timeout=300, out_dir=out_dir, echo=echo)
-    problems: list[str] = []
-    notes: list[str] = []
-    try:
-        r.check()
-        problems, notes = check(r.out_dir, series)
-    except (vmlib.GuestFailed, FileNotFoundError, KeyError, ValueError) as e:
-        problems.append(f"{type(e).__name__}: {e}")
-    return scenarios.Outcome(f"measure on {series}", r.seconds, r.accel, problems, notes, r.out_dir)
+    return vmlib.judged(f"measure on {series}", r, lambda out, notes: check(out, series, notes))
 
 
 if __name__ == "__main__":  # re-check a kept directory: measure_scenario.py DIR SERIES
-    p, n = check(Path(sys.argv[1]), sys.argv[2])
+    n: list[str] = []
+    p = check(Path(sys.argv[1]), sys.argv[2], n)
     print("\n".join(n + [f"PROBLEM: {x}" for x in p]))
     sys.exit(1 if p else 0)

@@ -92,7 +92,11 @@ udevadm settle --timeout=60
 for _ in $(seq 600); do [[ -e /sys/bus/pci/devices/@NIC@/net ]] && break; sleep 0.1; done
 nic=$(basename /sys/bus/pci/devices/@NIC@/net/*)
 ip link set "$nic" up && ip addr add 192.0.2.10/24 dev "$nic" || problem "could not give $nic an address"
-sleep 3  # the carrier comes up once after "up": let it, before counting
+# The carrier comes up once after "up": counted from when it is up, so that a change iommud makes
+# counts alone.
+carrier_up() { local c=; read -r c < "/sys/class/net/$nic/carrier" 2>/dev/null; [[ $c == 1 ]]; }
+for _ in $(seq 600); do carrier_up && break; sleep 0.1; done
+carrier_up || problem "the carrier of $nic never came up"
 ethtool -g "$nic" > rings-before.txt 2>&1
 cat "/sys/class/net/$nic/carrier_changes" > carrier-before.txt
 start=$(date +%s)

@@ -15,6 +15,7 @@ import shutil
 import tempfile
 import time
 from pathlib import Path
+from typing import Callable
 
 import check_status
 import vmlib
@@ -99,18 +100,20 @@ def scenario_problems(sc: StatusScenario, k: check_status.KernelFacts) -> list[s
     return out
 
 
+def status_problems(sc: StatusScenario, out: Path, notes: list[str],
+                    more: Callable[[check_status.KernelFacts], list[str]] = lambda _: []) -> list[str]:
+    """A status boot's files: the kernel is in the scenario's state (and what `more` asks of its
+    facts), and iommuctl agrees with it."""
+    facts, probs = check_status.check(out)
+    notes.append(check_status.summary(facts))
+    return scenario_problems(sc, facts) + more(facts) + probs
+
+
 def guest_script(iommuctl: str) -> str:
     return f"#!/bin/bash\n{COLLECT} {iommuctl}\n"
 
 
-@dataclasses.dataclass
-class Outcome:
-    name: str
-    seconds: float
-    accel: str
-    problems: list[str]
-    notes: list[str]
-    out_dir: Path
+Outcome = vmlib.Outcome
 
 
 def _prepare_iommuctl(iommuctl: Path) -> tuple[dict, str]:
@@ -128,16 +131,7 @@ def run_status(name: str, series: str, iommuctl: Path, out_dir: Path | None = No
     files, guest_path = _prepare_iommuctl(iommuctl)
     r = vmlib.boot(kernel, sc.machine, guest_script(guest_path), files_in=files,
                    timeout=240, out_dir=out_dir, echo=echo)
-    problems: list[str] = []
-    notes: list[str] = []
-    try:
-        r.check()
-        facts, probs = check_status.check(r.out_dir)
-        notes.append(check_status.summary(facts))
-        problems += scenario_problems(sc, facts) + probs
-    except (vmlib.GuestFailed, FileNotFoundError) as e:
-        problems.append(str(e))
-    return Outcome(f"status {name} on {series}", r.seconds, r.accel, problems, notes, r.out_dir)
+    return vmlib.judged(f"status {name} on {series}", r, lambda out, notes: status_problems(sc, out, notes))
 
 
 # --------------------------------------------------------------------------
@@ -178,7 +172,8 @@ wait_for 90 test ! -e "/sys/bus/pci/devices/$addr" || exit 1
 udevadm settle --timeout=60
 echo "hot-removed $addr"
 $collect "$iommuctl" removed- || exit 1
-sleep 0.5
+# What the host checks in udev.log, printed by the monitor before it is stopped: udev's pci remove.
+wait_for 60 grep -Eq '^UDEV .* remove +\S+ \(pci\)' udev.log
 kill "$monitor"
 """
 
@@ -299,14 +294,14 @@ def run_systemd(series: str, iommuctl: Path, out_dir: Path | None = None,
 # identity, `iommuctl apply`, then `iommuctl revert`; the kernel's own sysfs is
 # the judge (group types, driver links), read by the guest script, not by iommuctl.
 
-APPLY_POLICY = """[[rule]]
-name = "vm-nvme-identity"
-description = "identity for every NVMe drive (tests/vm)"
-domain = "identity"
-accept = ["no-isolation"]
-[rule.match]
-kind = "nvme"
+def identity_rule(name: str, description: str, when: str | None = None, address: str | None = None) -> str:
+    """A policy rule that puts the groups of the NVMe drives (those at `address`, a glob) at identity."""
+    return (f'[[rule]]\nname = "{name}"\ndescription = "{description} (tests/vm)"\ndomain = "identity"\n'
+            + (f'when = "{when}"\n' if when else "") + 'accept = ["no-isolation"]\n[rule.match]\nkind = "nvme"\n'
+            + (f'address = "{address}"\n' if address else ""))
 
+
+APPLY_POLICY = identity_rule("vm-nvme-identity", "identity for every NVMe drive") + """
 [[rule]]
 name = "vm-e1000e-rings"
 description = "the largest rings on the e1000e (tests/vm)"
@@ -415,7 +410,8 @@ ls /run/iommud > removed-run.txt
 """
 
 
-def _facts(path: Path) -> dict[str, tuple[str, str, str]]:
+def facts_of(path: Path) -> dict[str, tuple[str, str, str]]:
+    """A `facts` file of a guest script: device -> (its group, the group's type, its driver)."""
     out = {}
     for line in path.read_text().splitlines():
         dev, group, typ, drv = line.split()
@@ -448,7 +444,7 @@ def _disk_problems(out: Path, removal: dict[str, float]) -> list[str]:
             ("mounted-apply", "recover", "removed-apply", "killed-run", "recovered-run", "removed-run")}
     rc = {n: (out / f"{n}.rc").read_text().strip() for n in ("recover", "removed")}
     disk = (out / "disk-addr.txt").read_text().strip()
-    (mounted,), (paused,), (recovered,) = (_facts(out / f"{n}.txt").values()
+    (mounted,), (paused,), (recovered,) = (facts_of(out / f"{n}.txt").values()
                                            for n in ("mounted", "killed-paused", "recovered"))
     # The plan already leaves a device in use alone ("skipped", with the reason); apply's preflight
     # would refuse it too if it got mounted after planning.
@@ -476,7 +472,7 @@ def _disk_problems(out: Path, removal: dict[str, float]) -> list[str]:
         problems.append(f"apply of a removed device (rc {rc['removed']}) did not end cleanly: {text['removed-apply']}")
     if "transaction.journal" in text["removed-run"]:
         problems.append("the journal is still there after the removed device's transaction")
-    for dev, (_, _, drv) in _facts(out / "removed.txt").items():
+    for dev, (_, _, drv) in facts_of(out / "removed.txt").items():
         if drv != "nvme":
             problems.append(f"after {disk} was removed mid-transaction, {dev} is bound to {drv}, not nvme")
     return problems
@@ -513,7 +509,7 @@ facts lazy-applied
 def _lazy_problems(out: Path, series: str) -> list[str]:
     """LAZY_GUEST: the plan skips what the kernel would refuse, and apply does all it plans."""
     problems = []
-    before, applied = (_facts(out / f"{n}.txt") for n in ("lazy-before", "lazy-applied"))
+    before, applied = (facts_of(out / f"{n}.txt") for n in ("lazy-before", "lazy-applied"))
     solo, pair = "0000:01:00.0", ("0000:03:01.0", "0000:03:02.0")
     for dev, (group, typ, _) in before.items():
         if typ != "DMA":
@@ -590,7 +586,7 @@ def run_apply(series: str, iommuctl: Path, out_dir: Path | None = None,
     notes: list[str] = []
     try:
         r.check()
-        before, applied, reverted = (_facts(r.out_dir / f"{n}.txt") for n in ("before", "applied", "reverted"))
+        before, applied, reverted = (facts_of(r.out_dir / f"{n}.txt") for n in ("before", "applied", "reverted"))
         apply_txt = (r.out_dir / "apply.txt").read_text()
         if (r.out_dir / "apply.rc").read_text().strip() != "0":
             problems.append(f"iommuctl apply failed: {apply_txt}")
@@ -617,7 +613,7 @@ def run_apply(series: str, iommuctl: Path, out_dir: Path | None = None,
         if rings["reverted"]["current"] != rings["before"]["current"]:
             problems.append(f"e1000e rings after revert: {rings['reverted']['current']}, not "
                             f"{rings['before']['current']} as before")
-        held, held_txt = _facts(r.out_dir / "held.txt"), (r.out_dir / "held-apply.txt").read_text()
+        held, held_txt = facts_of(r.out_dir / "held.txt"), (r.out_dir / "held-apply.txt").read_text()
         if held[solo][1] != before[solo][1] or held[solo][2] != "nvme":
             problems.append(f"a held NVMe was changed: {held[solo]}; apply said: {held_txt}")
         if "held by dm-0" not in held_txt or "unbinding it would take it away" not in held_txt:
@@ -650,25 +646,18 @@ MSG_LOADED = "40dd2a3790f1493684b1a4d3b4e3b6ec"
 MSG_REJECTED = "94f8437cb3474d33b97e1e3d733b8c90"
 MSG_RECOVERED = "7bbdac1154a4447f8f3726189cf35385"
 
-def _identity_rule(name: str, description: str, when: str, address: str) -> str:
-    """A policy rule that puts the groups of the NVMe drives at `address` (a glob) at identity."""
-    return (f'[[rule]]\nname = "{name}"\ndescription = "{description} (tests/vm daemon)"\n'
-            f'domain = "identity"\nwhen = "{when}"\naccept = ["no-isolation"]\n'
-            f'[rule.match]\nkind = "nvme"\naddress = "{address}"\n')
-
-
 # At start: the solo NVMe (not mounted, alone in its group) goes to identity. `when` is spelled
 # out: a domain change acts only at hotplug by default.
-DAEMON_COLDPLUG_POLICY = _identity_rule("vm-solo-identity", "identity for the solo NVMe, at start too",
-                                        "always", "0000:01:00.0")
+DAEMON_COLDPLUG_POLICY = identity_rule("vm-solo-identity", "identity for the solo NVMe, at start too",
+                                       "always", "0000:01:00.0")
 
 # When a device appears: the NVMe hot-added on hp0, and the NVMe pair's group (which nothing
 # hot-adds: only `iommuctl apply --hotplug` acts on it, the kill-after-unbind case).
 DAEMON_HOTPLUG_POLICY = (
-    _identity_rule("vm-hotplug-identity", "identity for the NVMe hot-added on hp0", "hotplug",
-                   DAEMON_HOTPLUG_ADDR) + "\n"
-    + _identity_rule("vm-pair-identity", "identity for the NVMe pair behind the PCI bridge, at hotplug only",
-                     "hotplug", "0000:03:*"))
+    identity_rule("vm-hotplug-identity", "identity for the NVMe hot-added on hp0", "hotplug",
+                  DAEMON_HOTPLUG_ADDR) + "\n"
+    + identity_rule("vm-pair-identity", "identity for the NVMe pair behind the PCI bridge, at hotplug only",
+                    "hotplug", "0000:03:*"))
 
 # A reload with this file must be refused, naming the file, line 4 and a column.
 DAEMON_BROKEN_POLICY = """[[rule]]
@@ -705,10 +694,29 @@ show() {  # show NAME: what systemd says of the service
         -p ExecMainStartTimestampMonotonic,ActiveEnterTimestampMonotonic > "$1.txt"
     echo "== $1"; cat "$1.txt"
 }
-entries() { journalctl -b -q -o json "MESSAGE_ID=$1" | grep -c '^{'; }
-wait_entries() {  # wait_entries MESSAGE_ID N: until the journal holds N entries of that id (60 s)
+entries() { journalctl -b -q -o json "$1" | grep -c '^{'; }  # entries FIELD=VALUE
+wait_entries() {  # wait_entries FIELD=VALUE N: until the journal holds N entries with that field (60 s)
     local end=$((SECONDS + 60))
     until (( $(entries "$1") >= $2 )); do (( SECONDS < end )) || return 1; nap 0.2; done
+}
+# PID 1 logs each uevent it handles at debug (SIGRTMIN+22 below): "DEV: Processing udev action
+# (SEQNUM=N, ACTION=A)", and wants a unit started in that same step.
+pid1_saw() { journalctl -b -q -o cat _PID=1 | grep -c "^$1: Processing udev action (.*ACTION=$2)"; }
+wait_pid1() {  # wait_pid1 DEV ACTION N: until PID 1 has handled N such uevents (60 s)
+    local end=$((SECONDS + 60))
+    until (( $(pid1_saw "$1" "$2") >= $3 )); do (( SECONDS < end )) || return 1; nap 0.2; done
+}
+# The daemon's debug entry after each worker, per PCI function it handled (IOMMUD_HANDLED=ADDRESS).
+wait_handled() {  # wait_handled DEV...: until the daemon handled a "change" of each DEV sent now
+    local d n=() i=0
+    for d; do n+=("$(entries "IOMMUD_HANDLED=$d")"); done
+    # Sent after the device's earlier uevents: udev keeps one device's events in order, and the
+    # daemon reads its monitor socket in order, so once this change is handled, so are they.
+    for d; do udevadm trigger --action=change "/sys/bus/pci/devices/$d"; done
+    for d; do
+        wait_entries "IOMMUD_HANDLED=$d" $((n[i] + 1)) || { echo "the daemon never handled a change of $d" | tee -a harness.txt; }
+        i=$((i + 1))
+    done
 }
 settle_service() {  # until systemd no longer sees a reload under way (60 s)
     local end=$((SECONDS + 60))
@@ -717,10 +725,10 @@ settle_service() {  # until systemd no longer sees a reload under way (60 s)
     done
 }
 reload() {  # reload NAME MESSAGE_ID: systemctl reload, then wait for the daemon's answer
-    local before; before=$(entries "$2")
+    local before; before=$(entries "MESSAGE_ID=$2")
     mark "$1"
     systemctl reload iommud.service > "$1.out" 2>&1; echo $? > "$1.rc"
-    wait_entries "$2" $((before + 1)) || echo "no $2 entry after $1" | tee -a harness.txt
+    wait_entries "MESSAGE_ID=$2" $((before + 1)) || echo "no $2 entry after $1" | tee -a harness.txt
     settle_service
     show "$1"
 }
@@ -804,9 +812,15 @@ mark stop
 systemctl stop iommud.service > stop.out 2>&1; echo $? > stop.rc
 show stopped
 # Stopped stays stopped when a driver is rebound (by hand here; iommuctl revert does the same).
+mark rebind
+binds=$(pid1_saw "$hp" bind)
 echo "$hp" > /sys/bus/pci/drivers/nvme/unbind; echo "$hp" > /sys/bus/pci/drivers/nvme/bind
-udevadm settle --timeout=60; nap 3
+# The moment has passed once PID 1 has handled the bind uevent: a start it wanted is queued in that
+# step, which ends before PID 1 answers systemctl; the journal is synced before the closing mark.
+wait_pid1 "$hp" bind $((binds + 1)) || echo "PID 1 never handled the bind of $hp" | tee -a harness.txt
 show after-rebind
+journalctl --sync
+mark rebind-checked
 kill -s RTMIN+23 1
 # From here on nothing but the test may start it (the udev rule's start is checked just above).
 systemctl stop iommud.service; systemctl mask --runtime iommud.service > mask.out 2>&1
@@ -833,8 +847,10 @@ show restarted
 facts recovered $solo $pair_a $pair_b $hp
 ls /run/iommud > recovered-run.txt 2>&1
 journalctl -b -o json MESSAGE_ID=@RECOVERED@ > recovered.json
+# A later change of the pair (the recovery's rebind seen as a "bind" uevent) would come before the
+# daemon's handling of a change sent now.
 udevadm settle --timeout=60
-nap 3  # a later change of the pair (its rebind seen as a "bind" uevent) would show here
+wait_handled $pair_a $pair_b
 facts recovered-later $pair_a $pair_b
 mark restart-done
 
@@ -930,7 +946,7 @@ def _dbus_problems(out: Path, solo: tuple[str, str, str]) -> list[str]:
 
 def _daemon_problems(out: Path, files: DaemonFiles, notes: list[str], timing: dict[str, float]) -> list[str]:
     problems: list[str] = []
-    facts = {n: _facts(out / f"{n}.txt") for n in
+    facts = {n: facts_of(out / f"{n}.txt") for n in
              ("coldplug", "hotplug", "stopped-pair", "before-kill", "paused", "recovered", "recovered-later")}
     show = {n: _show(out / f"{n}.txt") for n in
             ("started", "reload", "broken-reload", "fixed-reload", "stopped", "after-rebind", "restarted")}
@@ -1074,7 +1090,11 @@ def _daemon_problems(out: Path, files: DaemonFiles, notes: list[str], timing: di
         problems.append(f"systemctl stop: the service is {show['stopped'].get('ActiveState')}: "
                         f"{(out / 'stop.out').read_text()}")
     s = show["after-rebind"]
-    if s.get("ActiveState") != "inactive":
+    # PID 1 logs at debug here: the start job it enqueues (not run yet, perhaps) as it handles the bind.
+    queued = [line for line in (out / "journal.txt").read_text().splitlines()
+              if line.startswith("[") and marks["rebind"] <= float(line[1:line.index("]")]) * 1e6 < marks["rebind-checked"]
+              and "Trying to enqueue job iommud.service/start" in line]
+    if s.get("ActiveState") != "inactive" or queued:
         # PID 1 logs at debug here: the udev action that made it enqueue the start job, and the job.
         lines = [line for line in (out / "journal.txt").read_text().splitlines()
                  if line.startswith("[") and marks["stop"] <= float(line[1:line.index("]")]) * 1e6 < marks["restart"]]
@@ -1183,11 +1203,4 @@ def run_daemon(series: str, iommuctl: Path, files: DaemonFiles, out_dir: Path | 
               .replace("@RECOVERED@", MSG_RECOVERED))
     r = vmlib.boot(kernel, _intel(False), script, init="systemd", files_in=files_in, root_files=root,
                    systemd_wants=["dbus.socket", "iommud.service"], driver=driver, timeout=540, out_dir=out_dir, echo=echo)
-    problems: list[str] = []
-    notes: list[str] = []
-    try:
-        r.check()
-        problems += _daemon_problems(r.out_dir, files, notes, timing)
-    except (vmlib.GuestFailed, FileNotFoundError, ValueError, KeyError) as e:
-        problems.append(f"{type(e).__name__}: {e}")
-    return Outcome(f"daemon on {series}", r.seconds, r.accel, problems, notes, r.out_dir)
+    return vmlib.judged(f"daemon on {series}", r, lambda out, notes: _daemon_problems(out, files, notes, timing))

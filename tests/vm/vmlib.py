@@ -496,6 +496,31 @@ class Result:
         return "--- guest console (tail) ---\n" + "\n".join(self.output.splitlines()[-lines:])
 
 
+@dataclasses.dataclass
+class Outcome:
+    """What `run` reports of one scenario's boot: what failed (problems) and what was seen (notes)."""
+    name: str
+    seconds: float
+    accel: str
+    problems: list[str]
+    notes: list[str]
+    out_dir: Path
+
+
+def judged(name: str, result: Result, judge: Callable[[Path, list[str]], list[str]]) -> Outcome:
+    """A boot's outcome: the guest's own verdict (`Result.check`), then `judge` over the files the
+    guest left (it returns the problems, and may add notes). A file missing or not as expected is
+    a problem of this boot, not an error of the run."""
+    problems: list[str] = []
+    notes: list[str] = []
+    try:
+        result.check()
+        problems += judge(result.out_dir, notes)
+    except (GuestFailed, FileNotFoundError, KeyError, ValueError) as e:
+        problems.append(f"{type(e).__name__}: {e}")
+    return Outcome(name, result.seconds, result.accel, problems, notes, result.out_dir)
+
+
 class Vm:
     """A running guest, handed to a host-side driver function during boot()."""
 
