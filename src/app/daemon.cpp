@@ -29,9 +29,9 @@
 #include "app/bus_link.hpp"
 #include "app/bus_view.hpp"
 #include "app/daemon_exports.hpp"
-#include "app/effect_watch.hpp"
 #include "app/daemon_work.hpp"
 #include "app/device_tallies.hpp"
+#include "app/effect_watch.hpp"
 #include "app/fleet_files.hpp"
 #include "app/hotplug_filter.hpp"
 #include "app/message_ids.hpp"
@@ -831,7 +831,7 @@ class Daemon {
   std::vector<sd_event_source*> signalSources_;
   HotplugFilter filter_{settings_.config.debounce};
   sd_event_source* debounceTimer_ = nullptr;  // at filter_.nextDeadline()
-  uint64_t overflows_ = 0;  // of the udev monitor's socket
+  uint64_t overflows_ = 0;                    // of the udev monitor's socket
 
   std::optional<sd::StandingWorker> worker_;   // one piece of work at a time
   Work childWork_;                             // what it does now

@@ -1,7 +1,5 @@
 #include "app/daemon_work.hpp"
 
-#include "app/effect_watch.hpp"
-
 #include <chrono>
 #include <ctime>
 

@@ -8,8 +8,8 @@
 
 #include "adapters/dbus/manager_api.hpp"
 #include "app/fleet_export.hpp"
-#include "core/measured_effect.hpp"
 #include "app/hotplug_filter.hpp"
+#include "core/measured_effect.hpp"
 #include "core/result.hpp"
 
 namespace iommud::app {
