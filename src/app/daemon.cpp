@@ -50,7 +50,6 @@ namespace sd = adapters::systemd;
 namespace bus = adapters::dbus;
 using Clock = std::chrono::steady_clock;
 using Priority = sd::Priority;
-using OutcomeKind = Outcome::Result;
 
 DaemonPaths daemonPathsFromEnvironment() {
   DaemonPaths p;

@@ -9,7 +9,7 @@
 #include "adapters/dbus/access.hpp"
 #include "adapters/dbus/manager_api.hpp"
 #include "adapters/dbus/polkit_client.hpp"
-#include "adapters/systemd/worker_process.hpp"
+#include "adapters/systemd/owners.hpp"
 #include "core/backoff.hpp"
 #include "core/result.hpp"
 

@@ -2,11 +2,12 @@
 
 #include <sys/types.h>
 
+#include <csignal>
 #include <functional>
 #include <string>
 #include <string_view>
 
-#include "adapters/systemd/worker_process.hpp"
+#include "adapters/systemd/owners.hpp"
 #include "core/result.hpp"
 
 struct sd_event;
