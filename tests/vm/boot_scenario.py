@@ -175,8 +175,7 @@ def _groups(found: dict[str, list[str]]) -> dict[str, tuple[str, list[str]]]:
 
 def _root_group(found: dict[str, list[str]], problems: list[str], label: str) -> tuple[str, str] | None:
     """(group, type) of the NVMe that holds /, after checking that it is mounted from it."""
-    if "done" not in found:
-        problems.append(f"{label}: the root's init did not finish (no @@done): the boot failed")
+    if "done" not in found:  # said, with the console, where the boot ran
         return None
     mounts = found.get("mount", [])
     if not any(m.startswith("/dev/nvme0n1 ext4") for m in mounts):
@@ -251,6 +250,9 @@ def run_boot(series: str, files: BootFiles, out_dir: Path | None = None, echo: b
         if r.timed_out:
             problems.append(f"{label}: the guest did not power off within 120 s")
         results[label] = _console(r.output)
+        if "done" not in results[label]:  # what the console said is all there is to go on
+            problems.append(f"{label}: the root's init did not finish (no @@done): the boot failed "
+                            f"after {r.seconds:.1f}s{'; ' + r.host_error if r.host_error else ''}\n{r.tail(30)}")
 
     found = results["good"]
     rg = _root_group(found, problems, "good")

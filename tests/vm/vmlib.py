@@ -485,14 +485,14 @@ class Result:
 
     def check(self) -> "Result":
         if self.host_error:
-            raise GuestFailed(f"host-side driver failed: {self.host_error}\n{self._tail()}")
+            raise GuestFailed(f"host-side driver failed: {self.host_error}\n{self.tail()}")
         if self.timed_out:
-            raise GuestFailed(f"guest timed out after {self.seconds:.0f}s\n{self._tail()}")
+            raise GuestFailed(f"guest timed out after {self.seconds:.0f}s\n{self.tail()}")
         if self.exit_status != 0:
-            raise GuestFailed(f"guest script exited {self.exit_status}\n{self._tail()}")
+            raise GuestFailed(f"guest script exited {self.exit_status}\n{self.tail()}")
         return self
 
-    def _tail(self, lines: int = 60) -> str:
+    def tail(self, lines: int = 60) -> str:
         return "--- guest console (tail) ---\n" + "\n".join(self.output.splitlines()[-lines:])
 
 
