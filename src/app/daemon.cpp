@@ -1,8 +1,5 @@
 #include "app/daemon.hpp"
 
-#include <sys/epoll.h>
-#include <sys/signalfd.h>
-#include <systemd/sd-event.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -22,6 +19,7 @@
 #include "adapters/dbus/manager_service.hpp"
 #include "adapters/state/journal.hpp"
 #include "adapters/sysfs/host_reader.hpp"
+#include "adapters/systemd/event_loop.hpp"
 #include "adapters/systemd/notify.hpp"
 #include "adapters/systemd/standing_worker.hpp"
 #include "adapters/trace/tracefs.hpp"
@@ -29,6 +27,7 @@
 #include "app/bus_link.hpp"
 #include "app/bus_view.hpp"
 #include "app/daemon_exports.hpp"
+#include "app/daemon_measure.hpp"
 #include "app/daemon_work.hpp"
 #include "app/device_tallies.hpp"
 #include "app/effect_watch.hpp"
@@ -123,21 +122,19 @@ std::string joined(const std::vector<std::string>& parts, char separator) {
 
 class Daemon {
  public:
-  Daemon(DaemonPaths paths, const sd::Log& log, Settings settings, DaemonOptions options)
-      : paths_(std::move(paths)), log_(log), settings_(std::move(settings)), options_(options) {}
+  Daemon(sd::EventLoop loop, DaemonPaths paths, const sd::Log& log, Settings settings, DaemonOptions options)
+      : loop_(std::move(loop)),
+        paths_(std::move(paths)),
+        log_(log),
+        settings_(std::move(settings)),
+        options_(options) {}
   Daemon(const Daemon&) = delete;
   Daemon& operator=(const Daemon&) = delete;
   ~Daemon() {
     (void)queue_.dropCalls();  // their callers hear that they were dropped, while the bus is there
     childCall_.reset();
     service_.reset();
-    sd_event_source_unref(debounceTimer_);
-    measureTimer_.reset();
-    effectTimer_.reset();
     worker_.reset();  // waits for the worker to end
-    sd_event_source_unref(monitorSource_);
-    for (auto* s : signalSources_) sd_event_source_unref(s);
-    sd_event_unref(event_);
   }
 
   int once() {
@@ -150,41 +147,42 @@ class Daemon {
   }
 
   int run() {
-    sigset_t mask;
-    sigemptyset(&mask);
-    for (int s : {SIGTERM, SIGINT, SIGHUP, SIGCHLD}) sigaddset(&mask, s);
-    sigprocmask(SIG_BLOCK, &mask, nullptr);
-    if (int r = sd_event_new(&event_); r < 0) return fatal("cannot create the event loop", -r);
+    // Watched (so blocked) before the lock and the recovery: a stop waits for them.
+    if (!watch(signals_, loop_.signals({SIGTERM, SIGINT, SIGHUP}, [this](int s) { signalled(s); }))) return 1;
     if (!begin()) return 1;
     startWorker();
-    startMeasuring();
+    measuring_.restart(settings_.config);
     auto monitor = adapters::udev::Monitor::open({"pci", "net", "nvme", "block", "thunderbolt"});
-    if (!monitor) return fatal(monitor.error().describe(), 0);
+    if (!monitor) return fatal(monitor.error().describe());
     monitor_.emplace(std::move(monitor).value());
-    if (int r = sd_event_add_io(event_, &monitorSource_, monitor_->fd(), EPOLLIN, onUevent, this); r < 0) {
-      return fatal("cannot watch the udev monitor", -r);
-    }
-    for (int s : {SIGTERM, SIGINT, SIGHUP}) {
-      sd_event_source* src = nullptr;
-      if (int r = sd_event_add_signal(event_, &src, s, onSignal, this); r < 0) return fatal("cannot watch signals", -r);
-      signalSources_.push_back(src);
-    }
-    // Sends WATCHDOG=1 at half of $WATCHDOG_USEC when the service manager asks for it; nothing otherwise.
-    (void)sd_event_set_watchdog(event_, 1);
+    if (!watch(uevents_, loop_.readable(monitor_->fd(), [this] { uevents(); }))) return 1;
+    if (!watch(debounce_, loop_.timer([this] { debounced(); }, std::chrono::milliseconds(1)))) return 1;
+    loop_.watchdog();                      // WATCHDOG=1 at half of $WATCHDOG_USEC when the service manager asks for it
     if (paths_.root == "/") connectBus();  // a synthetic root is no host to answer for on the bus
     // What is there now is no hotplug, whatever udev replays of it later.
     if (auto present = root_.listDir("/sys/bus/pci/devices")) filter_.present(*present);
     queue_.wholeHost();
     startNext();
-    int r = sd_event_loop(event_);
-    if (r < 0) return fatal("the event loop failed", -r);
+    int r = loop_.run();
+    if (r < 0) return fatal(std::string("the event loop failed: ") + std::strerror(-r));
     return r;
   }
 
  private:
-  int fatal(const std::string& what, int err) {
-    log_.error(err != 0 ? what + ": " + std::strerror(err) : what);
+  int fatal(const std::string& what) {
+    log_.error(what);
     return 1;
+  }
+
+  // An owner of something the loop waits for, made or said why not.
+  template <class Owner>
+  bool watch(Owner& owner, core::Result<Owner> made) {
+    if (!made) {
+      log_.error(made.error().describe());
+      return false;
+    }
+    owner = std::move(made).value();
+    return true;
   }
 
   // Lock and recovery: what every writer does first.
@@ -285,122 +283,14 @@ class Daemon {
 
   [[nodiscard]] std::string statusLine() const { return tallies_.statusLine(); }
 
-  // --- measuring ([measure], docs/measure.md "In the daemon") -------------------------------------
-
-  // The daemon's own tracefs instance, read by each view of the host for the Prometheus export,
-  // and a timer that asks for a view every interval so that the exported counters move. Anything
-  // it had before goes first (a reload that changed the settings starts counting afresh).
-  void startMeasuring() {
-    measureTimer_.reset();
-    effectTimer_.reset();
-    effects_.reset();
-    dma_.reset();  // removes the instance
-    const auto& c = settings_.config;
-    if (!c.measure || !root_.isLive()) return;
-    if (!c.prometheus && c.effectWindow.count() == 0) {
-      log_.notice(
-          "[measure] is on, but its counters go to the Prometheus export, which is off, and effect-window is 0: "
-          "not measuring");
-      return;
-    }
-    auto counters = adapters::trace::DmaCounters::open(root_);
-    if (!counters) {
-      log_.warning("cannot measure DMA: " + counters.error().describe() +
-                   "; the Prometheus export goes on without the DMA counters");
-      return;
-    }
-    for (const auto& name : counters->sweep().removed)
-      log_.info("removed tracing instance " + name + ", left by a process that is gone");
-    dma_.emplace(std::move(counters).value());
-    startMeasuringEffects();
-    if (!c.prometheus) return;
-    log_.info("measuring DMA in tracing instance " + dma_->instance() + ", exported every " +
-              std::to_string(c.measureInterval.count()) + " s");
-    sd_event_source* timer = nullptr;
-    if (int r = sd_event_add_time_relative(event_, &timer, CLOCK_MONOTONIC, measureIntervalUsec(), kMeasureAccuracyUsec,
-                                           onMeasureTimer, this);
-        r < 0) {
-      log_.error(std::string("cannot arm the measuring timer: ") + std::strerror(-r) + ", exporting only on changes");
-      return;
-    }
-    measureTimer_.reset(timer);
-  }
-
-  [[nodiscard]] uint64_t measureIntervalUsec() const {
-    return static_cast<uint64_t>(
-        std::chrono::duration_cast<std::chrono::microseconds>(settings_.config.measureInterval).count());
-  }
-
-  static int onMeasureTimer(sd_event_source* s, uint64_t usec, void* self) {
-    auto* d = static_cast<Daemon*>(self);
-    (void)sd_event_source_set_time(s, usec + d->measureIntervalUsec());
-    (void)sd_event_source_set_enabled(s, SD_EVENT_ONESHOT);
-    d->queue_.viewStale();
-    d->startNext();
-    return 0;
-  }
-
-  // --- the measured effect of changes ([measure] effect-window, docs/measure.md) -----------------
-
-  // Every second a reading for the next before-window, and the effects whose after-window ended.
-  void startMeasuringEffects() {
-    const auto window = settings_.config.effectWindow;
-    if (window.count() == 0) return;
-    effects_.emplace(static_cast<double>(window.count()));
-    log_.info("measuring the effect of each change in tracing instance " + dma_->instance() + ": " +
-              std::to_string(window.count()) + " s before and after");
-    sd_event_source* timer = nullptr;
-    if (int r = sd_event_add_time_relative(event_, &timer, CLOCK_MONOTONIC, kEffectSampleUsec, kMeasureAccuracyUsec,
-                                           onEffectTimer, this);
-        r < 0) {
-      log_.error(std::string("cannot arm the effect timer: ") + std::strerror(-r) + ", not measuring effects");
-      effects_.reset();
-      return;
-    }
-    effectTimer_.reset(timer);
-  }
-
-  static double monotonicSeconds() {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-  }
-
-  // A reading of the daemon's instance: a few small tracefs files, read in the loop.
-  std::optional<core::DmaReading> readDma() {
-    auto reading = dma_->read();
-    if (!reading) {
-      log_.warning("cannot read the DMA counters: " + reading.error().describe());
-      return std::nullopt;
-    }
-    return std::move(reading).value();
-  }
-
-  [[nodiscard]] static bool mayChangeDevices(const Work& w) {
-    return w.kind == WorkKind::Batch || (w.kind == WorkKind::Call && w.call.kind != Call::Kind::Plan);
-  }
-
-  void effectWorkStarting(const Work& work) {
-    if (!effects_ || !mayChangeDevices(work)) return;
-    if (auto r = readDma()) effects_->workStarting(monotonicSeconds(), std::move(*r));
-  }
-
-  void effectWorkEnded(const Work& work, std::vector<core::EffectSubject> changed) {
-    if (!effects_ || !mayChangeDevices(work)) return;
-    if (auto r = readDma()) effects_->workEnded(monotonicSeconds(), std::move(*r), std::move(changed), utcNow());
-  }
-
-  static int onEffectTimer(sd_event_source* s, uint64_t usec, void* self) {
-    auto* d = static_cast<Daemon*>(self);
-    (void)sd_event_source_set_time(s, usec + kEffectSampleUsec);
-    (void)sd_event_source_set_enabled(s, SD_EVENT_ONESHOT);
-    auto reading = d->readDma();
-    if (!reading) return 0;
-    const double now = monotonicSeconds();
-    for (const auto& change : d->effects_->finish(now, *reading, static_cast<uint64_t>(sysconf(_SC_PAGESIZE)))) {
-      for (const auto& e : change.effects) d->log_.write(journalEntry(e, change));
-      if (d->service_) d->service_->measured(effectViews(change), change.hostMapsBefore, change.hostMapsAfter);
-    }
-    d->effects_->sample(now, std::move(*reading));
-    return 0;
+  DaemonMeasuring::Hooks measuringHooks() {
+    return {[this] {
+              queue_.viewStale();
+              startNext();
+            },
+            [this](const EffectMeasured& c) {
+              if (service_) service_->measured(effectViews(c), c.hostMapsBefore, c.hostMapsAfter);
+            }};
   }
 
   // --- the worker --------------------------------------------------------------------------------
@@ -415,7 +305,7 @@ class Daemon {
     h.replied = [this](const std::string& bytes) { replied(bytes); };
     h.died = [this](const sd::StandingWorker::Death& d) { died(d); };
     h.started = [this](pid_t pid) { log_.debug("worker process " + std::to_string(pid) + " started"); };
-    worker_.emplace(event_, std::move(h));
+    worker_.emplace(loop_.get(), std::move(h));
   }
 
   // In the worker, once: what only the daemon's loop talks to is not the worker's to keep open
@@ -451,7 +341,7 @@ class Daemon {
     work.counters = counters_;
     work.departed = tallies_.departed();
     childWork_ = std::move(work);
-    effectWorkStarting(childWork_);
+    measuring_.workStarting(childWork_);
     filter_.workerStarted();
     if (retireWorker_) {  // idle: it ends at once
       retireWorker_ = false;
@@ -510,7 +400,7 @@ class Daemon {
     const bool wholeHost =
         (batch && work.batch.whole()) ||
         (work.kind == WorkKind::Call && work.call.kind == Call::Kind::Apply && work.call.device.empty());
-    effectWorkEnded(work, news.changed);
+    measuring_.workEnded(work, news.changed);
     absorb(news, wholeHost);
     // The worker read the host before these went: they are gone, whatever it said of them.
     for (const auto& a : filter_.removedMeanwhile()) forget(a);
@@ -574,7 +464,7 @@ class Daemon {
                    "); is /usr/share/dbus-1/system.d/org.iommud1.conf installed?");
     };
     h.link = [this](const bus::BusLinkEvent& e) { log_.write(busLinkEntry(e)); };
-    auto service = bus::ManagerService::start(event_, std::move(h));
+    auto service = bus::ManagerService::start(loop_.get(), std::move(h));
     if (!service) {
       log_.notice("no D-Bus API (" + service.error().describe() + "); iommuctl works on the host itself");
       return;
@@ -619,17 +509,14 @@ class Daemon {
 
   // --- events ------------------------------------------------------------------------------------
 
-  static int onUevent(sd_event_source* /*s*/, int /*fd*/, uint32_t /*revents*/, void* self) {
+  void uevents() {
     using Kind = adapters::udev::Received::Kind;
-    auto* d = static_cast<Daemon*>(self);
     bool overflowed = false;
-    for (auto r = d->monitor_->receive(); r.kind == Kind::Event || r.kind == Kind::Overflow;
-         r = d->monitor_->receive()) {
-      if (r.kind == Kind::Event) d->uevent(r.event);
+    for (auto r = monitor_->receive(); r.kind == Kind::Event || r.kind == Kind::Overflow; r = monitor_->receive()) {
+      if (r.kind == Kind::Event) uevent(r.event);
       overflowed = overflowed || r.kind == Kind::Overflow;
     }
-    if (overflowed) d->eventsLost();  // after the queue: the rescan reads what all of it left
-    return 0;
+    if (overflowed) eventsLost();  // after the queue: the rescan reads what all of it left
   }
 
   // The monitor's socket overflowed (docs/kernel.md §12): which events were lost is unknown, so
@@ -686,41 +573,25 @@ class Daemon {
   // One timer, at the end of the earliest pending debounce: acting waits until a device's events
   // have been quiet for the debounce.
   void armDebounce() {
-    auto next = filter_.nextDeadline();
-    if (!next) {
-      if (debounceTimer_ != nullptr) (void)sd_event_source_set_enabled(debounceTimer_, SD_EVENT_OFF);
-      return;
-    }
-    // steady_clock is CLOCK_MONOTONIC, as sd-event's timer.
-    auto usec =
-        static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(next->time_since_epoch()).count());
-    if (debounceTimer_ != nullptr) {
-      (void)sd_event_source_set_time(debounceTimer_, usec);
-      (void)sd_event_source_set_enabled(debounceTimer_, SD_EVENT_ONESHOT);
-      return;
-    }
-    if (int r = sd_event_add_time(event_, &debounceTimer_, CLOCK_MONOTONIC, usec, 1000, onDebounced, this); r < 0) {
-      log_.error(std::string("cannot arm the debounce timer: ") + std::strerror(-r) +
-                 ", ignoring the events meanwhile");
-    }
-  }
-
-  static int onDebounced(sd_event_source* /*s*/, uint64_t /*usec*/, void* self) {
-    auto* d = static_cast<Daemon*>(self);
-    d->filter_.expire(Clock::now());
-    d->armDebounce();
-    d->startNext();
-    return 0;
-  }
-
-  static int onSignal(sd_event_source* /*s*/, const struct signalfd_siginfo* si, void* self) {
-    auto* d = static_cast<Daemon*>(self);
-    if (si->ssi_signo == SIGHUP) {
-      (void)d->reload();
+    if (auto next = filter_.nextDeadline()) {
+      debounce_.at(*next);
     } else {
-      d->beginStop();
+      debounce_.off();
     }
-    return 0;
+  }
+
+  void debounced() {
+    filter_.expire(Clock::now());
+    armDebounce();
+    startNext();
+  }
+
+  void signalled(int signo) {
+    if (signo == SIGHUP) {
+      (void)reload();
+    } else {
+      beginStop();
+    }
   }
 
   // The problems that kept the new settings out; empty when they are in force.
@@ -746,7 +617,7 @@ class Daemon {
           was.effectWindow != loaded->config.effectWindow || was.prometheus != loaded->config.prometheus;
       settings_ = std::move(*loaded);
       retireWorker_ = true;
-      if (remeasure) startMeasuring();
+      if (remeasure) measuring_.restart(settings_.config);
       filter_.setDebounce(settings_.config.debounce);
       dropExports(before);
       log_.setMaxPriority(priorityOf(settings_.config.logLevel));
@@ -790,32 +661,12 @@ class Daemon {
     if (settings_.config.revertOnStop && settings_.config.adviseOnly) {
       log_.notice("not reverting at stop: advise-only = true changes nothing (iommuctl revert does it)");
     } else if (settings_.config.revertOnStop) {
-      revertOnStop();
+      for (const auto& r : work_.revertAtStop(counters_)) exported(r.path, r.error);
     }
-    sd_event_exit(event_, 0);
+    loop_.exit(0);
   }
 
-  void revertOnStop() {
-    ApplyContext ctx = context();
-    auto host = adapters::sysfs::readHost(root_);
-    if (!host) {
-      log_.error("cannot revert on stop: " + host.error().describe());
-      return;
-    }
-    for (const auto& o : revertChanges(std::nullopt, *host, ctx)) {
-      log_.write(journalEntry(o, *host, OutcomeOf::Revert));
-      if (auto counter = counterKey(o, true)) counters_.add(*counter);
-    }
-    // What the exports say outlives the daemon: say what the revert left.
-    if (!exportTargets().any()) return;
-    auto after = adapters::sysfs::readHost(root_);
-    if (!after) return;
-    for (const auto& r :
-         writeExports(exportTargets(), buildStatus(std::move(after).value()), counters_, std::time(nullptr))) {
-      exported(r.path, r.error);
-    }
-  }
-
+  sd::EventLoop loop_;
   DaemonPaths paths_;
   sd::Log log_;
   Settings settings_;
@@ -825,12 +676,11 @@ class Daemon {
   std::optional<WriterSession> session_;
   std::optional<adapters::udev::Monitor> monitor_;
 
-  sd_event* event_ = nullptr;
-  sd_event_source* monitorSource_ = nullptr;
-  std::vector<sd_event_source*> signalSources_;
+  sd::Watch signals_;
+  sd::Watch uevents_;
   HotplugFilter filter_{settings_.config.debounce};
-  sd_event_source* debounceTimer_ = nullptr;  // at filter_.nextDeadline()
-  uint64_t overflows_ = 0;                    // of the udev monitor's socket
+  sd::Timer debounce_;      // at filter_.nextDeadline()
+  uint64_t overflows_ = 0;  // of the udev monitor's socket
 
   std::optional<sd::StandingWorker> worker_;   // one piece of work at a time
   Work childWork_;                             // what it does now
@@ -840,16 +690,9 @@ class Daemon {
   std::unique_ptr<bus::ManagerService> service_;  // nullptr: no system bus, or a synthetic root
   WorkQueue<bus::PendingCall> queue_;             // what the worker does next
   BusView busView_;
-  // [measure]: this daemon's tracefs instance, and the timer that exports its counters.
-  static constexpr uint64_t kMeasureAccuracyUsec = 100'000;
-  std::optional<adapters::trace::DmaCounters> dma_;
-  DaemonWork work_{root_,          writer_, paths_.state, settings_.config, settings_.policies.policies,
-                   options_.early, log_,    dma_};
-  sd::EventSource measureTimer_;
-  // [measure] effect-window: the windows around each change, and the timer that samples them.
-  static constexpr uint64_t kEffectSampleUsec = 1'000'000;
-  std::optional<EffectWatch> effects_;
-  sd::EventSource effectTimer_;
+  DaemonMeasuring measuring_{loop_, log_, root_, measuringHooks()};
+  DaemonWork work_{root_,          writer_, paths_.state,         settings_.config, settings_.policies.policies,
+                   options_.early, log_,    measuring_.counters()};
   Counters counters_;  // what the workers did, for the Prometheus export
   ExportErrors exportErrors_;
   std::string startedAt_ = utcNow();
@@ -884,7 +727,12 @@ int runDaemon(const DaemonPaths& paths, const DaemonOptions& options, const sd::
     ours.info("no rule has when = \"boot\": nothing to do at boot");
     return 0;
   }
-  Daemon daemon(paths, ours, std::move(*settings), options);
+  auto loop = sd::EventLoop::create();
+  if (!loop) {
+    ours.error(loop.error().describe());
+    return 1;
+  }
+  Daemon daemon(std::move(loop).value(), paths, ours, std::move(*settings), options);
   return options.once ? daemon.once() : daemon.run();
 }
 

@@ -247,6 +247,24 @@ void DaemonWork::plan(core::Trigger trigger, const std::vector<std::string>& dev
   report.planJson = planJson(plan, policies_);
 }
 
+std::vector<ExportResult> DaemonWork::revertAtStop(Counters& counters) {
+  ApplyContext ctx{root_, writer_, nullptr, state_, utcNow, {}};
+  auto host = adapters::sysfs::readHost(root_);
+  if (!host) {
+    log_.error("cannot revert on stop: " + host.error().describe());
+    return {};
+  }
+  for (const auto& o : revertChanges(std::nullopt, *host, ctx)) {
+    log_.write(journalEntry(o, *host, OutcomeOf::Revert));
+    if (auto counter = counterKey(o, true)) counters.add(*counter);
+  }
+  const auto targets = app::exportTargets(config_);
+  if (!targets.any()) return {};
+  auto after = adapters::sysfs::readHost(root_);
+  if (!after) return {};
+  return writeExports(targets, buildStatus(std::move(after).value()), counters, std::time(nullptr));
+}
+
 // Writes the fleet exports that changed; the daemon logs their errors.
 void DaemonWork::addExports(const Status& status, const Counters& counters, WorkerReport& report) {
   for (const auto& r : writeExports(app::exportTargets(config_), status, counters, std::time(nullptr))) {

@@ -11,6 +11,7 @@
 #include "app/apply.hpp"
 #include "app/domain_transaction.hpp"
 #include "app/fleet_export.hpp"
+#include "app/fleet_files.hpp"
 #include "app/status_report.hpp"
 #include "app/worker_report.hpp"
 #include "config/daemon_config.hpp"
@@ -47,6 +48,11 @@ class DaemonWork {
 
   /// A transaction recovered, as the journal's kRecovered entry.
   void logRecovery(const RecoveryReport& r) const;
+
+  /// revert-on-stop, in the daemon once its worker has ended: every recorded change reverted and
+  /// logged (the reverts counted in `counters`), then the exports rewritten to say what the revert
+  /// left, as they outlive the daemon. The exports' results, for the daemon to log.
+  std::vector<ExportResult> revertAtStop(Counters& counters);
 
  private:
   bool recover(WorkerReport& report);

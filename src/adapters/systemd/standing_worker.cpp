@@ -77,6 +77,13 @@ bool writeMessage(int fd, std::string_view bytes) {
   return sendAll(fd, frame.data(), frame.size());
 }
 
+StandingWorker::StandingWorker(sd_event* event, Handlers handlers) : event_(event), handlers_(std::move(handlers)) {
+  sigset_t mask;  // sd_event_add_child needs SIGCHLD blocked from before the first fork
+  sigemptyset(&mask);
+  sigaddset(&mask, SIGCHLD);
+  (void)sigprocmask(SIG_BLOCK, &mask, nullptr);
+}
+
 core::Result<core::Done> StandingWorker::fork() {
   int fds[2];
   if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0)

@@ -19,7 +19,8 @@ namespace iommud::adapters::systemd {
 /// sd-event loop: a piece of work costs a message each way, not a fork and an exit. The child runs
 /// `serve` on each request and sends back what it returns; the loop never waits on it. The child is
 /// forked at the first request (and again at the first after it died or was retired); its death
-/// is reported once, saying whether a request was in flight. SIGCHLD must be blocked.
+/// is reported once, saying whether a request was in flight. It blocks SIGCHLD for the process
+/// (sd-event watches children through a signalfd).
 ///
 /// Each message is a native-endian 64-bit length and that many bytes: both ends are one program.
 class StandingWorker {
@@ -39,7 +40,7 @@ class StandingWorker {
     std::function<void(pid_t)> started;        // in the parent: a child was forked
   };
 
-  StandingWorker(sd_event* event, Handlers handlers) : event_(event), handlers_(std::move(handlers)) {}
+  StandingWorker(sd_event* event, Handlers handlers);
   StandingWorker(const StandingWorker&) = delete;
   StandingWorker& operator=(const StandingWorker&) = delete;
   /// Closes the socket and reaps the child, which exits when it has nothing more to do.
