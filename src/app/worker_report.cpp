@@ -198,4 +198,34 @@ core::Result<WorkerReport> decodeReport(std::string_view bytes) {
   }
 }
 
+std::vector<std::string> devicesOf(const Batch& batch) {
+  auto all = batch.hot;
+  all.insert(all.end(), batch.cold.begin(), batch.cold.end());
+  return all;
+}
+
+std::string describe(const WorkerRequest& work) {
+  switch (work.kind) {
+    case WorkerRequest::Kind::View: return "the D-Bus view of the host";
+    case WorkerRequest::Kind::Call: return "a D-Bus call";
+    case WorkerRequest::Kind::Recover: return "the recovery";
+    case WorkerRequest::Kind::Batch: break;
+  }
+  auto all = devicesOf(work.batch);
+  if (all.empty()) return "the whole host";
+  return all.size() == 1 ? all.front() : std::to_string(all.size()) + " devices";
+}
+
+std::string triggerName(const WorkerRequest& work) {
+  if (work.kind == WorkerRequest::Kind::Call) {
+    switch (work.call.kind) {
+      case WorkerCall::Kind::Apply: return "apply";
+      case WorkerCall::Kind::Revert: return "revert";
+      case WorkerCall::Kind::Plan: return "plan";
+    }
+  }
+  if (work.batch.whole()) return "coldplug";
+  return work.batch.hot.empty() ? "change" : "hotplug";
+}
+
 }  // namespace iommud::app

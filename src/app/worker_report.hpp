@@ -92,6 +92,15 @@ struct WorkerRequest {
   bool operator==(const WorkerRequest&) const = default;
 };
 
+/// A batch's devices, the hot ones first.
+std::vector<std::string> devicesOf(const Batch& batch);
+
+/// The work in a few words, for the log: a device, "3 devices", "the whole host", "a D-Bus call"...
+std::string describe(const WorkerRequest& work);
+
+/// What set the work off, as the Acted signal names it: hotplug, change, coldplug, apply, revert, plan.
+std::string triggerName(const WorkerRequest& work);
+
 /// The request as bytes (compact JSON).
 std::string encodeRequest(const WorkerRequest& request);
 
