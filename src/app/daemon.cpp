@@ -21,7 +21,6 @@
 #include "adapters/sysfs/host_reader.hpp"
 #include "adapters/systemd/event_loop.hpp"
 #include "adapters/systemd/notify.hpp"
-#include "adapters/systemd/standing_worker.hpp"
 #include "adapters/trace/tracefs.hpp"
 #include "adapters/udev/monitor.hpp"
 #include "app/bus_link.hpp"
@@ -40,6 +39,7 @@
 #include "app/reconcile.hpp"
 #include "app/work_queue.hpp"
 #include "app/worker_report.hpp"
+#include "app/worker_supervisor.hpp"
 #include "config/daemon_config.hpp"
 #include "core/text.hpp"
 
@@ -132,9 +132,8 @@ class Daemon {
   Daemon& operator=(const Daemon&) = delete;
   ~Daemon() {
     (void)queue_.dropCalls();  // their callers hear that they were dropped, while the bus is there
-    childCall_.reset();
+    worker_.reset();           // the same for its call; waits for the worker to end
     service_.reset();
-    worker_.reset();  // waits for the worker to end
   }
 
   int once() {
@@ -209,26 +208,13 @@ class Daemon {
 
   [[nodiscard]] ExportTargets exportTargets() const { return app::exportTargets(settings_.config); }
 
-  // What a child's work said, beyond the tallies: the D-Bus caller's answer, RecentActions, Acted.
-  void report(WorkerReport r, bool exitedOk) {
-    const Work& work = childWork_;
+  // What a piece of work said, beyond the tallies: RecentActions, the counters, the exports, the
+  // D-Bus view and its signals.
+  void report(const Work& work, const WorkerReport& r) {
     const bool plan = work.kind == WorkKind::Call && work.call.kind == Call::Kind::Plan;
     const bool view = work.kind == WorkKind::View;
     if (!plan && !view) lastRunAt_ = utcNow();
     busView_.acted(r.actions);
-    if (childCall_ && work.kind == WorkKind::Call) {
-      bus::PendingCall reply = std::move(*childCall_);
-      childCall_.reset();
-      if (r.error) {
-        reply.replyError(r.error->name.c_str(), r.error->message);
-      } else if (!exitedOk) {
-        reply.replyError(bus::kErrorFailed, "the work was cut short; the journal says why");
-      } else if (plan) {
-        reply.replyText(r.planJson.value_or(""));
-      } else {
-        reply.replyActions(r.actions);
-      }
-    }
     counters_ += r.counters;
     for (const auto& e : r.exports) exported(e.path, e.error);
     if (r.host && busView_.take(*r.host) && service_)
@@ -249,18 +235,6 @@ class Daemon {
     } else {
       log_.notice(note->message);
     }
-  }
-
-  static std::string triggerName(const Work& w) {
-    if (w.kind == WorkKind::Call) {
-      switch (w.call.kind) {
-        case Call::Kind::Apply: return "apply";
-        case Call::Kind::Revert: return "revert";
-        case Call::Kind::Plan: return "plan";
-      }
-    }
-    if (w.batch.whole()) return "coldplug";
-    return w.batch.hot.empty() ? "change" : "hotplug";
   }
 
   // Takes a batch's news of devices into the daemon's view of them.
@@ -295,17 +269,18 @@ class Daemon {
 
   // --- the worker --------------------------------------------------------------------------------
 
-  // The worker that stays (adapters/systemd StandingWorker): forked at the first work, after the
-  // lock and the recovery, and fed one request at a time; a new one after it died (which first
-  // recovers what the dead one left half-done) and after a reload (it copied the settings).
+  // The worker that stays, forked at the first work (after the lock and the recovery).
   void startWorker() {
-    sd::StandingWorker::Handlers h;
-    h.atStart = [this] { leaveTheLoop(); };
-    h.serve = [this](std::string_view bytes) { return serve(bytes); };
-    h.replied = [this](const std::string& bytes) { replied(bytes); };
-    h.died = [this](const sd::StandingWorker::Death& d) { died(d); };
-    h.started = [this](pid_t pid) { log_.debug("worker process " + std::to_string(pid) + " started"); };
-    worker_.emplace(loop_.get(), std::move(h));
+    worker_.emplace(
+        loop_, log_, queue_,
+        WorkerSupervisor::Hooks{.atStart = [this] { leaveTheLoop(); },
+                                .run = [this](const Work& w) { return work_.run(w); },
+                                .ended = [this](const Work& w, WorkerReport r) { finished(w, std::move(r)); },
+                                .free =
+                                    [this] {
+                                      filter_.workerDone();
+                                      startNext();
+                                    }});
   }
 
   // In the worker, once: what only the daemon's loop talks to is not the worker's to keep open
@@ -313,18 +288,6 @@ class Daemon {
   void leaveTheLoop() {
     if (monitor_) close(monitor_->fd());
     if (service_ && service_->fd() >= 0) close(service_->fd());
-  }
-
-  // In the worker: one request, its report.
-  std::string serve(std::string_view bytes) {
-    auto work = decodeRequest(bytes);
-    if (!work) {
-      log_.error("worker: " + work.error().describe());
-      return encodeReport(WorkerReport{.complete = false});
-    }
-    auto report = work_.run(*work);
-    if (!report) return encodeReport(WorkerReport{.complete = false});
-    return encodeReport(*report);
   }
 
   // The next work, most urgent first: the recovery after a worker died, the work it died in, the
@@ -335,67 +298,20 @@ class Daemon {
     auto next = queue_.next(filter_, wantsView(), stopping_);
     if (!next) return;
     Work work = std::move(next->work);
-    if (next->reply) childCall_.emplace(std::move(*next->reply));
     work.wantsView = wantsView();
     work.busView = service_ != nullptr;
     work.counters = counters_;
     work.departed = tallies_.departed();
-    childWork_ = std::move(work);
-    measuring_.workStarting(childWork_);
+    measuring_.workStarting(work);
     filter_.workerStarted();
-    if (retireWorker_) {  // idle: it ends at once
-      retireWorker_ = false;
-      worker_->retire();
-    }
-    auto sent = worker_->send(encodeRequest(childWork_));
-    if (!sent) {  // the work is dropped; a D-Bus caller hears why
-      log_.error(sent.error().describe() + ", ignoring this work");
-      if (childCall_) childCall_->replyError(bus::kErrorFailed, sent.error().describe());
-      childCall_.reset();
-      childWork_ = {};
-      filter_.workerDone();
-    }
+    if (!worker_->start(std::move(work), std::move(next->reply))) filter_.workerDone();  // dropped
   }
 
   [[nodiscard]] bool working() const { return worker_ && worker_->busy(); }
 
-  void replied(const std::string& bytes) {
-    auto decoded = decodeReport(bytes);
-    if (!decoded) log_.error("the worker for " + describeBatch() + ": " + decoded.error().describe());
-    finished(decoded ? std::move(decoded).value() : WorkerReport{.complete = false});
-  }
-
-  // The worker died on its own. Whatever it was doing may be half done: a new worker recovers the
-  // transaction first (as a start does), then does the work again, once; a D-Bus call is answered
-  // with an error instead, as the caller may not want it twice.
-  void died(const sd::StandingWorker::Death& d) {
-    using After = WorkQueue<bus::PendingCall>::AfterDeath;
-    const std::string how =
-        d.exited ? "exited with " + std::to_string(d.status) : "was killed by signal " + std::to_string(d.status);
-    if (!d.inFlight) {
-      (void)queue_.died(std::nullopt);
-      log_.error("the worker process " + how + " while idle; a new one starts with the next work");
-      startNext();
-      return;
-    }
-    const auto after = queue_.died(childWork_).value_or(After::Dropped);
-    log_.error("the worker process for " + describeBatch() + " " + how + "; " +
-               (after == After::LeftToNextStart ? std::string("the next start recovers the half-done transaction")
-                                                : "a new one recovers any half-done transaction" +
-                                                      std::string(after == After::Again ? " and does it again" : "")));
-    if (after != After::Again) {
-      finished(WorkerReport{.complete = false});
-      return;
-    }
-    childWork_ = {};
-    filter_.workerDone();
-    startNext();
-  }
-
   // What a piece of work said, taken in; the next one is started.
-  void finished(WorkerReport news) {
+  void finished(const Work& work, WorkerReport news) {
     filter_.workerDone();
-    const Work& work = childWork_;
     const bool batch = work.kind == WorkKind::Batch;
     const bool wholeHost =
         (batch && work.batch.whole()) ||
@@ -404,13 +320,12 @@ class Daemon {
     absorb(news, wholeHost);
     // The worker read the host before these went: they are gone, whatever it said of them.
     for (const auto& a : filter_.removedMeanwhile()) forget(a);
-    const bool complete = news.complete;
-    report(std::move(news), complete);
+    report(work, news);
     // The events a failed change's rollback caused while the worker ran are no new plug.
     filter_.dropLeftAlonePending();
     armDebounce();
     auto now = Clock::now();
-    for (const auto& a : batchDevices()) {
+    for (const auto& a : devicesOf(work.batch)) {
       if (auto took = filter_.reacted(a, now)) {
         // IOMMUD_HANDLED: what tests wait for to know that the device's events so far are handled.
         log_.write({Priority::Debug,
@@ -420,7 +335,6 @@ class Daemon {
       }
     }
     const bool coldplug = batch && work.batch.whole();
-    childWork_ = {};
     if (coldplug && !ready_) {
       ready_ = true;
       log_.write({Priority::Info, std::string(msgid::kStarted), "iommud started: " + statusLine(), {}});
@@ -490,21 +404,6 @@ class Daemon {
   bus::DaemonSummary daemonSummary() const {
     return {stopping_ ? "stopping" : (ready_ ? "running" : "starting"),      statusLine(),     startedAt_, lastRunAt_,
             static_cast<uint32_t>(settings_.policies.policies.rules.size()), busView_.recent()};
-  }
-
-  std::string describeBatch() const {
-    if (childWork_.kind == WorkKind::View) return "the D-Bus view of the host";
-    if (childWork_.kind == WorkKind::Call) return "a D-Bus call";
-    if (childWork_.kind == WorkKind::Recover) return "the recovery";
-    auto all = batchDevices();
-    if (all.empty()) return "the whole host";
-    return all.size() == 1 ? all.front() : std::to_string(all.size()) + " devices";
-  }
-
-  std::vector<std::string> batchDevices() const {
-    auto all = childWork_.batch.hot;
-    all.insert(all.end(), childWork_.batch.cold.begin(), childWork_.batch.cold.end());
-    return all;
   }
 
   // --- events ------------------------------------------------------------------------------------
@@ -616,7 +515,7 @@ class Daemon {
           was.measure != loaded->config.measure || was.measureInterval != loaded->config.measureInterval ||
           was.effectWindow != loaded->config.effectWindow || was.prometheus != loaded->config.prometheus;
       settings_ = std::move(*loaded);
-      retireWorker_ = true;
+      if (worker_) worker_->retireBeforeNext();
       if (remeasure) measuring_.restart(settings_.config);
       filter_.setDebounce(settings_.config.debounce);
       dropExports(before);
@@ -652,7 +551,7 @@ class Daemon {
     if (service_) service_->propertiesChanged(bus::ManagerService::Properties::Daemon);
     log_.write({Priority::Info,
                 std::string(msgid::kStopping),
-                working() ? "stopping after the change under way (" + describeBatch() + ")" : "stopping",
+                working() ? "stopping after the change under way (" + describe(worker_->current()) + ")" : "stopping",
                 {}});
     if (!working()) stop();
   }
@@ -682,10 +581,7 @@ class Daemon {
   sd::Timer debounce_;      // at filter_.nextDeadline()
   uint64_t overflows_ = 0;  // of the udev monitor's socket
 
-  std::optional<sd::StandingWorker> worker_;   // one piece of work at a time
-  Work childWork_;                             // what it does now
-  bool retireWorker_ = false;                  // a reload changed what the worker copied at its fork
-  std::optional<bus::PendingCall> childCall_;  // the D-Bus call the worker answers
+  std::optional<WorkerSupervisor> worker_;  // one piece of work at a time
 
   std::unique_ptr<bus::ManagerService> service_;  // nullptr: no system bus, or a synthetic root
   WorkQueue<bus::PendingCall> queue_;             // what the worker does next

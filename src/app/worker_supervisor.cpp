@@ -11,13 +11,12 @@ WorkerSupervisor::WorkerSupervisor(sd::EventLoop& loop, const sd::Log& log, Queu
     : log_(log),
       queue_(queue),
       hooks_(std::move(hooks)),
-      worker_(loop.get(), {.atStart = hooks_.atStart,
-                           .serve = [this](std::string_view bytes) { return serve(bytes); },
-                           .replied = [this](const std::string& bytes) { replied(bytes); },
-                           .died = [this](const sd::StandingWorker::Death& d) { died(d); },
-                           .started = [this](pid_t pid) {
-                             log_.debug("worker process " + std::to_string(pid) + " started");
-                           }}) {}
+      worker_(loop.get(),
+              {.atStart = hooks_.atStart,
+               .serve = [this](std::string_view bytes) { return serve(bytes); },
+               .replied = [this](const std::string& bytes) { replied(bytes); },
+               .died = [this](const sd::StandingWorker::Death& d) { died(d); },
+               .started = [this](pid_t pid) { log_.debug("worker process " + std::to_string(pid) + " started"); }}) {}
 
 bool WorkerSupervisor::start(WorkerRequest work, std::optional<bus::PendingCall> reply) {
   work_ = std::move(work);

@@ -25,11 +25,10 @@ class WorkerSupervisor {
   struct Hooks {
     std::function<void()> atStart;                                         // in the worker, once
     std::function<std::optional<WorkerReport>(const WorkerRequest&)> run;  // in the worker
-    std::function<void(const WorkerRequest&, WorkerReport)> ended;  // report.complete: done in full
+    std::function<void(const WorkerRequest&, WorkerReport)> ended;         // report.complete: done in full
     std::function<void()> free;  // the worker died and nothing ended: the next work may start
   };
-  WorkerSupervisor(adapters::systemd::EventLoop& loop, const adapters::systemd::Log& log, Queue& queue,
-                   Hooks hooks);
+  WorkerSupervisor(adapters::systemd::EventLoop& loop, const adapters::systemd::Log& log, Queue& queue, Hooks hooks);
 
   [[nodiscard]] bool busy() const { return worker_.busy(); }
   /// The work under way (an empty batch when none).
