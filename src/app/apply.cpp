@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <chrono>
 #include <ctime>
@@ -81,10 +82,11 @@ class Session {
       : host_(host),
         ctx_(ctx),
         runtime_(loadRecords(ctx.root, ctx.paths.runDir + kRecordFile)),
-        persistent_(loadRecords(ctx.root, ctx.paths.stateDir + kRecordFile)) {
-    for (auto& r : loadRecords(ctx.root, ctx.paths.stateDir + kRuntimeCopyFile)) {
+        persistent_(loadRecords(ctx.root, ctx.paths.stateDir + kRecordFile)),
+        loaded_{runtime_, persistent_, loadRecords(ctx.root, ctx.paths.stateDir + kRuntimeCopyFile)} {
+    for (const auto& r : loaded_[2]) {
       if (std::none_of(runtime_.begin(), runtime_.end(), [&](const ChangeRecord& x) { return sameRecord(x, r); })) {
-        lost_.push_back(std::move(r));
+        lost_.push_back(r);
       }
     }
   }
@@ -456,16 +458,22 @@ class Session {
            r.time + ")";
   }
 
+  // Each file whose records changed. The copy of the runtime records is not synced: it only says,
+  // after a reboot, what the reboot undid; a crash may leave it a change behind (kernel.md has no
+  // part in this: /run is a tmpfs, the state directory is on disk, where an fsync costs ms).
   void save() {
+    using adapters::state::Durability;
     std::vector<ChangeRecord> copy = lost_;
     copy.insert(copy.end(), runtime_.begin(), runtime_.end());
-    for (auto [list, path] : {std::pair{&runtime_, ctx_.paths.runDir + kRecordFile},
-                              std::pair{&persistent_, ctx_.paths.stateDir + kRecordFile},
-                              std::pair{&copy, ctx_.paths.stateDir + kRuntimeCopyFile}}) {
-      if (list->empty() && !ctx_.root.readFile(path).ok()) continue;
-      if (auto s = saveRecords(ctx_.root, path, *list); !s) {
-        outcomes_.push_back(
-            Outcome{OutcomeResult::Failed, ChangeKind::Domain, "", path, "", "cannot record: " + s.error().describe()});
+    const std::vector<ChangeRecord>* lists[] = {&runtime_, &persistent_, &copy};
+    const std::string paths[] = {ctx_.paths.runDir + kRecordFile, ctx_.paths.stateDir + kRecordFile,
+                                 ctx_.paths.stateDir + kRuntimeCopyFile};
+    for (size_t i = 0; i < 3; ++i) {
+      if (*lists[i] == loaded_[i]) continue;  // as the file says (or no file and no records)
+      if (auto s = saveRecords(ctx_.root, paths[i], *lists[i], i == 2 ? Durability::Unsynced : Durability::Synced);
+          !s) {
+        outcomes_.push_back(Outcome{OutcomeResult::Failed, ChangeKind::Domain, "", paths[i], "",
+                                    "cannot record: " + s.error().describe()});
       }
     }
   }
@@ -474,7 +482,8 @@ class Session {
   ApplyContext& ctx_;
   std::optional<core::NetOwnerSources> owners_;  // read once, when a NIC value is first touched
   std::vector<ChangeRecord> runtime_, persistent_;
-  std::vector<ChangeRecord> lost_;  // in the state directory's copy, no longer in /run
+  std::vector<ChangeRecord> lost_;                   // in the state directory's copy, no longer in /run
+  std::array<std::vector<ChangeRecord>, 3> loaded_;  // the three files as read: runtime, persistent, copy
   std::vector<Outcome> outcomes_;
 };
 

@@ -3,6 +3,7 @@
 #include "app/apply.hpp"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <filesystem>
 #include <functional>
@@ -288,6 +289,33 @@ std::string itrRule(int value) {
   return "[[rule]]\nname = \"itr\"\ndescription = \"interrupt moderation\"\n[rule.match]\ndriver = "
          "\"atlantic\"\n[[rule.param]]\nname = \"aq_itr\"\nvalue = " +
          std::to_string(value) + "\n";
+}
+
+ino_t inodeOf(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 ? st.st_ino : 0;
+}
+
+// Each apply rewrites only the record files whose records changed (each write is an atomic
+// rename, so a new inode): the state directory's records, synced at every write (an fsync on
+// disk costs milliseconds, at every hotplug), stay as they were when only a runtime value changed.
+TEST(Apply, RewritesOnlyTheRecordFilesWhoseRecordsChanged) {
+  Bench b(thunderboltNicWithModule(), {6, 12, 30});
+  ASSERT_EQ(count(b.apply(rules(kAtlanticItr)), R::Done), 2);  // aq_itr at runtime, aq_itr_rx in modprobe.d
+  const std::string files[] = {b.root.hostPath(b.ctx.paths.runDir + "/changes.json"),
+                               b.root.hostPath(b.ctx.paths.stateDir + "/changes.json"),
+                               b.root.hostPath(b.ctx.paths.stateDir + "/runtime-changes.json")};
+  const ino_t first[] = {inodeOf(files[0]), inodeOf(files[1]), inodeOf(files[2])};
+  for (auto i : first) ASSERT_NE(i, 0U);
+
+  ASSERT_EQ(count(b.apply(rules(kAtlanticItr)), R::Done), 0);  // nothing to change: nothing written
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(inodeOf(files[i]), first[i]) << files[i];
+
+  ASSERT_EQ(count(b.apply(rules(itrRule(100))), R::Done), 1);  // the runtime value alone
+  EXPECT_NE(inodeOf(files[0]), first[0]);
+  EXPECT_EQ(inodeOf(files[1]), first[1]);
+  EXPECT_NE(inodeOf(files[2]), first[2]);
+  EXPECT_EQ(app::readRecords(b.root, b.ctx.paths).size(), 2U);
 }
 
 TEST(Apply, ASettingChangedAgainKeepsOneRecordWithTheValueFirstFound) {

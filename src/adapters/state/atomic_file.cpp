@@ -55,7 +55,7 @@ core::Result<core::Done> writeFully(int fd, std::string_view bytes, const std::s
 }
 
 core::Result<core::Done> writeFileAtomic(const std::string& path, std::string_view bytes, std::optional<unsigned> mode,
-                                         WriteCall call) {
+                                         WriteCall call, Durability durability) {
   const size_t slash = path.rfind('/');
   const size_t base = slash == std::string::npos ? 0 : slash + 1;
   Temporary tmp(path.substr(0, base) + '.' + path.substr(base) + ".tmp." + std::to_string(::getpid()));
@@ -63,7 +63,9 @@ core::Result<core::Done> writeFileAtomic(const std::string& path, std::string_vi
   if (fd < 0) return core::errnoError(errno, tmp.path());
   if (mode && ::fchmod(fd, static_cast<mode_t>(*mode)) != 0) return core::errnoError(errno, tmp.path());
   if (auto w = writeFully(fd, bytes, tmp.path(), call); !w) return w;
-  if (::fsync(fd) != 0 || tmp.close() != 0) return core::errnoError(errno, tmp.path());
+  if ((durability == Durability::Synced && ::fsync(fd) != 0) || tmp.close() != 0) {
+    return core::errnoError(errno, tmp.path());
+  }
   if (::rename(tmp.path().c_str(), path.c_str()) != 0) return core::errnoError(errno, path);
   tmp.renamed();
   return core::Done{};

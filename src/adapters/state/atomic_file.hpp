@@ -19,12 +19,19 @@ using WriteCall = ssize_t (*)(int fd, const void* buf, size_t count);
 /// arrived during the call); an error names `path`.
 core::Result<core::Done> writeFully(int fd, std::string_view bytes, const std::string& path, WriteCall call = ::write);
 
+/// Whether a file must survive a crash as written: Synced (fsync before the rename: the records
+/// revert restores from, modprobe.d), or Unsynced, for a copy that only has to be whole when read
+/// and that a crash may leave as it was before (a reader takes a damaged one as empty). An fsync
+/// of a disk file costs milliseconds.
+enum class Durability { Synced, Unsynced };
+
 /// The one atomic file writer: a temporary dot file beside `path` (".NAME.tmp.PID", which readers
-/// of a directory such as node-feature-discovery or modprobe skip), written fully, fsync'd and
-/// renamed over `path`; on any failure the temporary goes and `path` is as it was. The file gets
-/// exactly `mode` when given (the daemon's umask is 0077; a node_exporter running as its own user
-/// must read its file), else 0644 less the umask.
+/// of a directory such as node-feature-discovery or modprobe skip), written fully, fsync'd
+/// (Synced) and renamed over `path`; on any failure the temporary goes and `path` is as it was.
+/// The file gets exactly `mode` when given (the daemon's umask is 0077; a node_exporter running as
+/// its own user must read its file), else 0644 less the umask.
 core::Result<core::Done> writeFileAtomic(const std::string& path, std::string_view bytes,
-                                         std::optional<unsigned> mode = std::nullopt, WriteCall call = ::write);
+                                         std::optional<unsigned> mode = std::nullopt, WriteCall call = ::write,
+                                         Durability durability = Durability::Synced);
 
 }  // namespace iommud::adapters::state

@@ -73,12 +73,12 @@ std::vector<ChangeRecord> loadRecords(const sysfs::Root& root, const std::string
 }
 
 core::Result<core::Done> saveRecords(const sysfs::Root& root, const std::string& path,
-                                     const std::vector<ChangeRecord>& records) {
+                                     const std::vector<ChangeRecord>& records, Durability durability) {
   Json j = Json::array();
   for (const auto& r : records) j.push_back(toJson(r));
   const std::string file = root.hostPath(path);
   if (auto made = makeDirectories(file.substr(0, file.rfind('/'))); !made) return made;
-  return writeFileAtomic(file, j.dump(2) + "\n", 0600);
+  return writeFileAtomic(file, j.dump(2) + "\n", 0600, ::write, durability);
 }
 
 }  // namespace iommud::adapters::state

@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "adapters/state/atomic_file.hpp"
 #include "adapters/sysfs/root.hpp"
 #include "core/plan.hpp"
 #include "core/result.hpp"
@@ -26,6 +27,7 @@ struct ChangeRecord {
   std::string time;  // UTC, ISO 8601
   bool irreversible = false;
   int ifindex = 0;  // ethtool changes: the interface it was made on
+  bool operator==(const ChangeRecord&) const = default;
 };
 
 /// The records of one file (`/run/iommud/changes.json`, `/var/lib/iommud/changes.json`, ...)
@@ -34,8 +36,9 @@ struct ChangeRecord {
 std::vector<ChangeRecord> loadRecords(const sysfs::Root& root, const std::string& path);
 
 /// Writes the records of one file atomically (writeFileAtomic, mode 0600), creating its directory
-/// (0700) first.
+/// (0700) first; `durability` as writeFileAtomic's.
 core::Result<core::Done> saveRecords(const sysfs::Root& root, const std::string& path,
-                                     const std::vector<ChangeRecord>& records);
+                                     const std::vector<ChangeRecord>& records,
+                                     Durability durability = Durability::Synced);
 
 }  // namespace iommud::adapters::state
