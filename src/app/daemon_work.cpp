@@ -94,17 +94,19 @@ bool DaemonWork::recover(WorkerReport& report) {
 
 // Runs in the child (or in this process with --once): reconciles, logs every outcome and
 // reports what became of each device; false when the host could not be read.
-bool DaemonWork::reconcileBatch(const WorkerRequest& work, WorkerReport& report) {
+bool DaemonWork::reconcileBatch(const WorkerRequest& work, WorkerReport& report, std::optional<Status>* unchanged) {
   const Batch& batch = work.batch;
-  if (batch.whole()) return reconcileSome(early_ ? core::Trigger::Boot : core::Trigger::Coldplug, {}, work, report);
+  if (batch.whole()) {
+    return reconcileSome(early_ ? core::Trigger::Boot : core::Trigger::Coldplug, {}, work, report, unchanged);
+  }
   bool ok = true;
-  if (!batch.hot.empty()) ok = reconcileSome(core::Trigger::Hotplug, batch.hot, work, report);
-  if (!batch.cold.empty()) ok = reconcileSome(core::Trigger::Coldplug, batch.cold, work, report) && ok;
+  if (!batch.hot.empty()) ok = reconcileSome(core::Trigger::Hotplug, batch.hot, work, report, unchanged);
+  if (!batch.cold.empty()) ok = reconcileSome(core::Trigger::Coldplug, batch.cold, work, report, unchanged) && ok;
   return ok;
 }
 
 bool DaemonWork::reconcileSome(core::Trigger trigger, const std::vector<std::string>& devices,
-                               const WorkerRequest& work, WorkerReport& report) {
+                               const WorkerRequest& work, WorkerReport& report, std::optional<Status>* unchanged) {
   ReconcileRequest request;
   request.trigger = trigger;
   request.devices = devices;
@@ -154,6 +156,7 @@ bool DaemonWork::reconcileSome(core::Trigger trigger, const std::vector<std::str
   }
   auto changed = effectSubjects(done->outcomes, done->host);
   report.changed.insert(report.changed.end(), changed.begin(), changed.end());
+  if (unchanged != nullptr) *unchanged = std::move(done->unchanged);
   for (const auto& s : done->satisfied) {
     log_.debug(s.object + " " + s.key + " is already " + s.value + " (rule " + s.rule.name + ")");
     tally(DeviceNews::Tuned, s.device, s.kind);
@@ -171,15 +174,19 @@ std::optional<WorkerReport> DaemonWork::run(const WorkerRequest& work) {
     case WorkerRequest::Kind::Recover:
       if (!recover(report)) return std::nullopt;
       return report;
-    case WorkerRequest::Kind::Batch:
-      if (!reconcileBatch(work, report)) return std::nullopt;
-      // After the start and a reload, the properties and the exports are fresh as soon as READY=1 is.
-      if (work.batch.whole() && work.wantsView) {
+    case WorkerRequest::Kind::Batch: {
+      // The view after the batch, in the same reply: the properties and the exports are fresh
+      // when the daemon takes the batch in (after the start and a reload: as soon as READY=1 is).
+      // It is the batch's own read of the host while nothing it did changed the host.
+      std::optional<Status> unchanged;
+      if (!reconcileBatch(work, report, &unchanged)) return std::nullopt;
+      if (work.wantsView) {
         Counters counters = work.counters;
         counters += report.counters;
-        (void)addView(work, counters, report);
+        (void)addView(work, counters, report, std::move(unchanged));
       }
       return report;
+    }
     case WorkerRequest::Kind::Call: break;
   }
   runCall(work, report);
@@ -203,12 +210,20 @@ void DaemonWork::runCall(const WorkerRequest& work, WorkerReport& report) {
     devices.push_back(d->address);
   }
   const auto trigger = call.hotplug ? core::Trigger::Hotplug : core::Trigger::Coldplug;
+  std::optional<Status> unchanged;  // the host as Apply read it, while nothing it did changed it
   switch (call.kind) {
     case WorkerCall::Kind::Apply:
-      if (!reconcileSome(trigger, devices, work, report)) callError(bus::kErrorFailed, "cannot read the host", report);
+      if (!reconcileSome(trigger, devices, work, report, &unchanged)) {
+        callError(bus::kErrorFailed, "cannot read the host", report);
+      }
       break;
     case WorkerCall::Kind::Revert: revert(devices, *host, report); break;
-    case WorkerCall::Kind::Plan: plan(trigger, devices, report); break;
+    case WorkerCall::Kind::Plan: plan(trigger, devices, report); return;  // changes nothing: no view
+  }
+  if (work.wantsView && !report.error) {  // in the same reply, as after a batch
+    Counters counters = work.counters;
+    counters += report.counters;
+    (void)addView(work, counters, report, std::move(unchanged));
   }
 }
 
@@ -273,15 +288,19 @@ void DaemonWork::addExports(const Status& status, const Counters& counters, Work
   }
 }
 
-// Reads the host for its view: writes the fleet exports of it and, with the D-Bus API up, puts
-// it in the report as the properties show it (else an empty view: the exports are fresh).
-bool DaemonWork::addView(const WorkerRequest& work, const Counters& counters, WorkerReport& report) {
-  auto host = adapters::sysfs::readHost(root_);
-  if (!host) {
-    log_.warning("cannot read the host for its view (D-Bus properties, fleet exports): " + host.error().describe());
-    return false;
+// The host's view (`read`, or read now): writes the fleet exports of it and, with the D-Bus API
+// up, puts it in the report as the properties show it (else an empty view: the exports are fresh).
+bool DaemonWork::addView(const WorkerRequest& work, const Counters& counters, WorkerReport& report,
+                         std::optional<Status> read) {
+  if (!read) {
+    auto host = adapters::sysfs::readHost(root_);
+    if (!host) {
+      log_.warning("cannot read the host for its view (D-Bus properties, fleet exports): " + host.error().describe());
+      return false;
+    }
+    read = buildStatus(std::move(host).value());
   }
-  auto status = buildStatus(std::move(host).value());
+  const Status& status = *read;
   Counters measured = counters;
   if (dma_) {  // this daemon's tracefs instance: the child reads it (and, leaving by _exit, keeps it)
     auto reading = dma_->read();

@@ -44,7 +44,8 @@ class DaemonWork {
   std::optional<WorkerReport> run(const WorkerRequest& work);
 
   /// A batch (or, empty, the whole host) reconciled; false when the host could not be read.
-  bool reconcileBatch(const WorkerRequest& work, WorkerReport& report);
+  /// `unchanged`, when given: the host as last read, if nothing the batch did changed it since.
+  bool reconcileBatch(const WorkerRequest& work, WorkerReport& report, std::optional<Status>* unchanged = nullptr);
 
   /// A transaction recovered, as the journal's kRecovered entry.
   void logRecovery(const RecoveryReport& r) const;
@@ -57,12 +58,13 @@ class DaemonWork {
  private:
   bool recover(WorkerReport& report);
   bool reconcileSome(core::Trigger trigger, const std::vector<std::string>& devices, const WorkerRequest& work,
-                     WorkerReport& report);
+                     WorkerReport& report, std::optional<Status>* unchanged);
   void runCall(const WorkerRequest& work, WorkerReport& report);
   void revert(const std::vector<std::string>& devices, const core::HostFacts& host, WorkerReport& report);
   void plan(core::Trigger trigger, const std::vector<std::string>& devices, WorkerReport& report);
   void addExports(const Status& status, const Counters& counters, WorkerReport& report);
-  bool addView(const WorkerRequest& work, const Counters& counters, WorkerReport& report);
+  bool addView(const WorkerRequest& work, const Counters& counters, WorkerReport& report,
+               std::optional<Status> read = std::nullopt);
 
   const adapters::sysfs::Root& root_;
   adapters::sysfs::SysfsWriter& writer_;

@@ -123,8 +123,13 @@ core::Result<Reconciled> reconcile(const core::PolicySet& policies, const Reconc
     if (round == 0) {
       for (const auto& sk : plan.skips) out.outcomes.push_back(skipped(sk));
       out.satisfied = std::move(plan.satisfied);
-      out.host = std::move(view->status.host);
+      out.host = view->status.host;
     }
+    const bool changed = std::any_of(outcomes.begin(), outcomes.end(), [](const Outcome& o) {
+      return o.result == Outcome::Result::Done || o.result == Outcome::Result::Failed;
+    });
+    out.unchanged.reset();
+    if (!changed) out.unchanged = std::move(view->status);
     bool again = std::any_of(outcomes.begin(), outcomes.end(),
                              [](const Outcome& o) { return o.result == Outcome::Result::Kept && o.nextRound; });
     for (auto& o : outcomes) {

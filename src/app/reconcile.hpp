@@ -47,6 +47,9 @@ struct Reconciled {
   std::vector<core::Satisfied> satisfied;  // settings that already hold
   core::HostFacts host;                    // as read before the first round
   std::vector<std::string> absent;         // requested devices that are not on the host (removed meanwhile)
+  /// The host as the last round read it, while nothing done since has changed it (no outcome
+  /// done or failed): what a view of the host after the work can use instead of reading again.
+  std::optional<Status> unchanged;
 };
 
 /// Reads the host, plans (the devices' plans merged, each change once) and applies. A domain

@@ -112,6 +112,37 @@ TEST(DaemonWork, AViewIsTheHostAsTheBusShowsItWhenTheBusWantsIt) {
   EXPECT_TRUE(exportsOnly->host->devices.empty());
 }
 
+// One read of the host per batch: the view after it (the D-Bus properties, the exports) is the
+// batch's own last read while nothing it did changed the host, and a fresh read only after a
+// change. Each read of the host reads /proc/sys/kernel/osrelease once.
+TEST(DaemonWork, TheViewAfterABatchIsTheBatchsOwnReadUnlessTheBatchChangedTheHost) {
+  Worker w;
+  adapters::sysfs::Recorder reads;
+  adapters::sysfs::Root recorded{w.host->rootString(), &reads};
+  app::DaemonWork work{recorded, w.kernel, w.state, w.config, w.policies, false, w.log, w.dma};
+  auto hostReads = [&] {
+    return std::count_if(reads.captures().begin(), reads.captures().end(),
+                         [](const auto& c) { return c.path == "/proc/sys/kernel/osrelease"; });
+  };
+  app::WorkerRequest request;
+  request.batch.hot = {w.nvme()[0]};
+  request.wantsView = true;
+  request.busView = true;
+
+  auto changed = work.run(request);  // the group to identity
+  ASSERT_TRUE(changed && changed->host);
+  EXPECT_EQ(changed->counters.done, 1U);
+  EXPECT_EQ(hostReads(), 2);  // the plan's, and the view's after the change
+  EXPECT_EQ(changed->host->devices.size(), statusOf(*w.host).host.devices.size());
+
+  const auto before = hostReads();
+  auto same = work.run(request);  // nothing left to change
+  ASSERT_TRUE(same && same->host);
+  EXPECT_EQ(same->counters.done, 0U);
+  EXPECT_EQ(hostReads() - before, 1);
+  EXPECT_EQ(same->host->devices.size(), changed->host->devices.size());
+}
+
 TEST(DaemonWork, ARecoveryWithNoJournalHasNothingToSay) {
   Worker w;
   app::WorkerRequest request;
