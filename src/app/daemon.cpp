@@ -22,7 +22,6 @@
 #include "adapters/systemd/event_loop.hpp"
 #include "adapters/systemd/notify.hpp"
 #include "adapters/trace/tracefs.hpp"
-#include "adapters/udev/monitor.hpp"
 #include "app/bus_link.hpp"
 #include "app/bus_view.hpp"
 #include "app/daemon_exports.hpp"
@@ -32,6 +31,7 @@
 #include "app/effect_watch.hpp"
 #include "app/fleet_files.hpp"
 #include "app/hotplug_filter.hpp"
+#include "app/hotplug_watch.hpp"
 #include "app/message_ids.hpp"
 #include "app/outcome_log.hpp"
 #include "app/plan_report.hpp"
@@ -151,11 +151,7 @@ class Daemon {
     if (!begin()) return 1;
     startWorker();
     measuring_.restart(settings_.config);
-    auto monitor = adapters::udev::Monitor::open({"pci", "net", "nvme", "block", "thunderbolt"});
-    if (!monitor) return fatal(monitor.error().describe());
-    monitor_.emplace(std::move(monitor).value());
-    if (!watch(uevents_, loop_.readable(monitor_->fd(), [this] { uevents(); }))) return 1;
-    if (!watch(debounce_, loop_.timer([this] { debounced(); }, std::chrono::milliseconds(1)))) return 1;
+    if (auto started = hotplug_.start(loop_); !started) return fatal(started.error().describe());
     loop_.watchdog();                      // WATCHDOG=1 at half of $WATCHDOG_USEC when the service manager asks for it
     if (paths_.root == "/") connectBus();  // a synthetic root is no host to answer for on the bus
     // What is there now is no hotplug, whatever udev replays of it later.
@@ -257,6 +253,12 @@ class Daemon {
 
   [[nodiscard]] std::string statusLine() const { return tallies_.statusLine(); }
 
+  HotplugWatch::Hooks hotplugHooks() {
+    return {.gone = [this](const std::string& a) { forget(a); },
+            .due = [this] { startNext(); },
+            .wholeHost = [this] { queue_.wholeHost(); }};
+  }
+
   DaemonMeasuring::Hooks measuringHooks() {
     return {[this] {
               queue_.viewStale();
@@ -286,7 +288,7 @@ class Daemon {
   // In the worker, once: what only the daemon's loop talks to is not the worker's to keep open
   // (a bus connection the daemon drops must go, not linger in its worker).
   void leaveTheLoop() {
-    if (monitor_) close(monitor_->fd());
+    if (hotplug_.fd() >= 0) close(hotplug_.fd());
     if (service_ && service_->fd() >= 0) close(service_->fd());
   }
 
@@ -323,7 +325,7 @@ class Daemon {
     report(work, news);
     // The events a failed change's rollback caused while the worker ran are no new plug.
     filter_.dropLeftAlonePending();
-    armDebounce();
+    hotplug_.armDebounce();
     auto now = Clock::now();
     for (const auto& a : devicesOf(work.batch)) {
       if (auto took = filter_.reacted(a, now)) {
@@ -408,81 +410,11 @@ class Daemon {
 
   // --- events ------------------------------------------------------------------------------------
 
-  void uevents() {
-    using Kind = adapters::udev::Received::Kind;
-    bool overflowed = false;
-    for (auto r = monitor_->receive(); r.kind == Kind::Event || r.kind == Kind::Overflow; r = monitor_->receive()) {
-      if (r.kind == Kind::Event) uevent(r.event);
-      overflowed = overflowed || r.kind == Kind::Overflow;
-    }
-    if (overflowed) eventsLost();  // after the queue: the rescan reads what all of it left
-  }
-
-  // The monitor's socket overflowed (docs/kernel.md §12): which events were lost is unknown, so
-  // every PCI function present gets its policy again, in one batch.
-  void eventsLost() {
-    ++overflows_;
-    auto present = root_.listDir("/sys/bus/pci/devices");
-    std::string what;
-    if (present) {
-      for (const auto& a : filter_.resync(*present, Clock::now())) forget(a);
-      what = "rescanning the " + std::to_string(present->size()) + " PCI functions present";
-    } else {  // the whole host, as at start
-      queue_.wholeHost();
-      what = "rescanning the whole host (cannot list /sys/bus/pci/devices: " + present.error().describe() + ")";
-    }
-    log_.write({Priority::Warning,
-                std::string(msgid::kEventsLost),
-                "udev monitor: its receive buffer overflowed and hotplug events were lost; " + what,
-                {{"IOMMUD_OVERFLOWS", std::to_string(overflows_)}}});
-    armDebounce();
-    startNext();
-  }
-
-  void uevent(const adapters::udev::UEvent& e) {
-    using Kind = HotplugFilter::Verdict::Kind;
-    auto v = filter_.event(e, Clock::now(), stopping_);
-    if (v.address.empty()) {
-      if (e.subsystem == "thunderbolt") log_.debug("thunderbolt " + e.action + " " + e.sysname);
-      return;  // virtual: loop, dm, veth
-    }
-    log_.debug(e.subsystem + " " + e.action + " " + e.sysname + " (" + v.address + ")" +
-               (e.synthetic ? " (replayed)" : ""));
-    switch (v.kind) {
-      case Kind::Removed:
-        forget(v.address);
-        startNext();  // a fresh view: the D-Bus properties and the exports must not show it
-        break;
-      case Kind::LeftAlone:
-        log_.debug("ignoring " + e.action + " of " + v.address + ": " + v.why + "; a re-plug or a reload acts again");
-        break;
-      case Kind::Pending: armDebounce(); break;
-      case Kind::NotPci:
-      case Kind::Stopping: break;
-    }
-  }
-
   // What the daemon knew of a device that went; it is remembered only by identity, if it was tuned.
   void forget(const std::string& address) {
-    armDebounce();
+    hotplug_.armDebounce();
     queue_.viewStale();
     if (tallies_.removed(address)) sd::notify("STATUS=" + statusLine());
-  }
-
-  // One timer, at the end of the earliest pending debounce: acting waits until a device's events
-  // have been quiet for the debounce.
-  void armDebounce() {
-    if (auto next = filter_.nextDeadline()) {
-      debounce_.at(*next);
-    } else {
-      debounce_.off();
-    }
-  }
-
-  void debounced() {
-    filter_.expire(Clock::now());
-    armDebounce();
-    startNext();
   }
 
   void signalled(int signo) {
@@ -546,6 +478,7 @@ class Daemon {
   void beginStop() {
     if (stopping_) return;
     stopping_ = true;
+    hotplug_.stopping();
     sd::notify("STOPPING=1");
     for (auto& reply : queue_.dropCalls()) reply.replyError(bus::kErrorStopping, "iommud is stopping");
     if (service_) service_->propertiesChanged(bus::ManagerService::Properties::Daemon);
@@ -573,13 +506,10 @@ class Daemon {
   adapters::sysfs::Root root_{paths_.root};
   adapters::sysfs::RootWriter writer_{root_};
   std::optional<WriterSession> session_;
-  std::optional<adapters::udev::Monitor> monitor_;
 
   sd::Watch signals_;
-  sd::Watch uevents_;
   HotplugFilter filter_{settings_.config.debounce};
-  sd::Timer debounce_;      // at filter_.nextDeadline()
-  uint64_t overflows_ = 0;  // of the udev monitor's socket
+  HotplugWatch hotplug_{root_, filter_, log_, hotplugHooks()};
 
   std::optional<WorkerSupervisor> worker_;  // one piece of work at a time
 

@@ -22,11 +22,10 @@ class HotplugWatch {
  public:
   struct Hooks {
     std::function<void(const std::string& address)> gone;  // a PCI function went: forget what was known
-    std::function<void()> due;                              // a batch may be due, or a view stale: work next
-    std::function<void()> wholeHost;                        // events lost and the devices cannot be listed
+    std::function<void()> due;                             // a batch may be due, or a view stale: work next
+    std::function<void()> wholeHost;                       // events lost and the devices cannot be listed
   };
-  HotplugWatch(const adapters::sysfs::Root& root, HotplugFilter& filter, const adapters::systemd::Log& log,
-               Hooks hooks)
+  HotplugWatch(const adapters::sysfs::Root& root, HotplugFilter& filter, const adapters::systemd::Log& log, Hooks hooks)
       : root_(root), filter_(filter), log_(log), hooks_(std::move(hooks)) {}
 
   /// Opens the monitor (pci net nvme block thunderbolt) and watches it and the debounce timer on `loop`.
