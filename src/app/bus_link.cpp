@@ -31,4 +31,43 @@ adapters::systemd::Entry busLinkEntry(const adapters::dbus::BusLinkEvent& e) {
   return {Priority::Info, {}, "system bus", {}};
 }
 
+std::unique_ptr<adapters::dbus::ManagerService> serveOnBus(adapters::systemd::EventLoop& loop,
+                                                           const adapters::systemd::Log& log, BusCalls calls) {
+  namespace bus = adapters::dbus;
+  using Kind = WorkerCall::Kind;
+  bus::ManagerService::Handlers h;
+  h.host = calls.host;
+  h.daemon = calls.daemon;
+  h.plan = [call = calls.call](bus::PendingCall reply, bool hotplug, std::string device) {
+    call({Kind::Plan, hotplug, std::move(device)}, std::move(reply));
+  };
+  h.apply = [call = calls.call](bus::PendingCall reply, bool hotplug, std::string device) {
+    call({Kind::Apply, hotplug, std::move(device)}, std::move(reply));
+  };
+  h.revert = [call = calls.call](bus::PendingCall reply, std::string device) {
+    call({Kind::Revert, false, std::move(device)}, std::move(reply));
+  };
+  h.reload = [reload = calls.reload](bus::PendingCall reply) {
+    auto problems = reload();
+    if (problems.empty()) {
+      reply.replyEmpty();
+      return;
+    }
+    std::string text;
+    for (const auto& p : problems) text += (text.empty() ? "" : "\n") + p;
+    reply.replyError(bus::kErrorInvalidPolicy, text);
+  };
+  h.nameLost = [&log](const std::string& why) {
+    log.warning("no D-Bus API: the bus refused the name " + std::string(bus::kBusName) + " (" + why +
+                "); is /usr/share/dbus-1/system.d/org.iommud1.conf installed?");
+  };
+  h.link = [&log](const bus::BusLinkEvent& e) { log.write(busLinkEntry(e)); };
+  auto service = bus::ManagerService::start(loop.get(), std::move(h));
+  if (!service) {
+    log.notice("no D-Bus API (" + service.error().describe() + "); iommuctl works on the host itself");
+    return nullptr;
+  }
+  return std::move(service).value();
+}
+
 }  // namespace iommud::app

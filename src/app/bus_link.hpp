@@ -1,11 +1,31 @@
 #pragma once
 
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
 #include "adapters/dbus/manager_service.hpp"
+#include "adapters/systemd/event_loop.hpp"
 #include "adapters/systemd/log.hpp"
+#include "app/worker_report.hpp"
 
 namespace iommud::app {
 
 /// What the daemon logs when its connection to the system bus goes and comes back (pure).
 adapters::systemd::Entry busLinkEntry(const adapters::dbus::BusLinkEvent& e);
+
+/// What the daemon does for its callers on the bus.
+struct BusCalls {
+  std::function<void(WorkerCall, adapters::dbus::PendingCall)> call;  // Plan, Apply, Revert: the worker's
+  std::function<std::vector<std::string>()> reload;                   // the problems that kept the new settings out
+  std::function<const adapters::dbus::HostSummary&()> host;
+  std::function<adapters::dbus::DaemonSummary()> daemon;
+};
+
+/// org.iommud1 on the system bus, on `loop`: its calls go to `calls`, what becomes of the name and
+/// of the connection is logged. nullptr (said in a notice) when there is no bus to connect to.
+std::unique_ptr<adapters::dbus::ManagerService> serveOnBus(adapters::systemd::EventLoop& loop,
+                                                           const adapters::systemd::Log& log, BusCalls calls);
 
 }  // namespace iommud::app

@@ -114,12 +114,6 @@ using Call = WorkerCall;
 using Work = WorkerRequest;
 using WorkKind = WorkerRequest::Kind;
 
-std::string joined(const std::vector<std::string>& parts, char separator) {
-  std::string out;
-  for (size_t i = 0; i < parts.size(); ++i) out += (i == 0 ? "" : std::string(1, separator)) + parts[i];
-  return out;
-}
-
 class Daemon {
  public:
   Daemon(sd::EventLoop loop, DaemonPaths paths, const sd::Log& log, Settings settings, DaemonOptions options)
@@ -273,16 +267,15 @@ class Daemon {
 
   // The worker that stays, forked at the first work (after the lock and the recovery).
   void startWorker() {
-    worker_.emplace(
-        loop_, log_, queue_,
-        WorkerSupervisor::Hooks{.atStart = [this] { leaveTheLoop(); },
-                                .run = [this](const Work& w) { return work_.run(w); },
-                                .ended = [this](const Work& w, WorkerReport r) { finished(w, std::move(r)); },
-                                .free =
-                                    [this] {
-                                      filter_.workerDone();
-                                      startNext();
-                                    }});
+    worker_.emplace(loop_, log_, queue_,
+                    WorkerSupervisor::Hooks{.atStart = [this] { leaveTheLoop(); },
+                                            .run = [this](const Work& w) { return work_.run(w); },
+                                            .ended = [this](const Work& w, const WorkerReport& r) { finished(w, r); },
+                                            .free =
+                                                [this] {
+                                                  filter_.workerDone();
+                                                  startNext();
+                                                }});
   }
 
   // In the worker, once: what only the daemon's loop talks to is not the worker's to keep open
@@ -312,7 +305,7 @@ class Daemon {
   [[nodiscard]] bool working() const { return worker_ && worker_->busy(); }
 
   // What a piece of work said, taken in; the next one is started.
-  void finished(const Work& work, WorkerReport news) {
+  void finished(const Work& work, const WorkerReport& news) {
     filter_.workerDone();
     const bool batch = work.kind == WorkKind::Batch;
     const bool wholeHost =
@@ -355,37 +348,12 @@ class Daemon {
   // --- D-Bus -------------------------------------------------------------------------------------
 
   void connectBus() {
-    bus::ManagerService::Handlers h;
-    h.host = [this]() -> const bus::HostSummary& { return busView_.host(); };
-    h.daemon = [this] { return daemonSummary(); };
-    h.plan = [this](bus::PendingCall reply, bool hotplug, std::string device) {
-      enqueue({Call::Kind::Plan, hotplug, std::move(device)}, std::move(reply));
-    };
-    h.apply = [this](bus::PendingCall reply, bool hotplug, std::string device) {
-      enqueue({Call::Kind::Apply, hotplug, std::move(device)}, std::move(reply));
-    };
-    h.revert = [this](bus::PendingCall reply, std::string device) {
-      enqueue({Call::Kind::Revert, false, std::move(device)}, std::move(reply));
-    };
-    h.reload = [this](bus::PendingCall reply) {
-      auto problems = reload();
-      if (problems.empty()) {
-        reply.replyEmpty();
-      } else {
-        reply.replyError(bus::kErrorInvalidPolicy, joined(problems, '\n'));
-      }
-    };
-    h.nameLost = [this](const std::string& why) {
-      log_.warning("no D-Bus API: the bus refused the name " + std::string(bus::kBusName) + " (" + why +
-                   "); is /usr/share/dbus-1/system.d/org.iommud1.conf installed?");
-    };
-    h.link = [this](const bus::BusLinkEvent& e) { log_.write(busLinkEntry(e)); };
-    auto service = bus::ManagerService::start(loop_.get(), std::move(h));
-    if (!service) {
-      log_.notice("no D-Bus API (" + service.error().describe() + "); iommuctl works on the host itself");
-      return;
-    }
-    service_ = std::move(service).value();
+    service_ =
+        serveOnBus(loop_, log_,
+                   {.call = [this](Call call, bus::PendingCall reply) { enqueue(std::move(call), std::move(reply)); },
+                    .reload = [this] { return reload(); },
+                    .host = [this]() -> const bus::HostSummary& { return busView_.host(); },
+                    .daemon = [this] { return daemonSummary(); }});
   }
 
   // A D-Bus call waits for the worker like any batch (WorkQueue bounds how many).

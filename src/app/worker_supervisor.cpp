@@ -78,7 +78,7 @@ void WorkerSupervisor::died(const sd::StandingWorker::Death& d) {
 }
 
 // The D-Bus caller hears the report's answer, then the daemon takes the report in.
-void WorkerSupervisor::end(WorkerReport report) {
+void WorkerSupervisor::end(const WorkerReport& report) {
   if (reply_ && work_.kind == WorkerRequest::Kind::Call) {
     bus::PendingCall reply = std::move(*reply_);
     if (report.error) {
@@ -93,7 +93,7 @@ void WorkerSupervisor::end(WorkerReport report) {
   }
   reply_.reset();
   const WorkerRequest work = std::exchange(work_, {});
-  hooks_.ended(work, std::move(report));
+  hooks_.ended(work, report);
 }
 
 }  // namespace iommud::app

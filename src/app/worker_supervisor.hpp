@@ -25,7 +25,7 @@ class WorkerSupervisor {
   struct Hooks {
     std::function<void()> atStart;                                         // in the worker, once
     std::function<std::optional<WorkerReport>(const WorkerRequest&)> run;  // in the worker
-    std::function<void(const WorkerRequest&, WorkerReport)> ended;         // report.complete: done in full
+    std::function<void(const WorkerRequest&, const WorkerReport&)> ended;  // report.complete: done in full
     std::function<void()> free;  // the worker died and nothing ended: the next work may start
   };
   WorkerSupervisor(adapters::systemd::EventLoop& loop, const adapters::systemd::Log& log, Queue& queue, Hooks hooks);
@@ -43,7 +43,7 @@ class WorkerSupervisor {
   std::string serve(std::string_view bytes);
   void replied(const std::string& bytes);
   void died(const adapters::systemd::StandingWorker::Death& d);
-  void end(WorkerReport report);
+  void end(const WorkerReport& report);
 
   const adapters::systemd::Log& log_;
   Queue& queue_;

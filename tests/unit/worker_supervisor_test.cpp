@@ -49,19 +49,20 @@ struct Fixture : ::testing::Test {
     sigprocmask(SIG_SETMASK, nullptr, &old);
     bound = loop.timer([this] { loop.exit(99); }, 1us).value();
     bound.at(std::chrono::steady_clock::now() + 60s);
-    supervisor.emplace(loop, log, queue,
-                       app::WorkerSupervisor::Hooks{.atStart = [] {},
-                                                    .run = run,
-                                                    .ended =
-                                                        [this](const app::WorkerRequest& w, app::WorkerReport r) {
-                                                          ended.push_back({w, std::move(r)});
-                                                          next();
-                                                        },
-                                                    .free =
-                                                        [this] {
-                                                          ++freed;
-                                                          next();
-                                                        }});
+    supervisor.emplace(
+        loop, log, queue,
+        app::WorkerSupervisor::Hooks{.atStart = [] {},
+                                     .run = run,
+                                     .ended =
+                                         [this](const app::WorkerRequest& w, const app::WorkerReport& r) {
+                                           ended.push_back({w, r});
+                                           next();
+                                         },
+                                     .free =
+                                         [this] {
+                                           ++freed;
+                                           next();
+                                         }});
   }
   void TearDown() override {
     supervisor.reset();
