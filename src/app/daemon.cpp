@@ -194,9 +194,7 @@ class Daemon {
 
   // Whether anyone wants a view of the host after it may have changed: the D-Bus properties, the
   // fleet exports.
-  [[nodiscard]] bool wantsView() const { return service_ || exportTargets().any(); }
-
-  [[nodiscard]] ExportTargets exportTargets() const { return app::exportTargets(settings_.config); }
+  [[nodiscard]] bool wantsView() const { return service_ || exports_.targets().any(); }
 
   // What a piece of work said, beyond the tallies: RecentActions, the counters, the exports, the
   // D-Bus view and its signals.
@@ -206,7 +204,7 @@ class Daemon {
     if (!plan && !view) lastRunAt_ = utcNow();
     busView_.acted(r.actions);
     counters_ += r.counters;
-    for (const auto& e : r.exports) exported(e.path, e.error);
+    for (const auto& e : r.exports) exports_.written(e.path, e.error);
     if (r.host && busView_.take(*r.host) && service_)
       service_->propertiesChanged(bus::ManagerService::Properties::Host);
     if (!wantsView() || view || plan) return;
@@ -214,17 +212,6 @@ class Daemon {
     if (!service_) return;
     if (!r.actions.empty()) service_->acted(triggerName(work), r.actions);
     service_->propertiesChanged(bus::ManagerService::Properties::Daemon);
-  }
-
-  // An export that cannot be written is said once per reason, not at every change of the host.
-  void exported(const std::string& path, const std::string& error) {
-    auto note = exportErrors_.note(path, error);
-    if (!note) return;
-    if (note->warning) {
-      log_.warning(note->message);
-    } else {
-      log_.notice(note->message);
-    }
   }
 
   // Takes a batch's news of devices into the daemon's view of them.
@@ -409,7 +396,7 @@ class Daemon {
                   {{"IOMMUD_PROBLEMS", std::to_string(problems.size())}}});
     } else {
       filter_.clearLeftAlone();
-      const auto before = exportTargets();
+      const auto before = exports_.targets();
       const auto& was = settings_.config;
       const bool remeasure =
           was.measure != loaded->config.measure || was.measureInterval != loaded->config.measureInterval ||
@@ -418,7 +405,7 @@ class Daemon {
       if (worker_) worker_->retireBeforeNext();
       if (remeasure) measuring_.restart(settings_.config);
       filter_.setDebounce(settings_.config.debounce);
-      dropExports(before);
+      exports_.reloaded(before);
       log_.setMaxPriority(priorityOf(settings_.config.logLevel));
       log_.write({Priority::Info,
                   std::string(msgid::kPoliciesLoaded),
@@ -431,16 +418,6 @@ class Daemon {
     if (ready_) sd::notify("READY=1\nSTATUS=" + statusLine());
     if (service_) service_->propertiesChanged(bus::ManagerService::Properties::Daemon);  // Rules
     return problems;
-  }
-
-  // An export turned off (or moved) by a reload goes: what it says would grow stale.
-  void dropExports(const ExportTargets& before) {
-    for (const auto& was : droppedExports(before, exportTargets())) {
-      if (unlink(was.c_str()) != 0 && errno != ENOENT) {
-        log_.warning("fleet export: cannot remove " + was + ": " + std::strerror(errno) + ", ignoring");
-      }
-      exportErrors_.forget(was);
-    }
   }
 
   void beginStop() {
@@ -461,7 +438,7 @@ class Daemon {
     if (settings_.config.revertOnStop && settings_.config.adviseOnly) {
       log_.notice("not reverting at stop: advise-only = true changes nothing (iommuctl revert does it)");
     } else if (settings_.config.revertOnStop) {
-      for (const auto& r : work_.revertAtStop(counters_)) exported(r.path, r.error);
+      for (const auto& r : work_.revertAtStop(counters_)) exports_.written(r.path, r.error);
     }
     loop_.exit(0);
   }
@@ -488,7 +465,7 @@ class Daemon {
   DaemonWork work_{root_,          writer_, paths_.state,         settings_.config, settings_.policies.policies,
                    options_.early, log_,    measuring_.counters()};
   Counters counters_;  // what the workers did, for the Prometheus export
-  ExportErrors exportErrors_;
+  DaemonExports exports_{settings_.config, log_};
   std::string startedAt_ = utcNow();
   std::string lastRunAt_;
 

@@ -1,5 +1,9 @@
 // The daemon's D-Bus view and exports bookkeeping, without a bus, a loop or a process.
 #include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
 
 #include "app/bus_view.hpp"
 #include "app/daemon_exports.hpp"
@@ -95,4 +99,30 @@ TEST(DaemonExports, AnErrorIsSaidOncePerReasonAndTheRecoveryOnce) {
   EXPECT_TRUE(e.note("/q", "/q: Permission denied"));
   e.forget("/q");
   EXPECT_TRUE(e.note("/q", "/q: Permission denied"));  // a file dropped and configured again
+}
+
+// A reload that moves the Prometheus file removes the old one (what it says would grow stale) and
+// leaves the one still configured; the configuration is the daemon's, replaced in place.
+TEST(DaemonExports, AReloadRemovesTheFileItMovedAndKeepsTheOthers) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("iommud-exports-" + std::to_string(::getpid()));
+  fs::create_directories(dir / "old");
+  fs::create_directories(dir / "new");
+  config::DaemonConfig c;
+  c.prometheus = true;
+  c.prometheusDirectory = (dir / "old").string();
+  c.nfd = true;
+  c.nfdFile = (dir / "nfd").string();
+  adapters::systemd::Log log{adapters::systemd::Log::Target::Stderr, adapters::systemd::Priority::Err};
+  app::DaemonExports exports{c, log};
+  for (const auto& f : {dir / "old" / "iommud.prom", dir / "nfd"}) std::ofstream(f) << "x\n";
+  const auto before = exports.targets();
+  c.prometheusDirectory = (dir / "new").string();  // the reload
+  exports.reloaded(before);
+  EXPECT_FALSE(fs::exists(dir / "old" / "iommud.prom"));
+  EXPECT_TRUE(fs::exists(dir / "nfd"));
+  EXPECT_EQ(exports.targets().prometheusFile, (dir / "new" / "iommud.prom").string());
+  exports.reloaded(exports.targets());  // nothing moved, nothing goes (and a missing file is no error)
+  EXPECT_TRUE(fs::exists(dir / "nfd"));
+  fs::remove_all(dir);
 }
