@@ -134,7 +134,7 @@ class Daemon {
     if (!begin()) return 1;
     WorkerReport report;
     if (!work_.reconcileBatch(Work{}, report)) return 1;
-    absorb(report, true);
+    absorb(report.devices, true, tallies_, filter_);
     log_.info(statusLine());
     return tallies_.anyFailed() ? 1 : 0;
   }
@@ -214,24 +214,6 @@ class Daemon {
     service_->propertiesChanged(bus::ManagerService::Properties::Daemon);
   }
 
-  // Takes a batch's news of devices into the daemon's view of them.
-  void absorb(const WorkerReport& report, bool wholeHost) {
-    if (wholeHost) {
-      tallies_.clear();
-      filter_.clearLeftAlone();
-    }
-    for (const auto& e : report.devices) {
-      tallies_.take(e);
-      switch (e.news) {
-        case DeviceNews::Forget: filter_.forgetLeftAlone(e.address); break;
-        case DeviceNews::Failed: filter_.failed(e.address); break;
-        case DeviceNews::Reverted: filter_.reverted(e.address); break;
-        case DeviceNews::Rebound: filter_.rebound(e.address); break;
-        default: break;
-      }
-    }
-  }
-
   [[nodiscard]] std::string statusLine() const { return tallies_.statusLine(); }
 
   HotplugWatch::Hooks hotplugHooks() {
@@ -299,7 +281,7 @@ class Daemon {
         (batch && work.batch.whole()) ||
         (work.kind == WorkKind::Call && work.call.kind == Call::Kind::Apply && work.call.device.empty());
     measuring_.workEnded(work, news.changed);
-    absorb(news, wholeHost);
+    absorb(news.devices, wholeHost, tallies_, filter_);
     // The worker read the host before these went: they are gone, whatever it said of them.
     for (const auto& a : filter_.removedMeanwhile()) forget(a);
     report(work, news);

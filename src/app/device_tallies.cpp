@@ -47,4 +47,21 @@ std::string DeviceTallies::statusLine() const {
          " refused, " + std::to_string(failed) + " failed";
 }
 
+void absorb(const std::vector<DeviceEvent>& news, bool wholeHost, DeviceTallies& tallies, HotplugFilter& filter) {
+  if (wholeHost) {
+    tallies.clear();
+    filter.clearLeftAlone();
+  }
+  for (const auto& e : news) {
+    tallies.take(e);
+    switch (e.news) {
+      case DeviceNews::Forget: filter.forgetLeftAlone(e.address); break;
+      case DeviceNews::Failed: filter.failed(e.address); break;
+      case DeviceNews::Reverted: filter.reverted(e.address); break;
+      case DeviceNews::Rebound: filter.rebound(e.address); break;
+      default: break;
+    }
+  }
+}
+
 }  // namespace iommud::app

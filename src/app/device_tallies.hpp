@@ -37,4 +37,9 @@ class DeviceTallies {
   bool anyFailed_ = false;
 };
 
+/// A piece of work's news of devices, taken in (pure): the tallies, and what the hotplug filter
+/// must leave alone (a failed change, a revert) or take as the daemon's own rebinds. Work over the
+/// whole host starts both afresh.
+void absorb(const std::vector<DeviceEvent>& news, bool wholeHost, DeviceTallies& tallies, HotplugFilter& filter);
+
 }  // namespace iommud::app

@@ -40,3 +40,23 @@ TEST(DeviceTallies, ATunedDeviceThatWentIsRememberedByIdentityUntilItIsBack) {
   t.take({News::Replugged, "0000:06:00.0", "144d:a808 serial S1"});
   EXPECT_TRUE(t.departed().empty());
 }
+
+// The news of a piece of work, taken in: what failed or was reverted is left alone until a re-plug
+// (or a reload), what a later piece of work decides on again is not; the whole host starts afresh.
+TEST(DeviceTallies, NewsTakenInTellsTheHotplugFilterWhatToLeaveAlone) {
+  using namespace std::chrono_literals;
+  app::DeviceTallies t;
+  app::HotplugFilter f{1ms};
+  app::absorb({{News::Forget, "a", ""}, {News::Failed, "a", "id-a"}, {News::Reverted, "b", ""}, {News::Tuned, "c", ""}},
+              false, t, f);
+  EXPECT_TRUE(f.leftAlone("a"));
+  EXPECT_TRUE(f.leftAlone("b"));
+  EXPECT_FALSE(f.leftAlone("c"));
+  EXPECT_EQ(t.statusLine(), "1 devices tuned, 0 advised, 0 refused, 1 failed");
+  app::absorb({{News::Forget, "a", ""}, {News::Tuned, "a", "id-a"}}, false, t, f);
+  EXPECT_FALSE(f.leftAlone("a"));
+  EXPECT_TRUE(f.leftAlone("b"));
+  app::absorb({{News::Tuned, "c", ""}}, true, t, f);
+  EXPECT_FALSE(f.leftAlone("b"));
+  EXPECT_EQ(t.statusLine(), "1 devices tuned, 0 advised, 0 refused, 0 failed");
+}
