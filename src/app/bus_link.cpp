@@ -32,7 +32,7 @@ adapters::systemd::Entry busLinkEntry(const adapters::dbus::BusLinkEvent& e) {
 }
 
 std::unique_ptr<adapters::dbus::ManagerService> serveOnBus(adapters::systemd::EventLoop& loop,
-                                                           const adapters::systemd::Log& log, BusCalls calls) {
+                                                           const adapters::systemd::Log& log, const BusCalls& calls) {
   namespace bus = adapters::dbus;
   using Kind = WorkerCall::Kind;
   bus::ManagerService::Handlers h;

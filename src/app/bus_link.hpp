@@ -26,6 +26,6 @@ struct BusCalls {
 /// org.iommud1 on the system bus, on `loop`: its calls go to `calls`, what becomes of the name and
 /// of the connection is logged. nullptr (said in a notice) when there is no bus to connect to.
 std::unique_ptr<adapters::dbus::ManagerService> serveOnBus(adapters::systemd::EventLoop& loop,
-                                                           const adapters::systemd::Log& log, BusCalls calls);
+                                                           const adapters::systemd::Log& log, const BusCalls& calls);
 
 }  // namespace iommud::app
