@@ -3,25 +3,16 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <chrono>
 #include <csignal>
 #include <cstdlib>
 #include <cstring>
-#include <ctime>
-#include <deque>
-#include <map>
 #include <memory>
-#include <set>
-#include <string_view>
 #include <utility>
 
 #include "adapters/dbus/manager_service.hpp"
-#include "adapters/state/journal.hpp"
-#include "adapters/sysfs/host_reader.hpp"
 #include "adapters/systemd/event_loop.hpp"
 #include "adapters/systemd/notify.hpp"
-#include "adapters/trace/tracefs.hpp"
 #include "app/bus_link.hpp"
 #include "app/bus_view.hpp"
 #include "app/daemon_exports.hpp"
@@ -29,19 +20,15 @@
 #include "app/daemon_work.hpp"
 #include "app/device_tallies.hpp"
 #include "app/effect_watch.hpp"
-#include "app/fleet_files.hpp"
 #include "app/hotplug_filter.hpp"
 #include "app/hotplug_watch.hpp"
 #include "app/message_ids.hpp"
-#include "app/outcome_log.hpp"
-#include "app/plan_report.hpp"
 #include "app/planning.hpp"
 #include "app/reconcile.hpp"
 #include "app/work_queue.hpp"
 #include "app/worker_report.hpp"
 #include "app/worker_supervisor.hpp"
 #include "config/daemon_config.hpp"
-#include "core/text.hpp"
 
 namespace iommud::app {
 
