@@ -1,36 +1,68 @@
 #!/usr/bin/env bash
 # The layers of docs/ARCHITECTURE.md hold: each src/ directory includes only what its row of the
-# table says it may use. Each failure is reported as FILE:LINE: the include.
+# table says it may use, and each C library of an adapter is included by its adapter alone. Each
+# failure is reported with FILE:LINE: the include. It first shows, on a planted tree, that each
+# kind of include it forbids is found, and an adapter's own library is not.
 #   layers.sh SOURCE_DIR
 set -euo pipefail
 src=${1:?usage: $0 SOURCE_DIR}
 here=$(cd "$(dirname "$0")" && pwd -P)
-cd "$src"
 # shellcheck source=SCRIPTDIR/../support/failures.sh
 source "$here/../support/failures.sh"
 
-# forbid DIR REGEX WHY: no file under src/DIR includes what REGEX matches.
-forbid() {
-  local dir=$1 re=$2 why=$3 hits
-  hits=$(grep -rnE "^#include[[:space:]]*[<\"]($re)" "src/$dir" || true)
-  [[ -z $hits ]] || fail "src/$dir: $why:"$'\n'"$hits"
+# dir|regex|why: no file under src/DIR includes what REGEX matches.
+rules=(
+  "core|adapters/|app/|config/|bin/|the core is pure: it includes the core only"
+  "core|systemd/|libudev|netlink/|toml|nlohmann/|fmt/|spdlog/|the core uses the standard library only"
+  "config|adapters/|app/|bin/|config uses the core only"
+  "adapters|app/|config/|bin/|adapters use the core (and each other) only"
+  "app|bin/|app does not know its programs"
+  "app|systemd/|libudev|netlink/|toml|app sees no C library of an adapter (the loop is adapters/systemd's EventLoop)"
+  "bin|systemd/|libudev|netlink/|toml|the programs see no C library of an adapter"
+)
+# library|the one directory (an extended regex) whose files may include it
+owners=(
+  "systemd/|src/adapters/(systemd|dbus)/"
+  "libudev|src/adapters/udev/"
+  "netlink/|src/adapters/ethtool/"
+  "toml|src/config/"
+)
+
+# violations TREE: each broken rule, a line "RULE: FILE:LINE:#include ..." (paths relative to TREE).
+violations() {
+  local tree=$1 rule dir rest re why owner lib own
+  for rule in "${rules[@]}"; do
+    dir=${rule%%|*}
+    rest=${rule#*|}
+    why=${rest##*|}
+    re=${rest%|*}
+    (cd "$tree" || exit 1; grep -rnE "^#include[[:space:]]*[<\"]($re)" "src/$dir" 2>/dev/null || true) | sed "s#^#$why: #"
+  done
+  for owner in "${owners[@]}"; do
+    lib=${owner%%|*}
+    own=${owner#*|}
+    (cd "$tree" || exit 1; grep -rnE "^#include[[:space:]]*<$lib" src 2>/dev/null || true) | grep -vE "^$own" |
+      sed "s#^#<$lib...> outside $own: #" || true
+  done
 }
 
-forbid core 'adapters/|app/|config/|bin/' "the core is pure: it includes the core only"
-forbid core 'systemd/|libudev|netlink/|toml|nlohmann/|fmt/|spdlog/' "the core uses the standard library only"
-forbid config 'adapters/|app/|bin/' "config uses the core only"
-forbid adapters 'app/|config/|bin/' "adapters use the core (and each other) only"
-forbid app 'bin/' "app does not know its programs"
-forbid app 'systemd/|libudev|netlink/|toml' "app sees no C library of an adapter (the loop is adapters/systemd's EventLoop)"
-forbid bin 'systemd/|libudev|netlink/|toml' "the programs see no C library of an adapter"
-for lib in 'systemd/' 'libudev' 'netlink/' 'toml'; do
-  case $lib in
-    systemd/) own='src/adapters/(systemd|dbus)/' ;;
-    libudev) own='src/adapters/udev/' ;;
-    netlink/) own='src/adapters/ethtool/' ;;
-    toml) own='src/config/' ;;
-  esac
-  hits=$(grep -rnE "^#include[[:space:]]*<$lib" src | grep -vE "^$own" || true)
-  [[ -z $hits ]] || fail "<$lib...> outside $own:"$'\n'"$hits"
+# A planted tree breaks each rule once: each must be found, and nothing else.
+plant=$work/plant
+mkdir -p "$plant"/src/{core,config,adapters/udev,adapters/sysfs,app,bin}
+echo '#include "adapters/sysfs/root.hpp"' >"$plant/src/core/a.cpp"
+echo '#include <nlohmann/json.hpp>' >"$plant/src/core/b.cpp"
+echo '#include "app/x.hpp"' >"$plant/src/config/c.cpp"
+echo '#include "config/x.hpp"' >"$plant/src/adapters/sysfs/d.cpp"
+echo '#include "bin/x.hpp"' >"$plant/src/app/e.cpp"
+echo '#include <systemd/sd-event.h>' >"$plant/src/app/f.cpp"
+echo '#include <toml.hpp>' >"$plant/src/bin/g.cpp"
+echo '#include <libudev.h>' >"$plant/src/adapters/udev/ok.cpp"  # its owner: no finding
+found=$(violations "$plant")
+for file in core/a.cpp core/b.cpp config/c.cpp adapters/sysfs/d.cpp app/e.cpp app/f.cpp bin/g.cpp; do
+  grep -q "src/$file:1:" <<<"$found" || fail "the planted src/$file is not found:"$'\n'"$found"
 done
+if grep -q "adapters/udev/ok.cpp" <<<"$found"; then fail "libudev in its own adapter is reported: $found"; fi
+
+found=$(violations "$src")
+[[ -z $found ]] || fail "includes across the layers of docs/ARCHITECTURE.md:"$'\n'"$found"
 finish
