@@ -350,22 +350,15 @@ std::string deviceFlags(const PciDevice& d, const Style& st) {
 
 }  // namespace
 
-std::string statusText(const Status& s, bool color) {
-  Style st{color};
-  const auto& h = s.host;
-  const auto& m = s.mode;
-  std::string out;
-  auto line = [&](const std::string& l) { out += l + "\n"; };
+namespace {
 
-  std::string version =
-      h.kernel.upstream.version ? fmt::format(" (upstream {})", h.kernel.upstream.version->str()) : std::string();
-  line(fmt::format("{:<9}{}{}", st.bold("Kernel"), h.kernel.release, version));
-  std::string vendor = m.present ? std::string(displayName(m.vendor)) + ", " : std::string();
-  line(fmt::format("{:<9}{}{}", st.bold("IOMMU"), vendor, modeSentence(m)));
-  for (const auto& r : m.reasons) {
-    line("         " + st.dim(std::string(toString(r.source)) + ":") + " " +
-         wrapText(r.text, 9 + toString(r.source).size() + 2));
-  }
+// The text of `status`, one section at a time.
+struct Lines {
+  std::string out;
+  void operator()(const std::string& l) { out += l + "\n"; }
+};
+
+void unitLines(const HostFacts& h, const Style& st, Lines& line) {
   for (const auto& u : h.units) {
     std::vector<std::string> caps;
     if (u.intel) {
@@ -385,21 +378,35 @@ std::string statusText(const Status& s, bool color) {
     }
     line(fmt::format("  unit {} {}", st.bold(u.name), fmt::join(caps, ", ")));
   }
+}
+
+// Kernel, IOMMU (the mode and its reasons), its units, swiotlb.
+void headerLines(const Status& s, const Style& st, Lines& line) {
+  const auto& h = s.host;
+  const auto& m = s.mode;
+  std::string version =
+      h.kernel.upstream.version ? fmt::format(" (upstream {})", h.kernel.upstream.version->str()) : std::string();
+  line(fmt::format("{:<9}{}{}", st.bold("Kernel"), h.kernel.release, version));
+  std::string vendor = m.present ? std::string(displayName(m.vendor)) + ", " : std::string();
+  line(fmt::format("{:<9}{}{}", st.bold("IOMMU"), vendor, modeSentence(m)));
+  for (const auto& r : m.reasons) {
+    line("         " + st.dim(std::string(toString(r.source)) + ":") + " " +
+         wrapText(r.text, 9 + toString(r.source).size() + 2));
+  }
+  unitLines(h, st, line);
   if (h.swiotlb.nslabs) {
     line(fmt::format("{:<9}{} slabs ({} MiB), {} in use, high-water {}", st.bold("swiotlb"), *h.swiotlb.nslabs,
                      *h.swiotlb.nslabs * 2 / 1024, h.swiotlb.used.value_or(0), h.swiotlb.usedHiwater.value_or(0)));
   }
-  auto exposed = exposuresOf(s);
-  auto exposureOfDevice = [&](const std::string& address) -> const DeviceExposure* {
-    for (const auto& e : exposed) {
-      if (e.address == address) return &e;
-    }
-    return nullptr;
-  };
+}
+
+// Exposure, the level, the host's protections, Thunderbolt/USB4 controllers.
+void protectionLines(const Status& s, const std::vector<DeviceExposure>& exposed, const Protections& prot,
+                     const Style& st, Lines& line) {
+  const auto& h = s.host;
   auto allMemory = reachAllMemory(h, exposed);
   std::string summary = wrapText(exposureSummary(h, exposed), 9);
   line(fmt::format("{:<9}{}", st.bold("Exposure"), allMemory.empty() ? st.green(summary) : st.yellow(summary)));
-  auto prot = protections(h, m);
   auto level = score(h, exposed, prot);
   std::vector<std::string> unmet;
   for (const auto& c : level.criteria) {
@@ -418,89 +425,100 @@ std::string statusText(const Status& s, bool color) {
     line(fmt::format("  protection {} {}: {}", p.id, state, wrapText(p.text, hang)));
     if (!p.advice.empty()) line("      " + st.dim("what to do: " + wrapText(p.advice, 18)));
   }
-  auto exposureLine = [&](const PciDevice& d) {
-    if (d.kind() == DeviceKind::Bridge) return;
-    const auto* e = exposureOfDevice(d.address);
-    if (e == nullptr) return;
-    std::string text = "exposure: " + std::string(describe(e->level));
-    line("            " + (e->level == Exposure::AllMemory ? st.yellow(text) : st.dim(text)));
-  };
   for (const auto& t : h.thunderbolt) {
     line(fmt::format("{:<9}{}: security {}, IOMMU DMA protection {}", st.bold("TB/USB4"), t.name, t.security,
                      t.iommuDmaProtection ? (*t.iommuDmaProtection ? "yes" : "no") : "unknown"));
   }
+}
 
+// A device's line, what it can reach, what uses it.
+void deviceLines(const PciDevice& d, const std::vector<DeviceExposure>& exposed, const Style& st, Lines& line) {
+  std::string name = d.displayName() == d.address ? "" : d.displayName();
+  line(fmt::format("        {}  {:<10} {:04x}:{:04x} {:<6} {}{}", d.address, name, d.vendorId, d.deviceId,
+                   toString(d.kind()), d.driver.value_or("-"), deviceFlags(d, st)));
+  if (d.kind() != DeviceKind::Bridge) {
+    auto e =
+        std::find_if(exposed.begin(), exposed.end(), [&](const DeviceExposure& x) { return x.address == d.address; });
+    if (e != exposed.end()) {
+      std::string text = "exposure: " + std::string(describe(e->level));
+      line("            " + (e->level == Exposure::AllMemory ? st.yellow(text) : st.dim(text)));
+    }
+  }
+  for (const auto& r : d.inUse) line("            " + st.dim("in use: " + r.detail));
+}
+
+// One group: its type, the mode's notes, its sharing and VFIO verdicts, its devices.
+void groupLines(const Status& s, const Group& g, const std::vector<DeviceExposure>& exposed, const Protections& prot,
+                const Style& st, Lines& line) {
+  const auto& h = s.host;
+  std::string shared = g.devices.size() > 1 ? st.yellow(fmt::format(" shared by {} devices", g.devices.size())) : "";
+  line(fmt::format("  {:>4}  {}{}", g.id, typeLabel(g, st), shared));
+  if (auto notes = s.mode.groupNotes.find(g.id); notes != s.mode.groupNotes.end()) {
+    for (const auto& n : notes->second) line("        " + st.dim(wrapText(n, 8)));
+  }
+  for (const auto& sg : prot.shared) {
+    if (sg.group == g.id) line("        " + st.dim("shared: " + wrapText(sg.text, 16)));
+  }
+  const bool vfioUsed = std::any_of(g.devices.begin(), g.devices.end(), [&](const std::string& a) {
+    const auto* d = h.device(a);
+    return d != nullptr && d->driver == "vfio-pci";
+  });
+  for (const auto& v : prot.vfio) {
+    if (v.group != g.id || !vfioUsed) continue;
+    line("        " +
+         st.dim(v.viable ? std::string("VFIO: viable")
+                         : "VFIO: not viable: " + wrapText(fmt::format("{}", fmt::join(v.blockers, "; ")), 27)));
+  }
+  for (const auto& a : g.devices) {
+    if (const auto* d = h.device(a)) {
+      deviceLines(*d, exposed, st, line);
+    } else {
+      line("        " + a);
+    }
+  }
+}
+
+void deviceSections(const Status& s, const std::vector<DeviceExposure>& exposed, const Protections& prot,
+                    const Style& st, Lines& line) {
+  const auto& h = s.host;
   if (!h.groups.empty()) {
     line("");
     line(st.bold("Groups"));
-    for (const auto& g : h.groups) {
-      std::string shared =
-          g.devices.size() > 1 ? st.yellow(fmt::format(" shared by {} devices", g.devices.size())) : "";
-      line(fmt::format("  {:>4}  {}{}", g.id, typeLabel(g, st), shared));
-      if (auto notes = m.groupNotes.find(g.id); notes != m.groupNotes.end()) {
-        for (const auto& n : notes->second) line("        " + st.dim(wrapText(n, 8)));
-      }
-      for (const auto& sg : prot.shared) {
-        if (sg.group == g.id) line("        " + st.dim("shared: " + wrapText(sg.text, 16)));
-      }
-      for (const auto& v : prot.vfio) {
-        bool vfioUsed = std::any_of(g.devices.begin(), g.devices.end(), [&](const std::string& a) {
-          const auto* d = h.device(a);
-          return d != nullptr && d->driver == "vfio-pci";
-        });
-        if (v.group != g.id || !vfioUsed) continue;
-        line("        " +
-             st.dim(v.viable ? std::string("VFIO: viable")
-                             : "VFIO: not viable: " + wrapText(fmt::format("{}", fmt::join(v.blockers, "; ")), 27)));
-      }
-      for (const auto& a : g.devices) {
-        const auto* d = h.device(a);
-        if (d == nullptr) {
-          line("        " + a);
-          continue;
-        }
-        std::string name = d->displayName() == d->address ? "" : d->displayName();
-        line(fmt::format("        {}  {:<10} {:04x}:{:04x} {:<6} {}{}", d->address, name, d->vendorId, d->deviceId,
-                         toString(d->kind()), d->driver.value_or("-"), deviceFlags(*d, st)));
-        exposureLine(*d);
-        for (const auto& r : d->inUse) line("            " + st.dim("in use: " + r.detail));
-      }
-    }
+    for (const auto& g : h.groups) groupLines(s, g, exposed, prot, st, line);
   }
   std::vector<const PciDevice*> ungrouped;
   for (const auto& d : h.devices) {
     if (!d.group && d.kind() != DeviceKind::Bridge) ungrouped.push_back(&d);
   }
-  if (!ungrouped.empty()) {
-    line("");
-    line(st.bold(m.present ? "Devices outside any group (not translated)" : "Devices (not translated)"));
-    for (const auto* d : ungrouped) {
-      std::string name = d->displayName() == d->address ? "" : d->displayName();
-      line(fmt::format("        {}  {:<10} {:04x}:{:04x} {:<6} {}{}", d->address, name, d->vendorId, d->deviceId,
-                       toString(d->kind()), d->driver.value_or("-"), deviceFlags(*d, st)));
-      exposureLine(*d);
-      for (const auto& r : d->inUse) line("            " + st.dim("in use: " + r.detail));
-    }
-  }
+  if (ungrouped.empty()) return;
+  line("");
+  line(st.bold(s.mode.present ? "Devices outside any group (not translated)" : "Devices (not translated)"));
+  for (const auto* d : ungrouped) deviceLines(*d, exposed, st, line);
+}
 
+void findingLines(const Status& s, const Style& st, Lines& line) {
   line("");
   if (s.findings.empty()) {
     line(st.bold("Findings") + ": none");
-  } else {
-    line(st.bold("Findings"));
-    for (const auto& f : s.findings) {
-      auto sev = std::string(toString(f.severity));
-      std::string sevText = f.severity == Severity::Info      ? sev
-                            : f.severity == Severity::Warning ? st.yellow(sev)
-                                                              : st.red(sev);
-      line(fmt::format("  {} {} {}", sevText, st.bold(f.id), f.title));
-      line("      " + wrapText(f.summary, 6));
-      for (const auto& r : f.remedies) {
-        line("      - " + wrapText(r.action, 8));
-        line("        " + st.dim("cost: ") + wrapText(r.securityCost, 14));
-      }
+    return;
+  }
+  line(st.bold("Findings"));
+  for (const auto& f : s.findings) {
+    auto sev = std::string(toString(f.severity));
+    std::string sevText = f.severity == Severity::Info      ? sev
+                          : f.severity == Severity::Warning ? st.yellow(sev)
+                                                            : st.red(sev);
+    line(fmt::format("  {} {} {}", sevText, st.bold(f.id), f.title));
+    line("      " + wrapText(f.summary, 6));
+    for (const auto& r : f.remedies) {
+      line("      - " + wrapText(r.action, 8));
+      line("        " + st.dim("cost: ") + wrapText(r.securityCost, 14));
     }
   }
+}
+
+// What the daemon says of itself, what iommud changed, what could not be read.
+void iommudLines(const Status& s, const Style& st, Lines& line) {
   if (s.daemon) {
     const auto& d = *s.daemon;
     line("");
@@ -527,12 +545,26 @@ std::string statusText(const Status& s, bool color) {
       line("      " + st.dim("by rule " + c.rule + " (" + c.ruleWhere + ")"));
     }
   }
-  if (!h.unreadable.empty()) {
+  if (!s.host.unreadable.empty()) {
     line("");
     line(st.bold("Not readable") + " (run as root to see these):");
-    for (const auto& u : h.unreadable) line(fmt::format("  {}: {}", u.path, u.reason));
+    for (const auto& u : s.host.unreadable) line(fmt::format("  {}: {}", u.path, u.reason));
   }
-  return out;
+}
+
+}  // namespace
+
+std::string statusText(const Status& s, bool color) {
+  Style st{color};
+  Lines line;
+  const auto exposed = exposuresOf(s);
+  const auto prot = protections(s.host, s.mode);
+  headerLines(s, st, line);
+  protectionLines(s, exposed, prot, st, line);
+  deviceSections(s, exposed, prot, st, line);
+  findingLines(s, st, line);
+  iommudLines(s, st, line);
+  return std::move(line.out);
 }
 
 }  // namespace iommud::app
