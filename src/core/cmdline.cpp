@@ -116,123 +116,157 @@ bool isIommuRelated(std::string_view rawKey) {
          startsWith(key, "arm_smmu") || startsWith(key, "vfio") || key == "pci";
 }
 
-IommuCmdline interpretIommuCmdline(const std::vector<CmdlineParam>& params, Arch arch) {
-  IommuCmdline out;
+namespace {
+
+// Reads the IOMMU parameters in their order, as the kernel does: the last of a pair wins.
+class CmdlineReader {
+ public:
   // x86's iommu= is an early_param of arch/x86 only (powerpc has an iommu= of its own); the
   // VT-d and AMD drivers build only for x86 (docs/kernel.md §1.5). An unknown arch reads as x86,
   // as iommud always did: there the command line cannot say more.
-  bool x86 = arch == Arch::X86 || arch == Arch::Unknown;
-  auto setPassthrough = [&](bool value, const std::string& by) {
-    if (out.passthrough && *out.passthrough != value) {
-      out.issues.push_back({by, by + " overrides the earlier " + out.passthroughBy +
-                                    ": the kernel keeps the last of iommu=pt|nopt and "
-                                    "iommu.passthrough="});
-    }
-    out.passthrough = value;
-    out.passthroughBy = by;
-  };
-  auto badBool = [&](const CmdlineParam& p) {
-    out.issues.push_back({p.text, p.text + " is not a boolean (use 0 or 1): the kernel ignores it"});
-  };
+  explicit CmdlineReader(Arch arch) : arch_(arch), x86_(arch == Arch::X86 || arch == Arch::Unknown) {}
 
-  for (const auto& p : params) {
-    std::string key = normalizeKey(p.key);
-    if (!isIommuRelated(key)) continue;
-    out.params.push_back(p.text);
-    std::string value = p.value.value_or("");
-
-    if (!x86 && (key == "intel_iommu" || key == "amd_iommu" || (key == "iommu" && arch == Arch::Arm64))) {
-      // The kernel does not know the parameter: init/main.c unknown_bootoption() hands it to init
-      // ("Unknown kernel command line parameters ..."), and nothing changes.
-      std::string what = key == "iommu"         ? "x86's iommu= exists only there"
-                         : key == "intel_iommu" ? "the VT-d driver is x86-only"
-                                                : "the AMD-Vi driver is x86-only";
-      std::string kernel = arch == Arch::Arm64 ? "the arm64 kernel" : "this architecture's kernel";
-      out.issues.push_back({p.text, p.text + " is not a parameter of " + kernel + " (" + what +
-                                        "): it changes nothing" + genericHint(value)});
-      continue;
-    }
-    if (!x86 && key == "iommu") continue;  // another architecture's own iommu=, unknown to iommud
-
-    if (key == "iommu.passthrough") {
-      if (auto b = parseKernelBool(value))
+  void take(const CmdlineParam& p) {
+    const std::string key = normalizeKey(p.key);
+    if (!isIommuRelated(key)) return;
+    out_.params.push_back(p.text);
+    const std::string value = p.value.value_or("");
+    if (!x86_ && (key == "intel_iommu" || key == "amd_iommu" || key == "iommu")) {
+      notHere(key, p, value);
+    } else if (key == "iommu.passthrough") {
+      if (auto b = parseKernelBool(value)) {
         setPassthrough(*b, p.text);
-      else
+      } else {
         badBool(p);
+      }
     } else if (key == "iommu.strict") {
       if (auto b = parseKernelBool(value)) {
-        out.strict = *b;
-        out.strictBy = p.text;
+        out_.strict = *b;
+        out_.strictBy = p.text;
       } else {
         badBool(p);
       }
     } else if (key == "iommu") {
-      for (auto word : split(value, ',')) {
-        if (word.empty()) continue;
-        if (!knownByPrefix(word, kX86IommuWords)) {
-          out.issues.push_back(
-              {p.text, "iommu=" + std::string(word) + " is not an option the kernel knows: it is ignored"});
-          continue;
-        }
-        // Mirror the kernel's prefix tests: "off..." sets no_iommu, "pt..." passthrough.
-        if (startsWith(word, "off")) out.iommuOff = true;
-        if (startsWith(word, "force")) out.iommuForce = true;
-        if (startsWith(word, "noforce")) out.iommuForce = false;
-        if (startsWith(word, "pt")) setPassthrough(true, p.text);
-        if (startsWith(word, "nopt")) setPassthrough(false, p.text);
-      }
+      x86Iommu(p, value);
     } else if (key == "intel_iommu") {
-      out.intelGiven = true;
-      for (auto word : split(value, ',')) {
-        if (word.empty()) continue;
-        if (!knownByPrefix(word, kIntelWords)) {
-          out.issues.push_back(
-              {p.text, "intel_iommu=" + std::string(word) + " is not a valid option: the VT-d driver ignores it"});
-          continue;
-        }
-        if (startsWith(word, "on")) out.intelOn = true, out.intelOnBy = p.text;
-        if (startsWith(word, "off")) out.intelOn = false, out.intelOnBy = p.text;
-        if (startsWith(word, "strict")) out.legacyStrict = true, out.legacyStrictBy = p.text;
-        if (startsWith(word, "sm_on")) out.intelScalableMode = true;
-        if (startsWith(word, "sm_off")) out.intelScalableMode = false;
-      }
+      intelIommu(p, value);
     } else if (key == "amd_iommu") {
-      out.amdGiven = true;
-      for (auto word : split(value, ',')) {
-        if (word.empty()) continue;
-        if (!knownByPrefix(word, kAmdWords)) {
-          // Current kernels log "AMD-Vi: Unknown option - '...'", older ones said nothing
-          // (docs/kernel.md §11.2).
-          std::string hint = word == "pt"   ? " (passthrough is iommu=pt)"
-                             : word == "on" ? " (the AMD IOMMU is on by default when the firmware has an IVRS table)"
-                                            : "";
-          out.issues.push_back(
-              {p.text, "amd_iommu=" + std::string(word) + " is not a valid option: the AMD driver ignores it" + hint});
-          continue;
-        }
-        if (startsWith(word, "fullflush")) out.legacyStrict = true, out.legacyStrictBy = p.text;
-        if (startsWith(word, "off")) out.amdOff = true;
-        if (startsWith(word, "force_isolation")) out.amdForceIsolation = true;
-      }
+      amdIommu(p, value);
     } else if (key == "swiotlb") {
       for (auto word : split(value, ',')) {
-        if (word == "noforce") out.swiotlbNoforce = true;
+        if (word == "noforce") out_.swiotlbNoforce = true;
       }
     } else if (key == "mem_encrypt") {
-      if (value == "on") out.memEncrypt = true;
-      if (value == "off") out.memEncrypt = false;
+      if (value == "on") out_.memEncrypt = true;
+      if (value == "off") out_.memEncrypt = false;
     }
   }
 
-  if (out.legacyStrict && out.strict && !*out.strict) {
-    out.issues.push_back(
-        {out.strictBy, out.legacyStrictBy + " takes precedence over " + out.strictBy + ": invalidation stays strict"});
+  IommuCmdline finish() && {
+    if (out_.legacyStrict && out_.strict && !*out_.strict) {
+      out_.issues.push_back({out_.strictBy, out_.legacyStrictBy + " takes precedence over " + out_.strictBy +
+                                                ": invalidation stays strict"});
+    }
+    if (out_.iommuOff && out_.passthrough) {
+      out_.issues.push_back(
+          {out_.passthroughBy, "iommu=off disables the IOMMU on x86; " + out_.passthroughBy + " has no effect"});
+    }
+    return std::move(out_);
   }
-  if (out.iommuOff && out.passthrough) {
-    out.issues.push_back(
-        {out.passthroughBy, "iommu=off disables the IOMMU on x86; " + out.passthroughBy + " has no effect"});
+
+ private:
+  void setPassthrough(bool value, const std::string& by) {
+    if (out_.passthrough && *out_.passthrough != value) {
+      out_.issues.push_back({by, by + " overrides the earlier " + out_.passthroughBy +
+                                     ": the kernel keeps the last of iommu=pt|nopt and "
+                                     "iommu.passthrough="});
+    }
+    out_.passthrough = value;
+    out_.passthroughBy = by;
   }
-  return out;
+
+  void badBool(const CmdlineParam& p) {
+    out_.issues.push_back({p.text, p.text + " is not a boolean (use 0 or 1): the kernel ignores it"});
+  }
+
+  // An x86 parameter on another architecture. The arm64 kernel does not know it: init/main.c
+  // unknown_bootoption() hands it to init ("Unknown kernel command line parameters ..."), and
+  // nothing changes. Another architecture's own iommu= is unknown to iommud.
+  void notHere(const std::string& key, const CmdlineParam& p, const std::string& value) {
+    if (key == "iommu" && arch_ != Arch::Arm64) return;
+    std::string what = key == "iommu"         ? "x86's iommu= exists only there"
+                       : key == "intel_iommu" ? "the VT-d driver is x86-only"
+                                              : "the AMD-Vi driver is x86-only";
+    std::string kernel = arch_ == Arch::Arm64 ? "the arm64 kernel" : "this architecture's kernel";
+    out_.issues.push_back({p.text, p.text + " is not a parameter of " + kernel + " (" + what + "): it changes nothing" +
+                                       genericHint(value)});
+  }
+
+  void x86Iommu(const CmdlineParam& p, const std::string& value) {
+    for (auto word : split(value, ',')) {
+      if (word.empty()) continue;
+      if (!knownByPrefix(word, kX86IommuWords)) {
+        out_.issues.push_back(
+            {p.text, "iommu=" + std::string(word) + " is not an option the kernel knows: it is ignored"});
+        continue;
+      }
+      // Mirror the kernel's prefix tests: "off..." sets no_iommu, "pt..." passthrough.
+      if (startsWith(word, "off")) out_.iommuOff = true;
+      if (startsWith(word, "force")) out_.iommuForce = true;
+      if (startsWith(word, "noforce")) out_.iommuForce = false;
+      if (startsWith(word, "pt")) setPassthrough(true, p.text);
+      if (startsWith(word, "nopt")) setPassthrough(false, p.text);
+    }
+  }
+
+  void intelIommu(const CmdlineParam& p, const std::string& value) {
+    out_.intelGiven = true;
+    for (auto word : split(value, ',')) {
+      if (word.empty()) continue;
+      if (!knownByPrefix(word, kIntelWords)) {
+        out_.issues.push_back(
+            {p.text, "intel_iommu=" + std::string(word) + " is not a valid option: the VT-d driver ignores it"});
+        continue;
+      }
+      if (startsWith(word, "on")) out_.intelOn = true, out_.intelOnBy = p.text;
+      if (startsWith(word, "off")) out_.intelOn = false, out_.intelOnBy = p.text;
+      if (startsWith(word, "strict")) out_.legacyStrict = true, out_.legacyStrictBy = p.text;
+      if (startsWith(word, "sm_on")) out_.intelScalableMode = true;
+      if (startsWith(word, "sm_off")) out_.intelScalableMode = false;
+    }
+  }
+
+  void amdIommu(const CmdlineParam& p, const std::string& value) {
+    out_.amdGiven = true;
+    for (auto word : split(value, ',')) {
+      if (word.empty()) continue;
+      if (!knownByPrefix(word, kAmdWords)) {
+        // Current kernels log "AMD-Vi: Unknown option - '...'", older ones said nothing
+        // (docs/kernel.md §11.2).
+        std::string hint = word == "pt"   ? " (passthrough is iommu=pt)"
+                           : word == "on" ? " (the AMD IOMMU is on by default when the firmware has an IVRS table)"
+                                          : "";
+        out_.issues.push_back(
+            {p.text, "amd_iommu=" + std::string(word) + " is not a valid option: the AMD driver ignores it" + hint});
+        continue;
+      }
+      if (startsWith(word, "fullflush")) out_.legacyStrict = true, out_.legacyStrictBy = p.text;
+      if (startsWith(word, "off")) out_.amdOff = true;
+      if (startsWith(word, "force_isolation")) out_.amdForceIsolation = true;
+    }
+  }
+
+  Arch arch_;
+  bool x86_;
+  IommuCmdline out_;
+};
+
+}  // namespace
+
+IommuCmdline interpretIommuCmdline(const std::vector<CmdlineParam>& params, Arch arch) {
+  CmdlineReader reader(arch);
+  for (const auto& p : params) reader.take(p);
+  return std::move(reader).finish();
 }
 
 }  // namespace iommud::core
