@@ -82,12 +82,14 @@ class Session {
       : host_(host),
         ctx_(ctx),
         runtime_(loadRecords(ctx.root, ctx.paths.runDir + kRecordFile)),
-        persistent_(loadRecords(ctx.root, ctx.paths.stateDir + kRecordFile)),
-        loaded_{runtime_, persistent_, loadRecords(ctx.root, ctx.paths.stateDir + kRuntimeCopyFile)} {
-    for (const auto& r : loaded_[2]) {
+        persistent_(loadRecords(ctx.root, ctx.paths.stateDir + kRecordFile)) {
+    for (auto& r : loadRecords(ctx.root, ctx.paths.stateDir + kRuntimeCopyFile)) {
       if (std::none_of(runtime_.begin(), runtime_.end(), [&](const ChangeRecord& x) { return sameRecord(x, r); })) {
-        lost_.push_back(r);
+        lost_.push_back(std::move(r));
       }
+    }
+    for (size_t i = 0; i < onDisk_.size(); ++i) {
+      if (auto text = ctx.root.readFile(recordPaths()[i])) onDisk_[i] = std::move(text).value();
     }
   }
 
@@ -458,18 +460,23 @@ class Session {
            r.time + ")";
   }
 
-  // Each file whose records changed. The copy of the runtime records is not synced: it only says,
-  // after a reboot, what the reboot undid; a crash may leave it a change behind (kernel.md has no
-  // part in this: /run is a tmpfs, the state directory is on disk, where an fsync costs ms).
+  // /run's records, the state directory's, and the state directory's copy of /run's.
+  [[nodiscard]] std::array<std::string, 3> recordPaths() const {
+    return {ctx_.paths.runDir + kRecordFile, ctx_.paths.stateDir + kRecordFile, ctx_.paths.stateDir + kRuntimeCopyFile};
+  }
+
+  // Each file whose text changes (a damaged one is written again). The copy of the runtime
+  // records is not synced: it only says, after a reboot, what the reboot undid, and a crash may
+  // leave it stale or empty (then revert says nothing of what the reboot undid). /run is a tmpfs;
+  // the state directory is on disk, where an fsync costs milliseconds at every change.
   void save() {
     using adapters::state::Durability;
     std::vector<ChangeRecord> copy = lost_;
     copy.insert(copy.end(), runtime_.begin(), runtime_.end());
     const std::vector<ChangeRecord>* lists[] = {&runtime_, &persistent_, &copy};
-    const std::string paths[] = {ctx_.paths.runDir + kRecordFile, ctx_.paths.stateDir + kRecordFile,
-                                 ctx_.paths.stateDir + kRuntimeCopyFile};
-    for (size_t i = 0; i < 3; ++i) {
-      if (*lists[i] == loaded_[i]) continue;  // as the file says (or no file and no records)
+    const auto paths = recordPaths();
+    for (size_t i = 0; i < paths.size(); ++i) {
+      if (onDisk_[i] ? *onDisk_[i] == adapters::state::recordsText(*lists[i]) : lists[i]->empty()) continue;
       if (auto s = saveRecords(ctx_.root, paths[i], *lists[i], i == 2 ? Durability::Unsynced : Durability::Synced);
           !s) {
         outcomes_.push_back(Outcome{OutcomeResult::Failed, ChangeKind::Domain, "", paths[i], "",
@@ -482,8 +489,8 @@ class Session {
   ApplyContext& ctx_;
   std::optional<core::NetOwnerSources> owners_;  // read once, when a NIC value is first touched
   std::vector<ChangeRecord> runtime_, persistent_;
-  std::vector<ChangeRecord> lost_;                   // in the state directory's copy, no longer in /run
-  std::array<std::vector<ChangeRecord>, 3> loaded_;  // the three files as read: runtime, persistent, copy
+  std::vector<ChangeRecord> lost_;                    // in the state directory's copy, no longer in /run
+  std::array<std::optional<std::string>, 3> onDisk_;  // recordPaths()' text as read; none: no file
   std::vector<Outcome> outcomes_;
 };
 

@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <map>
 #include <tuple>
@@ -296,10 +297,11 @@ ino_t inodeOf(const std::string& path) {
   return ::stat(path.c_str(), &st) == 0 ? st.st_ino : 0;
 }
 
-// Each apply rewrites only the record files whose records changed (each write is an atomic
-// rename, so a new inode): the state directory's records, synced at every write (an fsync on
-// disk costs milliseconds, at every hotplug), stay as they were when only a runtime value changed.
-TEST(Apply, RewritesOnlyTheRecordFilesWhoseRecordsChanged) {
+// Each apply rewrites only the record files whose text changes (each write is an atomic rename,
+// so a new inode): the state directory's records, synced at every write (an fsync on disk costs
+// milliseconds, at every hotplug), stay as they were when only a runtime value changed; a damaged
+// file is written again.
+TEST(Apply, RewritesOnlyTheRecordFilesWhoseTextChanges) {
   Bench b(thunderboltNicWithModule(), {6, 12, 30});
   ASSERT_EQ(count(b.apply(rules(kAtlanticItr)), R::Done), 2);  // aq_itr at runtime, aq_itr_rx in modprobe.d
   const std::string files[] = {b.root.hostPath(b.ctx.paths.runDir + "/changes.json"),
@@ -311,10 +313,23 @@ TEST(Apply, RewritesOnlyTheRecordFilesWhoseRecordsChanged) {
   ASSERT_EQ(count(b.apply(rules(kAtlanticItr)), R::Done), 0);  // nothing to change: nothing written
   for (int i = 0; i < 3; ++i) EXPECT_EQ(inodeOf(files[i]), first[i]) << files[i];
 
-  ASSERT_EQ(count(b.apply(rules(itrRule(100))), R::Done), 1);  // the runtime value alone
+  // Damaged files: /run's and the unsynced copy, which a crash may leave empty. Both are written
+  // again, whole (what they held is lost: they hold none now); the state directory's stays.
+  std::ofstream(files[0], std::ios::trunc) << "{not json";
+  std::ofstream(files[2], std::ios::trunc) << "";
+  ASSERT_EQ(count(b.apply(rules(kAtlanticItr)), R::Done), 0);
   EXPECT_NE(inodeOf(files[0]), first[0]);
-  EXPECT_EQ(inodeOf(files[1]), first[1]);
+  EXPECT_EQ(b.read(b.ctx.paths.runDir + "/changes.json"), "[]\n");
   EXPECT_NE(inodeOf(files[2]), first[2]);
+  EXPECT_EQ(b.read(b.ctx.paths.stateDir + "/runtime-changes.json"), "[]\n");
+  EXPECT_EQ(inodeOf(files[1]), first[1]);
+
+  const ino_t run = inodeOf(files[0]);
+  const ino_t copy = inodeOf(files[2]);
+  ASSERT_EQ(count(b.apply(rules(itrRule(100))), R::Done), 1);  // the runtime value alone
+  EXPECT_NE(inodeOf(files[0]), run);
+  EXPECT_EQ(inodeOf(files[1]), first[1]);
+  EXPECT_NE(inodeOf(files[2]), copy);
   EXPECT_EQ(app::readRecords(b.root, b.ctx.paths).size(), 2U);
 }
 

@@ -72,13 +72,17 @@ std::vector<ChangeRecord> loadRecords(const sysfs::Root& root, const std::string
   return out;
 }
 
-core::Result<core::Done> saveRecords(const sysfs::Root& root, const std::string& path,
-                                     const std::vector<ChangeRecord>& records, Durability durability) {
+std::string recordsText(const std::vector<ChangeRecord>& records) {
   Json j = Json::array();
   for (const auto& r : records) j.push_back(toJson(r));
+  return j.dump(2) + "\n";
+}
+
+core::Result<core::Done> saveRecords(const sysfs::Root& root, const std::string& path,
+                                     const std::vector<ChangeRecord>& records, Durability durability) {
   const std::string file = root.hostPath(path);
   if (auto made = makeDirectories(file.substr(0, file.rfind('/'))); !made) return made;
-  return writeFileAtomic(file, j.dump(2) + "\n", 0600, ::write, durability);
+  return writeFileAtomic(file, recordsText(records), 0600, ::write, durability);
 }
 
 }  // namespace iommud::adapters::state

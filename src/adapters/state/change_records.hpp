@@ -27,13 +27,15 @@ struct ChangeRecord {
   std::string time;  // UTC, ISO 8601
   bool irreversible = false;
   int ifindex = 0;  // ethtool changes: the interface it was made on
-  bool operator==(const ChangeRecord&) const = default;
 };
 
 /// The records of one file (`/run/iommud/changes.json`, `/var/lib/iommud/changes.json`, ...)
 /// under `root`, oldest first: a missing file holds none, and so does a damaged one (it loses its
 /// records, not the run); an entry that is not a record is left out.
 std::vector<ChangeRecord> loadRecords(const sysfs::Root& root, const std::string& path);
+
+/// The text of a records file (JSON, as saveRecords writes it).
+std::string recordsText(const std::vector<ChangeRecord>& records);
 
 /// Writes the records of one file atomically (writeFileAtomic, mode 0600), creating its directory
 /// (0700) first; `durability` as writeFileAtomic's.
