@@ -192,8 +192,12 @@ class Daemon {
     busView_.acted(r.actions);
     counters_ += r.counters;
     for (const auto& e : r.exports) exports_.written(e.path, e.error);
-    if (r.host && busView_.take(*r.host) && service_)
+    // A view read before a device went would show it again: the view queued by its removal follows.
+    const bool viewFresh = r.host && filter_.removedMeanwhile().empty();
+    if (viewFresh) queue_.viewFresh();
+    if (viewFresh && busView_.take(*r.host) && service_) {
       service_->propertiesChanged(bus::ManagerService::Properties::Host);
+    }
     if (!wantsView() || view || plan) return;
     if (!r.host) queue_.viewStale();
     if (!service_) return;

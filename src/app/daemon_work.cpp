@@ -175,12 +175,14 @@ std::optional<WorkerReport> DaemonWork::run(const WorkerRequest& work) {
       if (!recover(report)) return std::nullopt;
       return report;
     case WorkerRequest::Kind::Batch: {
-      // The view after the batch, in the same reply: the properties and the exports are fresh
-      // when the daemon takes the batch in (after the start and a reload: as soon as READY=1 is).
-      // It is the batch's own read of the host while nothing it did changed the host.
+      // The view after the batch (the D-Bus properties, the exports) comes in the same reply when
+      // it needs no read of its own: it is the batch's read while nothing the batch did changed
+      // the host. After the start and a reload it comes anyway, fresh as soon as READY=1 is.
+      // Otherwise the daemon asks for it once the batches and calls waiting are done: a hotplug
+      // does not wait for a second read of the host.
       std::optional<Status> unchanged;
       if (!reconcileBatch(work, report, &unchanged)) return std::nullopt;
-      if (work.wantsView) {
+      if (work.wantsView && (unchanged || work.batch.whole())) {
         Counters counters = work.counters;
         counters += report.counters;
         (void)addView(work, counters, report, std::move(unchanged));
@@ -220,7 +222,7 @@ void DaemonWork::runCall(const WorkerRequest& work, WorkerReport& report) {
     case WorkerCall::Kind::Revert: revert(devices, *host, report); break;
     case WorkerCall::Kind::Plan: plan(trigger, devices, report); return;  // changes nothing: no view
   }
-  if (work.wantsView && !report.error) {  // in the same reply, as after a batch
+  if (work.wantsView && unchanged && !report.error) {  // as after a batch: when it needs no read
     Counters counters = work.counters;
     counters += report.counters;
     (void)addView(work, counters, report, std::move(unchanged));

@@ -27,6 +27,8 @@ class WorkQueue {
 
   void wholeHost() { wholeHost_ = true; }
   void viewStale() { viewStale_ = true; }
+  /// A piece of work brought a view of the host read after anything that made it stale.
+  void viewFresh() { viewStale_ = false; }
 
   /// Why a D-Bus call cannot wait (too many such calls wait already); nullopt: it can.
   [[nodiscard]] std::optional<std::string> refused(const WorkerCall& c) const {

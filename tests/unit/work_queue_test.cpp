@@ -103,3 +103,16 @@ TEST(WorkQueue, PlansHaveABoundOfTheirOwn) {
   EXPECT_EQ(q.dropCalls().size(), Queue::kMaxWaitingPlans + Queue::kMaxWaitingCalls);
   EXPECT_FALSE(q.refused(plan));
 }
+
+// A piece of work that brought a view read after the view went stale leaves no View to do.
+TEST(WorkQueue, AViewThatCameWithTheWorkLeavesNoViewToDo) {
+  Queue q;
+  app::HotplugFilter f(std::chrono::milliseconds(1));
+  q.viewStale();
+  q.viewFresh();
+  EXPECT_FALSE(q.next(f, true, false));
+  q.viewStale();
+  auto view = q.next(f, true, false);
+  ASSERT_TRUE(view);
+  EXPECT_EQ(view->work.kind, Kind::View);
+}
