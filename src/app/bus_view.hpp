@@ -5,7 +5,7 @@
 
 #include "adapters/dbus/manager_api.hpp"
 #include "app/change_record.hpp"
-#include "app/status_report.hpp"
+#include "app/report/status_report.hpp"
 
 namespace iommud::app {
 

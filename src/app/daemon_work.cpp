@@ -11,9 +11,9 @@
 #include "app/fleet_files.hpp"
 #include "app/message_ids.hpp"
 #include "app/outcome_log.hpp"
-#include "app/plan_report.hpp"
 #include "app/planning.hpp"
 #include "app/reconcile.hpp"
+#include "app/report/plan_report.hpp"
 
 namespace iommud::app {
 

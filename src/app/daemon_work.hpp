@@ -12,7 +12,7 @@
 #include "app/domain_transaction.hpp"
 #include "app/fleet_export.hpp"
 #include "app/fleet_files.hpp"
-#include "app/status_report.hpp"
+#include "app/report/status_report.hpp"
 #include "app/worker_report.hpp"
 #include "config/daemon_config.hpp"
 #include "core/plan.hpp"

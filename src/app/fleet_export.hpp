@@ -6,7 +6,7 @@
 #include <string_view>
 
 #include "app/apply.hpp"
-#include "app/status_report.hpp"
+#include "app/report/status_report.hpp"
 #include "core/dma_stats.hpp"
 
 namespace iommud::app {

@@ -10,7 +10,7 @@
 #include "app/apply.hpp"
 #include "app/domain_transaction.hpp"
 #include "app/netlink_ethtool.hpp"
-#include "app/status_report.hpp"
+#include "app/report/status_report.hpp"
 #include "core/plan.hpp"
 
 namespace iommud::app {

@@ -15,7 +15,7 @@
 
 #include "adapters/sysfs/host_reader.hpp"
 #include "adapters/trace/tracefs.hpp"
-#include "app/top.hpp"
+#include "app/report/top.hpp"
 #include "core/text.hpp"
 
 namespace iommud::app {

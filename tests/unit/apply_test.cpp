@@ -11,8 +11,8 @@
 #include <map>
 #include <tuple>
 
-#include "app/plan_report.hpp"
 #include "app/planning.hpp"
+#include "app/report/plan_report.hpp"
 #include "config/policy_loader.hpp"
 #include "support/fake_kernel.hpp"
 #include "support/scenarios.hpp"

@@ -4,8 +4,8 @@
 #include <filesystem>
 #include <set>
 
-#include "app/plan_report.hpp"
 #include "app/planning.hpp"
+#include "app/report/plan_report.hpp"
 #include "config/policy_loader.hpp"
 #include "core/plan.hpp"
 #include "support/scenarios.hpp"

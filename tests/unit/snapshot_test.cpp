@@ -1,4 +1,4 @@
-#include "app/snapshot.hpp"
+#include "app/report/snapshot.hpp"
 
 #include <gtest/gtest.h>
 

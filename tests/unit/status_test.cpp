@@ -5,7 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "app/status_report.hpp"
+#include "app/report/status_report.hpp"
 #include "support/scenarios.hpp"
 #include "unit/golden.hpp"
 #include "unit/test_host.hpp"

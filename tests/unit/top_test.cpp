@@ -1,4 +1,4 @@
-#include "app/top.hpp"
+#include "app/report/top.hpp"
 
 #include <gtest/gtest.h>
 

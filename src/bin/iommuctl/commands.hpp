@@ -7,9 +7,9 @@
 #include <vector>
 
 #include "app/netlink_ethtool.hpp"
-#include "app/plan_report.hpp"
 #include "app/planning.hpp"
 #include "app/reconcile.hpp"
+#include "app/report/plan_report.hpp"
 
 namespace iommud::ctl {
 

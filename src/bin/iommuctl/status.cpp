@@ -6,7 +6,7 @@
 #include "adapters/sysfs/host_reader.hpp"
 #include "app/apply.hpp"
 #include "app/fleet_export.hpp"
-#include "app/status_report.hpp"
+#include "app/report/status_report.hpp"
 #include "app/top_run.hpp"
 #include "bin/iommuctl/commands.hpp"
 #include "core/measured_findings.hpp"

@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "app/status_report.hpp"
+#include "app/report/status_report.hpp"
 #include "config/policy_loader.hpp"
 #include "core/plan.hpp"
 

@@ -1,4 +1,4 @@
-#include "app/plan_report.hpp"
+#include "app/report/plan_report.hpp"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -6,8 +6,8 @@
 #include <algorithm>
 #include <set>
 
-#include "app/json_writer.hpp"
-#include "app/text_style.hpp"
+#include "app/report/json_writer.hpp"
+#include "app/report/text_style.hpp"
 
 namespace iommud::app {
 

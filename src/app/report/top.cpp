@@ -1,11 +1,11 @@
-#include "app/top.hpp"
+#include "app/report/top.hpp"
 
 #include <fmt/format.h>
 
 #include <algorithm>
 
-#include "app/json_writer.hpp"
-#include "app/text_style.hpp"
+#include "app/report/json_writer.hpp"
+#include "app/report/text_style.hpp"
 
 namespace iommud::app {
 

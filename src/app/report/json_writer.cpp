@@ -1,4 +1,4 @@
-#include "app/json_writer.hpp"
+#include "app/report/json_writer.hpp"
 
 #include <fmt/format.h>
 
