@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "adapters/systemd/log.hpp"
-#include "app/fleet_files.hpp"
+#include "app/fleet/fleet_files.hpp"
 #include "config/daemon_config.hpp"
 
 namespace iommud::app {

@@ -8,7 +8,7 @@
 #include "app/bus_view.hpp"
 #include "app/daemon_exports.hpp"
 #include "app/effect_watch.hpp"
-#include "app/fleet_files.hpp"
+#include "app/fleet/fleet_files.hpp"
 #include "app/message_ids.hpp"
 #include "app/outcome_log.hpp"
 #include "app/planning.hpp"

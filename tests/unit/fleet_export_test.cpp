@@ -1,4 +1,4 @@
-#include "app/fleet_export.hpp"
+#include "app/fleet/fleet_export.hpp"
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>
@@ -9,7 +9,7 @@
 #include <map>
 #include <sstream>
 
-#include "app/fleet_files.hpp"
+#include "app/fleet/fleet_files.hpp"
 #include "support/scenarios.hpp"
 #include "unit/golden.hpp"
 #include "unit/test_host.hpp"

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "app/fleet_export.hpp"
+#include "app/fleet/fleet_export.hpp"
 
 namespace iommud::app {
 

@@ -1,4 +1,4 @@
-#include "app/fleet_export.hpp"
+#include "app/fleet/fleet_export.hpp"
 
 #include <map>
 #include <utility>

@@ -1,4 +1,4 @@
-#include "app/fleet_files.hpp"
+#include "app/fleet/fleet_files.hpp"
 
 #include <cstring>
 #include <fstream>
