@@ -4,7 +4,7 @@
 #include <vector>
 
 #include "adapters/dbus/manager_api.hpp"
-#include "app/change_record.hpp"
+#include "app/change/change_record.hpp"
 #include "app/report/status_report.hpp"
 
 namespace iommud::app {

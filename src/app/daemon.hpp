@@ -3,7 +3,7 @@
 #include <string>
 
 #include "adapters/systemd/log.hpp"
-#include "app/apply.hpp"
+#include "app/change/apply.hpp"
 
 namespace iommud::app {
 

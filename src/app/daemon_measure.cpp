@@ -6,7 +6,7 @@
 #include <string>
 #include <utility>
 
-#include "app/apply.hpp"
+#include "app/change/apply.hpp"
 
 namespace iommud::app {
 

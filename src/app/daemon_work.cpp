@@ -6,13 +6,13 @@
 #include "adapters/state/journal.hpp"
 #include "adapters/sysfs/host_reader.hpp"
 #include "app/bus_view.hpp"
+#include "app/change/message_ids.hpp"
+#include "app/change/outcome_log.hpp"
+#include "app/change/planning.hpp"
+#include "app/change/reconcile.hpp"
 #include "app/daemon_exports.hpp"
 #include "app/effect_watch.hpp"
 #include "app/fleet/fleet_files.hpp"
-#include "app/message_ids.hpp"
-#include "app/outcome_log.hpp"
-#include "app/planning.hpp"
-#include "app/reconcile.hpp"
 #include "app/report/plan_report.hpp"
 
 namespace iommud::app {

@@ -4,7 +4,7 @@
 #include <array>
 #include <cstdio>
 
-#include "app/message_ids.hpp"
+#include "app/change/message_ids.hpp"
 
 namespace iommud::app {
 

@@ -3,7 +3,7 @@
 #include <chrono>
 #include <utility>
 
-#include "app/message_ids.hpp"
+#include "app/change/message_ids.hpp"
 
 namespace iommud::app {
 

@@ -25,7 +25,7 @@
 #include <vector>
 
 #include "adapters/systemd/log.hpp"
-#include "app/message_ids.hpp"
+#include "app/change/message_ids.hpp"
 #include "support/stderr_capture.hpp"
 
 using iommud::adapters::systemd::Entry;

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # The journal catalog as journalctl reads it: compiled into a private root with --update-catalog,
-# listed back with --list-catalog, and the same IDs as src/app/message_ids.hpp, each once.
+# listed back with --list-catalog, and the same IDs as src/app/change/message_ids.hpp, each once.
 # Usage: catalog.sh SOURCE_DIR
 set -euo pipefail
 src=${1:?usage: catalog.sh SOURCE_DIR}
 catalog=$src/catalog/iommud.catalog
-header=$src/src/app/message_ids.hpp
+header=$src/src/app/change/message_ids.hpp
 command -v journalctl >/dev/null || { echo "FAIL: journalctl not found (Debian package systemd)" >&2; exit 1; }
 
 root=$(mktemp -d)

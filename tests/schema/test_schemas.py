@@ -46,7 +46,7 @@ TRIGGERS = {"coldplug": [], "hotplug": ["--hotplug"], "boot": ["--boot"]}
 OPTIONAL_BY_DESIGN = {"page_selective_invalidation", "super_pages", "domains", "snoop_control", "scalable_mode",
                       "first_level_translation", "second_level_translation", "iotlb", "efr_supported"}
 
-# A record as iommud writes it to /run/iommud/changes.json (app/apply.cpp toJson), for status's changes[].
+# A record as iommud writes it to /run/iommud/changes.json (app/change/apply.cpp toJson), for status's changes[].
 RECORD = {"kind": "domain", "device": "0000:03:00.0", "object": "group 20", "key": "type", "original": "DMA-FQ",
           "written": "identity", "existed": True, "rule": "nvme-identity", "rule_where": "test.toml:1:1",
           "time": "2026-11-22T08:07:46Z", "irreversible": False, "ifindex": 0, "group": 20}

@@ -1,6 +1,6 @@
 // Apply and revert over a synthetic root with the fake kernel behind the sysfs writer and a fake
 // ethtool: what counts is what the root reads afterwards and what the records say.
-#include "app/apply.hpp"
+#include "app/change/apply.hpp"
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>
@@ -11,7 +11,7 @@
 #include <map>
 #include <tuple>
 
-#include "app/planning.hpp"
+#include "app/change/planning.hpp"
 #include "app/report/plan_report.hpp"
 #include "config/policy_loader.hpp"
 #include "support/fake_kernel.hpp"

@@ -1,7 +1,7 @@
 // The group domain-type transaction against the in-process fake kernel: every test reads the
 // synthetic root afterwards, as iommuctl would, so what counts is where the driver links and the
 // type file ended up, not which files were written.
-#include "app/domain_transaction.hpp"
+#include "app/change/domain_transaction.hpp"
 
 #include <gtest/gtest.h>
 #include <sys/wait.h>

@@ -2,7 +2,7 @@
 
 #include <gtest/gtest.h>
 
-#include "app/message_ids.hpp"
+#include "app/change/message_ids.hpp"
 
 namespace app = iommud::app;
 namespace core = iommud::core;

@@ -1,10 +1,10 @@
-#include "app/outcome_log.hpp"
+#include "app/change/outcome_log.hpp"
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
 
-#include "app/message_ids.hpp"
+#include "app/change/message_ids.hpp"
 
 namespace app = iommud::app;
 namespace core = iommud::core;

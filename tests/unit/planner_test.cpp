@@ -4,7 +4,7 @@
 #include <filesystem>
 #include <set>
 
-#include "app/planning.hpp"
+#include "app/change/planning.hpp"
 #include "app/report/plan_report.hpp"
 #include "config/policy_loader.hpp"
 #include "core/plan.hpp"

@@ -19,7 +19,7 @@ struct Field {
 /// One log entry: a message for people, and a MESSAGE_ID and fields for tools and the catalog.
 struct Entry {
   Priority priority = Priority::Info;
-  std::string messageId;  // 32 lowercase hex digits (app/message_ids.hpp), or empty
+  std::string messageId;  // 32 lowercase hex digits (app/change/message_ids.hpp), or empty
   std::string message;
   std::vector<Field> fields;
 };

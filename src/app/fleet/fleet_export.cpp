@@ -4,7 +4,7 @@
 #include <utility>
 #include <vector>
 
-#include "app/outcome_log.hpp"
+#include "app/change/outcome_log.hpp"
 
 namespace iommud::app {
 

@@ -5,7 +5,7 @@
 #include <string>
 #include <string_view>
 
-#include "app/apply.hpp"
+#include "app/change/apply.hpp"
 #include "app/report/status_report.hpp"
 #include "core/dma_stats.hpp"
 

@@ -1,4 +1,4 @@
-#include "app/apply.hpp"
+#include "app/change/apply.hpp"
 
 #include <unistd.h>
 

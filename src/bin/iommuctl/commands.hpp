@@ -6,9 +6,9 @@
 #include <string>
 #include <vector>
 
-#include "app/netlink_ethtool.hpp"
-#include "app/planning.hpp"
-#include "app/reconcile.hpp"
+#include "app/change/netlink_ethtool.hpp"
+#include "app/change/planning.hpp"
+#include "app/change/reconcile.hpp"
 #include "app/report/plan_report.hpp"
 
 namespace iommud::ctl {

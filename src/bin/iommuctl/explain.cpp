@@ -1,7 +1,7 @@
 #include <cstdio>
 #include <memory>
 
-#include "app/apply.hpp"
+#include "app/change/apply.hpp"
 #include "bin/iommuctl/commands.hpp"
 
 namespace iommud::ctl {

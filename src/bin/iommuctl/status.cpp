@@ -4,7 +4,7 @@
 
 #include "adapters/dbus/manager_client.hpp"
 #include "adapters/sysfs/host_reader.hpp"
-#include "app/apply.hpp"
+#include "app/change/apply.hpp"
 #include "app/fleet/fleet_export.hpp"
 #include "app/report/status_report.hpp"
 #include "app/top_run.hpp"

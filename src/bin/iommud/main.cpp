@@ -3,8 +3,8 @@
 #include <cstdio>
 #include <exception>
 
+#include "app/change/planning.hpp"
 #include "app/daemon.hpp"
-#include "app/planning.hpp"
 #include "app/time_bound.hpp"
 #include "config/daemon_config.hpp"
 #include "config/policy_loader.hpp"

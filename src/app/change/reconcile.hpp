@@ -7,9 +7,9 @@
 
 #include "adapters/state/lock.hpp"
 #include "adapters/sysfs/root.hpp"
-#include "app/apply.hpp"
-#include "app/domain_transaction.hpp"
-#include "app/netlink_ethtool.hpp"
+#include "app/change/apply.hpp"
+#include "app/change/domain_transaction.hpp"
+#include "app/change/netlink_ethtool.hpp"
 #include "app/report/status_report.hpp"
 #include "core/plan.hpp"
 

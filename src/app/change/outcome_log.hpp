@@ -1,7 +1,7 @@
 #pragma once
 
 #include "adapters/systemd/log.hpp"
-#include "app/apply.hpp"
+#include "app/change/apply.hpp"
 #include "core/host.hpp"
 
 namespace iommud::app {

@@ -1,11 +1,11 @@
-#include "app/reconcile.hpp"
+#include "app/change/reconcile.hpp"
 
 #include <algorithm>
 #include <cerrno>
 #include <tuple>
 
 #include "adapters/sysfs/host_reader.hpp"
-#include "app/planning.hpp"
+#include "app/change/planning.hpp"
 
 namespace iommud::app {
 

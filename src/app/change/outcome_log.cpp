@@ -1,6 +1,6 @@
-#include "app/outcome_log.hpp"
+#include "app/change/outcome_log.hpp"
 
-#include "app/message_ids.hpp"
+#include "app/change/message_ids.hpp"
 #include "core/exposure.hpp"
 
 namespace iommud::app {

@@ -1,4 +1,4 @@
-#include "app/planning.hpp"
+#include "app/change/planning.hpp"
 
 #include <unistd.h>
 

@@ -1,4 +1,4 @@
-#include "app/netlink_ethtool.hpp"
+#include "app/change/netlink_ethtool.hpp"
 
 #include <cerrno>
 

@@ -1,4 +1,4 @@
-#include "app/domain_transaction.hpp"
+#include "app/change/domain_transaction.hpp"
 
 #include <algorithm>
 #include <cerrno>
