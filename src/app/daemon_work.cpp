@@ -11,8 +11,8 @@
 #include "app/change/planning.hpp"
 #include "app/change/reconcile.hpp"
 #include "app/daemon_exports.hpp"
-#include "app/effect_watch.hpp"
 #include "app/fleet/fleet_files.hpp"
+#include "app/measure/effect_watch.hpp"
 #include "app/report/plan_report.hpp"
 
 namespace iommud::app {

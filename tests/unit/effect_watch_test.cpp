@@ -1,4 +1,4 @@
-#include "app/effect_watch.hpp"
+#include "app/measure/effect_watch.hpp"
 
 #include <gtest/gtest.h>
 

@@ -9,7 +9,7 @@
 #include "adapters/dbus/manager_client.hpp"
 #include "adapters/state/lock.hpp"
 #include "adapters/sysfs/host_reader.hpp"
-#include "app/top_run.hpp"
+#include "app/measure/top_run.hpp"
 #include "bin/iommuctl/commands.hpp"
 #include "core/measured_effect.hpp"
 

@@ -1,7 +1,7 @@
 #include <cstdio>
 #include <string>
 
-#include "app/top_run.hpp"
+#include "app/measure/top_run.hpp"
 #include "bin/iommuctl/commands.hpp"
 #include "core/measured_findings.hpp"
 

@@ -6,8 +6,8 @@
 #include "adapters/sysfs/host_reader.hpp"
 #include "app/change/apply.hpp"
 #include "app/fleet/fleet_export.hpp"
+#include "app/measure/top_run.hpp"
 #include "app/report/status_report.hpp"
-#include "app/top_run.hpp"
 #include "bin/iommuctl/commands.hpp"
 #include "core/measured_findings.hpp"
 

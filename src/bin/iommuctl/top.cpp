@@ -4,7 +4,7 @@
 #include <string>
 
 #include "adapters/sysfs/host_reader.hpp"
-#include "app/top_run.hpp"
+#include "app/measure/top_run.hpp"
 #include "bin/iommuctl/commands.hpp"
 
 namespace iommud::ctl {

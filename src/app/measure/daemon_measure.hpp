@@ -8,7 +8,7 @@
 #include "adapters/systemd/event_loop.hpp"
 #include "adapters/systemd/log.hpp"
 #include "adapters/trace/tracefs.hpp"
-#include "app/effect_watch.hpp"
+#include "app/measure/effect_watch.hpp"
 #include "app/worker_report.hpp"
 #include "config/daemon_config.hpp"
 #include "core/measured_effect.hpp"

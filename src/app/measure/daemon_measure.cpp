@@ -1,4 +1,4 @@
-#include "app/daemon_measure.hpp"
+#include "app/measure/daemon_measure.hpp"
 
 #include <unistd.h>
 

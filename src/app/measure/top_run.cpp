@@ -1,4 +1,4 @@
-#include "app/top_run.hpp"
+#include "app/measure/top_run.hpp"
 
 #include <poll.h>
 #include <sys/signalfd.h>
