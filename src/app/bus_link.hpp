@@ -8,7 +8,7 @@
 #include "adapters/dbus/manager_service.hpp"
 #include "adapters/systemd/event_loop.hpp"
 #include "adapters/systemd/log.hpp"
-#include "app/worker_report.hpp"
+#include "app/worker/worker_report.hpp"
 
 namespace iommud::app {
 

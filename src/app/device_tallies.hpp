@@ -3,7 +3,7 @@
 #include <map>
 #include <string>
 
-#include "app/worker_report.hpp"
+#include "app/worker/worker_report.hpp"
 
 namespace iommud::app {
 

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "app/hotplug_filter.hpp"
-#include "app/worker_report.hpp"
+#include "app/worker/worker_report.hpp"
 
 namespace iommud::app {
 

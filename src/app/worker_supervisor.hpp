@@ -9,7 +9,7 @@
 #include "adapters/systemd/log.hpp"
 #include "adapters/systemd/standing_worker.hpp"
 #include "app/work_queue.hpp"
-#include "app/worker_report.hpp"
+#include "app/worker/worker_report.hpp"
 
 namespace iommud::app {
 

@@ -1,6 +1,6 @@
 // What the daemon's worker does with a request, in this process on a synthetic root with the fake
 // kernel behind the sysfs writer: no daemon, no child.
-#include "app/daemon_work.hpp"
+#include "app/worker/daemon_work.hpp"
 
 #include <gtest/gtest.h>
 

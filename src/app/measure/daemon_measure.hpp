@@ -9,7 +9,7 @@
 #include "adapters/systemd/log.hpp"
 #include "adapters/trace/tracefs.hpp"
 #include "app/measure/effect_watch.hpp"
-#include "app/worker_report.hpp"
+#include "app/worker/worker_report.hpp"
 #include "config/daemon_config.hpp"
 #include "core/measured_effect.hpp"
 

@@ -1,4 +1,4 @@
-#include "app/worker_report.hpp"
+#include "app/worker/worker_report.hpp"
 
 #include <cerrno>
 #include <nlohmann/json.hpp>

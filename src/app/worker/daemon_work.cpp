@@ -1,4 +1,4 @@
-#include "app/daemon_work.hpp"
+#include "app/worker/daemon_work.hpp"
 
 #include <chrono>
 #include <ctime>

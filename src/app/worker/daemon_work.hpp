@@ -13,7 +13,7 @@
 #include "app/fleet/fleet_export.hpp"
 #include "app/fleet/fleet_files.hpp"
 #include "app/report/status_report.hpp"
-#include "app/worker_report.hpp"
+#include "app/worker/worker_report.hpp"
 #include "config/daemon_config.hpp"
 #include "core/plan.hpp"
 #include "core/policy.hpp"
