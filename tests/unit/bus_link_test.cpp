@@ -1,6 +1,6 @@
 // The D-Bus side's pure pieces: the reconnection backoff, who may call Apply, Revert and Reload
 // (root, or polkit's yes), and what the daemon logs when the bus goes and comes back.
-#include "app/bus_link.hpp"
+#include "app/daemon/bus_link.hpp"
 
 #include <gtest/gtest.h>
 

@@ -5,8 +5,8 @@
 #include <filesystem>
 #include <fstream>
 
-#include "app/bus_view.hpp"
-#include "app/daemon_exports.hpp"
+#include "app/daemon/bus_view.hpp"
+#include "app/daemon/daemon_exports.hpp"
 #include "support/scenarios.hpp"
 #include "unit/test_host.hpp"
 

@@ -1,6 +1,6 @@
 // The daemon's hotplug bookkeeping without a loop, a process or udev: events and a clock in,
 // verdicts and batches out.
-#include "app/hotplug_filter.hpp"
+#include "app/daemon/hotplug_filter.hpp"
 
 #include <gtest/gtest.h>
 

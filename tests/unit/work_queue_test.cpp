@@ -1,4 +1,4 @@
-#include "app/work_queue.hpp"
+#include "app/daemon/work_queue.hpp"
 
 #include <gtest/gtest.h>
 

@@ -1,6 +1,6 @@
 // The worker supervisor on a real event loop with a real worker process: what it hands the daemon
 // when the work ends, and when the worker dies under it (the WorkQueue decides what comes next).
-#include "app/worker_supervisor.hpp"
+#include "app/daemon/worker_supervisor.hpp"
 
 #include <gtest/gtest.h>
 

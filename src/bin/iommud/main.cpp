@@ -4,8 +4,8 @@
 #include <exception>
 
 #include "app/change/planning.hpp"
-#include "app/daemon.hpp"
-#include "app/time_bound.hpp"
+#include "app/daemon/daemon.hpp"
+#include "app/daemon/time_bound.hpp"
 #include "config/daemon_config.hpp"
 #include "config/policy_loader.hpp"
 

@@ -1,4 +1,4 @@
-#include "app/hotplug_watch.hpp"
+#include "app/daemon/hotplug_watch.hpp"
 
 #include <chrono>
 #include <utility>

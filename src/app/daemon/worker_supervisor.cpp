@@ -1,4 +1,4 @@
-#include "app/worker_supervisor.hpp"
+#include "app/daemon/worker_supervisor.hpp"
 
 #include <utility>
 

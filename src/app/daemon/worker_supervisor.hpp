@@ -8,7 +8,7 @@
 #include "adapters/systemd/event_loop.hpp"
 #include "adapters/systemd/log.hpp"
 #include "adapters/systemd/standing_worker.hpp"
-#include "app/work_queue.hpp"
+#include "app/daemon/work_queue.hpp"
 #include "app/worker/worker_report.hpp"
 
 namespace iommud::app {

@@ -1,4 +1,4 @@
-#include "app/bus_link.hpp"
+#include "app/daemon/bus_link.hpp"
 
 #include <string>
 

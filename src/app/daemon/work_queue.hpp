@@ -7,7 +7,7 @@
 #include <utility>
 #include <vector>
 
-#include "app/hotplug_filter.hpp"
+#include "app/daemon/hotplug_filter.hpp"
 #include "app/worker/worker_report.hpp"
 
 namespace iommud::app {

@@ -1,4 +1,4 @@
-#include "app/daemon_exports.hpp"
+#include "app/daemon/daemon_exports.hpp"
 
 #include <unistd.h>
 

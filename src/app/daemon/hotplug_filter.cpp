@@ -1,4 +1,4 @@
-#include "app/hotplug_filter.hpp"
+#include "app/daemon/hotplug_filter.hpp"
 
 #include <algorithm>
 

@@ -1,4 +1,4 @@
-#include "app/time_bound.hpp"
+#include "app/daemon/time_bound.hpp"
 
 #include <poll.h>
 #include <sys/syscall.h>

@@ -1,4 +1,4 @@
-#include "app/bus_view.hpp"
+#include "app/daemon/bus_view.hpp"
 
 namespace iommud::app {
 

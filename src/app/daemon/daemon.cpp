@@ -1,4 +1,4 @@
-#include "app/daemon.hpp"
+#include "app/daemon/daemon.hpp"
 
 #include <unistd.h>
 
@@ -13,21 +13,21 @@
 #include "adapters/dbus/manager_service.hpp"
 #include "adapters/systemd/event_loop.hpp"
 #include "adapters/systemd/notify.hpp"
-#include "app/bus_link.hpp"
-#include "app/bus_view.hpp"
 #include "app/change/message_ids.hpp"
 #include "app/change/planning.hpp"
 #include "app/change/reconcile.hpp"
-#include "app/daemon_exports.hpp"
-#include "app/device_tallies.hpp"
-#include "app/hotplug_filter.hpp"
-#include "app/hotplug_watch.hpp"
+#include "app/daemon/bus_link.hpp"
+#include "app/daemon/bus_view.hpp"
+#include "app/daemon/daemon_exports.hpp"
+#include "app/daemon/device_tallies.hpp"
+#include "app/daemon/hotplug_filter.hpp"
+#include "app/daemon/hotplug_watch.hpp"
+#include "app/daemon/work_queue.hpp"
+#include "app/daemon/worker_supervisor.hpp"
 #include "app/measure/daemon_measure.hpp"
 #include "app/measure/effect_watch.hpp"
-#include "app/work_queue.hpp"
 #include "app/worker/daemon_work.hpp"
 #include "app/worker/worker_report.hpp"
-#include "app/worker_supervisor.hpp"
 #include "config/daemon_config.hpp"
 
 namespace iommud::app {

@@ -1,4 +1,4 @@
-#include "app/device_tallies.hpp"
+#include "app/daemon/device_tallies.hpp"
 
 namespace iommud::app {
 

@@ -9,7 +9,7 @@
 #include "adapters/systemd/event_loop.hpp"
 #include "adapters/systemd/log.hpp"
 #include "adapters/udev/monitor.hpp"
-#include "app/hotplug_filter.hpp"
+#include "app/daemon/hotplug_filter.hpp"
 #include "core/result.hpp"
 
 namespace iommud::app {
