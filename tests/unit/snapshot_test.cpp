@@ -6,6 +6,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "app/report/status_report.hpp"
 #include "support/scenarios.hpp"
 #include "unit/test_host.hpp"
 

@@ -5,7 +5,7 @@
 #include <string>
 
 #include "adapters/sysfs/host_reader.hpp"
-#include "app/report/status_report.hpp"
+#include "app/host/status.hpp"
 #include "support/fake_host.hpp"
 
 namespace iommud::testing {

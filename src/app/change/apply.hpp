@@ -7,8 +7,8 @@
 
 #include "adapters/sysfs/root.hpp"
 #include "adapters/sysfs/writer.hpp"
-#include "app/change/change_record.hpp"
 #include "app/change/domain_transaction.hpp"
+#include "app/host/change_record.hpp"
 #include "core/plan.hpp"
 
 namespace iommud::app {

@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "adapters/sysfs/root.hpp"
-#include "app/report/status_report.hpp"
+#include "app/host/status.hpp"
 #include "config/policy_loader.hpp"
 #include "core/plan.hpp"
 

@@ -10,7 +10,7 @@
 #include "app/change/apply.hpp"
 #include "app/change/domain_transaction.hpp"
 #include "app/change/netlink_ethtool.hpp"
-#include "app/report/status_report.hpp"
+#include "app/host/status.hpp"
 #include "core/plan.hpp"
 
 namespace iommud::app {

@@ -4,8 +4,8 @@
 #include <vector>
 
 #include "adapters/dbus/manager_api.hpp"
-#include "app/change/change_record.hpp"
-#include "app/report/status_report.hpp"
+#include "app/host/change_record.hpp"
+#include "app/host/status.hpp"
 
 namespace iommud::app {
 

@@ -6,7 +6,7 @@
 #include <string_view>
 
 #include "app/change/apply.hpp"
-#include "app/report/status_report.hpp"
+#include "app/host/status.hpp"
 #include "core/dma_stats.hpp"
 
 namespace iommud::app {

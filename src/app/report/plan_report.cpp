@@ -242,24 +242,6 @@ std::string planText(const Plan& plan, const Status& status, const PolicySet& po
   return out;
 }
 
-const PciDevice* findDevice(const HostFacts& host, const std::string& name) {
-  if (const auto* d = host.device(name)) return d;
-  // "3d:00.0" means domain 0000.
-  if (const auto* d = host.device("0000:" + name)) return d;
-  for (const auto& d : host.devices) {
-    for (const auto& n : d.netdevs) {
-      if (n.name == name) return &d;
-    }
-    for (const auto& c : d.nvme) {
-      if (c.name == name) return &d;
-      for (const auto& ns : c.namespaces) {
-        if (ns.disk.name == name) return &d;
-      }
-    }
-  }
-  return nullptr;
-}
-
 namespace {
 
 size_t failedConditions(const RuleEvaluation& e) {

@@ -19,9 +19,6 @@ std::string checkText(const config::Loaded& loaded);
 std::string planText(const core::Plan& plan, const Status& status, const core::PolicySet& policies, bool color);
 std::string planJson(const core::Plan& plan, const core::PolicySet& policies);
 
-/// Finds a device by PCI address, netdev name or NVMe controller name.
-const core::PciDevice* findDevice(const core::HostFacts& host, const std::string& name);
-
 /// `iommuctl explain DEVICE`: the device, its group, the host facts that matter, every rule that
 /// matched or nearly matched and why, and the plan for it.
 std::string explainText(const core::PciDevice& device, const Status& status, const core::PolicySet& policies,

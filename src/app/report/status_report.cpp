@@ -11,40 +11,10 @@ namespace iommud::app {
 
 using namespace core;  // NOLINT(google-build-using-namespace): presentation of the core model
 
-Status buildStatus(HostFacts host) {
-  Status s;
-  s.mode = deriveMode(host);
-  s.findings = findings(host, s.mode);
-  s.host = std::move(host);
-  return s;
-}
-
-std::vector<DeviceExposure> exposuresOf(const Status& status) {
-  std::vector<DomainChangeMade> made;
-  for (const auto& c : status.changes) {
-    if (c.kind == ChangeKind::Domain && c.group) made.push_back({*c.group, c.original, c.written, c.rule, c.ruleWhere});
-  }
-  return exposures(status.host, status.mode, made);
-}
-
-core::Score scoreOf(const Status& status) {
-  return score(status.host, exposuresOf(status), protections(status.host, status.mode));
-}
-
 void writeReasonsJson(JsonWriter& w, const std::vector<Reason>& reasons) {
   w.beginArray();
   for (const auto& r : reasons) w.beginObject().field("source", toString(r.source)).field("text", r.text).endObject();
   w.endArray();
-}
-
-std::string exposureSummary(const HostFacts& host, const std::vector<DeviceExposure>& exposures) {
-  auto all = reachAllMemory(host, exposures);
-  if (all.empty()) return "no device can reach all memory";
-  std::vector<std::string> names;
-  names.reserve(all.size());
-  for (const auto& a : all) names.push_back(host.device(a)->displayName());
-  return fmt::format("{} device{} can reach all memory: {}", all.size(), all.size() == 1 ? "" : "s",
-                     fmt::join(names, ", "));
 }
 
 namespace {

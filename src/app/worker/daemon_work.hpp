@@ -12,7 +12,7 @@
 #include "app/change/domain_transaction.hpp"
 #include "app/fleet/fleet_export.hpp"
 #include "app/fleet/fleet_files.hpp"
-#include "app/report/status_report.hpp"
+#include "app/host/status.hpp"
 #include "app/worker/worker_report.hpp"
 #include "config/daemon_config.hpp"
 #include "core/plan.hpp"
