@@ -7,6 +7,7 @@
 
 #include "app/daemon/bus_view.hpp"
 #include "app/daemon/daemon_exports.hpp"
+#include "app/report/host_summary.hpp"
 #include "support/scenarios.hpp"
 #include "unit/test_host.hpp"
 

@@ -4,14 +4,8 @@
 #include <vector>
 
 #include "adapters/dbus/manager_api.hpp"
-#include "app/host/change_record.hpp"
-#include "app/host/status.hpp"
 
 namespace iommud::app {
-
-/// The host as org.iommud1's properties show it: mode, groups, devices, findings, and the changes
-/// iommud holds on record.
-adapters::dbus::HostSummary hostSummaryOf(const Status& status, const std::vector<ChangeRecord>& records);
 
 /// What the daemon keeps for D-Bus between works: the last view of the host, the recent actions.
 class BusView {

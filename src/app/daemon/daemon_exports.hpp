@@ -11,13 +11,6 @@
 
 namespace iommud::app {
 
-/// Where the configuration puts the fleet exports (docs/metrics.md).
-ExportTargets exportTargets(const config::DaemonConfig& config);
-
-/// The files `before` wrote that `now` does not (turned off or moved by a reload): they go, as
-/// what they say would grow stale.
-std::vector<std::string> droppedExports(const ExportTargets& before, const ExportTargets& now);
-
 /// An export that cannot be written is said once per reason, not at every change of the host.
 class ExportErrors {
  public:

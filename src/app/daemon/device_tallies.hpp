@@ -3,6 +3,7 @@
 #include <map>
 #include <string>
 
+#include "app/daemon/hotplug_filter.hpp"
 #include "app/worker/worker_report.hpp"
 
 namespace iommud::app {

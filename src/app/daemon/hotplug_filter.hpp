@@ -8,16 +8,9 @@
 #include <vector>
 
 #include "adapters/udev/monitor.hpp"
+#include "app/worker/batch.hpp"
 
 namespace iommud::app {
-
-/// What the worker is given: devices that just appeared (hot: a hotplug, disruptive changes
-/// allowed), devices that changed otherwise (cold: as at start), or, with both empty, the whole host.
-struct Batch {
-  std::vector<std::string> hot, cold;
-  [[nodiscard]] bool whole() const { return hot.empty() && cold.empty(); }
-  bool operator==(const Batch&) const = default;
-};
 
 /// The daemon's hotplug bookkeeping, pure: uevents in, hot or cold decisions and debounced batches
 /// out. The clock is an argument; the caller arms one timer at nextDeadline() and calls expire().

@@ -3,6 +3,7 @@
 #include <cstring>
 #include <fstream>
 #include <iterator>
+#include <utility>
 
 #include "adapters/state/atomic_file.hpp"
 
@@ -50,6 +51,22 @@ std::vector<ExportResult> writeExports(const ExportTargets& targets, const Statu
     } else {
       out.push_back(write(path, text));
     }
+  }
+  return out;
+}
+
+ExportTargets exportTargets(const config::DaemonConfig& config) {
+  ExportTargets t;
+  if (config.prometheus) t.prometheusFile = config.prometheusDirectory + "/" + std::string(kPrometheusFile);
+  if (config.nfd) t.nfdFile = config.nfdFile;
+  return t;
+}
+
+std::vector<std::string> droppedExports(const ExportTargets& before, const ExportTargets& now) {
+  std::vector<std::string> out;
+  for (const auto& [was, is] :
+       {std::pair(before.prometheusFile, now.prometheusFile), std::pair(before.nfdFile, now.nfdFile)}) {
+    if (was && was != is) out.push_back(*was);
   }
   return out;
 }

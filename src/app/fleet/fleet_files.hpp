@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "app/fleet/fleet_export.hpp"
+#include "config/daemon_config.hpp"
 
 namespace iommud::app {
 
@@ -27,5 +28,12 @@ struct ExportResult {
 /// readable by all (0644); a file that says the same is not touched. `now`: seconds since the epoch.
 std::vector<ExportResult> writeExports(const ExportTargets& targets, const Status& status, const Counters& counters,
                                        int64_t now);
+
+/// Where the configuration puts the fleet exports (docs/metrics.md).
+ExportTargets exportTargets(const config::DaemonConfig& config);
+
+/// The files `before` wrote that `now` does not (turned off or moved by a reload): they go, as
+/// what they say would grow stale.
+std::vector<std::string> droppedExports(const ExportTargets& before, const ExportTargets& now);
 
 }  // namespace iommud::app

@@ -9,10 +9,9 @@
 #include "app/change/outcome_log.hpp"
 #include "app/change/planning.hpp"
 #include "app/change/reconcile.hpp"
-#include "app/daemon/bus_view.hpp"
-#include "app/daemon/daemon_exports.hpp"
 #include "app/fleet/fleet_files.hpp"
 #include "app/measure/effect_watch.hpp"
+#include "app/report/host_summary.hpp"
 #include "app/report/plan_report.hpp"
 
 namespace iommud::app {

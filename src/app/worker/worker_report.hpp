@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "adapters/dbus/manager_api.hpp"
-#include "app/daemon/hotplug_filter.hpp"
 #include "app/fleet/fleet_export.hpp"
+#include "app/worker/batch.hpp"
 #include "core/measured_effect.hpp"
 #include "core/result.hpp"
 

@@ -1,4 +1,4 @@
-#include "app/measure/daemon_measure.hpp"
+#include "app/daemon/daemon_measure.hpp"
 
 #include <unistd.h>
 
