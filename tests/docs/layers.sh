@@ -19,6 +19,14 @@ rules=(
   "app|bin/|app does not know its programs"
   "app|systemd/|libudev|netlink/|toml|app sees no C library of an adapter (the loop is adapters/systemd's EventLoop)"
   "bin|systemd/|libudev|netlink/|toml|the programs see no C library of an adapter"
+  # app's rooms (docs/ARCHITECTURE.md): host <- report, change <- fleet, measure <- worker <- daemon.
+  "app/host|app/(report|change|fleet|measure|worker|daemon)/|the host model uses no other room"
+  "app/report|app/(change|fleet|measure|worker|daemon)/|report renders the host: it uses the host only"
+  "app/change|app/(report|fleet|measure|worker|daemon)/|change uses the host only"
+  "app/fleet|app/(report|measure|worker|daemon)/|fleet uses the host and change only"
+  "app/measure|app/(fleet|worker|daemon)/|measure uses the host, change and report only"
+  "app/worker|app/daemon/|the worker does not know the daemon's loop"
+  "bin/iommuctl|app/(worker|daemon)/|iommuctl links no part of the daemon"
 )
 # library|the one directory (an extended regex) whose files may include it
 owners=(
@@ -48,7 +56,7 @@ violations() {
 
 # A planted tree breaks each rule once: each must be found, and nothing else.
 plant=$work/plant
-mkdir -p "$plant"/src/{core,config,adapters/udev,adapters/sysfs,app,bin}
+mkdir -p "$plant"/src/{core,config,adapters/udev,adapters/sysfs,app/report,app/worker,bin/iommuctl}
 echo '#include "adapters/sysfs/root.hpp"' >"$plant/src/core/a.cpp"
 echo '#include <nlohmann/json.hpp>' >"$plant/src/core/b.cpp"
 echo '#include "app/x.hpp"' >"$plant/src/config/c.cpp"
@@ -56,9 +64,13 @@ echo '#include "config/x.hpp"' >"$plant/src/adapters/sysfs/d.cpp"
 echo '#include "bin/x.hpp"' >"$plant/src/app/e.cpp"
 echo '#include <systemd/sd-event.h>' >"$plant/src/app/f.cpp"
 echo '#include <toml.hpp>' >"$plant/src/bin/g.cpp"
+echo '#include "app/change/apply.hpp"' >"$plant/src/app/report/h.cpp"
+echo '#include "app/daemon/daemon.hpp"' >"$plant/src/app/worker/i.cpp"
+echo '#include "app/worker/batch.hpp"' >"$plant/src/bin/iommuctl/j.cpp"
 echo '#include <libudev.h>' >"$plant/src/adapters/udev/ok.cpp"  # its owner: no finding
 found=$(violations "$plant")
-for file in core/a.cpp core/b.cpp config/c.cpp adapters/sysfs/d.cpp app/e.cpp app/f.cpp bin/g.cpp; do
+for file in core/a.cpp core/b.cpp config/c.cpp adapters/sysfs/d.cpp app/e.cpp app/f.cpp bin/g.cpp app/report/h.cpp \
+  app/worker/i.cpp bin/iommuctl/j.cpp; do
   grep -q "src/$file:1:" <<<"$found" || fail "the planted src/$file is not found:"$'\n'"$found"
 done
 if grep -q "adapters/udev/ok.cpp" <<<"$found"; then fail "libudev in its own adapter is reported: $found"; fi
