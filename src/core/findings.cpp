@@ -315,6 +315,58 @@ void cmdlineConflict(const HostFacts& h, const HostMode& m, std::vector<Finding>
   out.push_back(std::move(f));
 }
 
+// Why no IOMMU is in use, and the way back to one, from what the host shows: the command line
+// (x86's iommu=off, intel_iommu=off, amd_iommu=off: docs/kernel.md §1.5), then the firmware's
+// tables (DMAR: VT-d, IVRS: AMD-Vi, IORT: an Arm SMMU, VIOT: virtio-iommu).
+void iommuOff(const HostFacts& h, const HostMode& m, std::vector<Finding>& out) {
+  if (m.present) return;
+  const auto& cl = h.kernel.iommuCmdline;
+  const auto& tables = h.firmware.tables;
+  auto has = [&](std::string_view t) { return std::find(tables.begin(), tables.end(), t) != tables.end(); };
+  const std::string cost =
+      "translation costs work on every DMA map and unmap (a few percent for most devices, more for drivers "
+      "that map many small buffers); iommu=pt, or identity for chosen internal devices in an iommud policy, keeps "
+      "that cost off trusted devices while external ones stay protected";
+  Finding f;
+  f.id = "iommu-off";
+  f.severity = Severity::Warning;
+  f.title = "No IOMMU is in use: every device can reach all memory";
+  std::string why;
+  if (cl.iommuOff || cl.intelOn == false || cl.amdOff) {
+    std::vector<std::string> given;
+    if (cl.iommuOff) given.emplace_back("iommu=off");
+    if (cl.intelOn == false) given.emplace_back("intel_iommu=off");
+    if (cl.amdOff) given.emplace_back("amd_iommu=off");
+    why = "The kernel command line turns it off (" + join(given) + ").";
+    for (const auto& g : given) {
+      f.remedies.push_back({"Remove " + g + " from the kernel command line", cost});
+    }
+  } else if (has("DMAR")) {
+    why = "The firmware describes a VT-d IOMMU (DMAR table), but this kernel leaves VT-d off by default.";
+    f.remedies.push_back({"intel_iommu=on on the kernel command line", cost});
+  } else if (has("IVRS") || has("IORT") || has("VIOT")) {
+    why = "The firmware describes an IOMMU, but no IOMMU driver took it: the kernel may be built without one.";
+    f.remedies.push_back(
+        {"Boot a kernel with the IOMMU driver for this hardware (the distribution's kernel has it)", cost});
+  } else {
+    why = "The firmware describes no IOMMU.";
+    f.remedies.push_back(
+        {h.kernel.arch == Arch::Arm64
+             ? "Use firmware that describes the SMMU (an ACPI IORT table or the device tree's iommus properties)"
+             : "Turn the IOMMU on in the firmware setup (Intel: VT-d; AMD: IOMMU or AMD-Vi)",
+         cost});
+    f.remedies.push_back(
+        {"In a virtual machine: give it a virtual IOMMU (QEMU: -device intel-iommu or "
+         "virtio-iommu-pci; libvirt: <iommu model='intel'/> or 'virtio')",
+         cost + "; in a VM, every map is also a trap to the hypervisor"});
+  }
+  f.summary = why + " Without an IOMMU, each of the " + std::to_string(h.devices.size()) +
+              " PCI functions, and anything plugged into an external (Thunderbolt, USB4) port, can read and "
+              "write all of physical memory: a faulty or compromised device or its firmware is not contained.";
+  for (const auto& d : h.devices) f.devices.push_back(d.address);
+  out.push_back(std::move(f));
+}
+
 }  // namespace
 
 std::string_view toString(Severity severity) {
@@ -341,6 +393,7 @@ std::vector<Finding> findings(const HostFacts& host, const HostMode& mode) {
   smmuStrict(host, mode, out);
   vfioTranslated(host, mode, out);
   cmdlineConflict(host, mode, out);
+  iommuOff(host, mode, out);
   std::stable_sort(out.begin(), out.end(), [](const Finding& a, const Finding& b) {
     return a.severity != b.severity ? a.severity > b.severity : a.id < b.id;
   });
@@ -351,7 +404,7 @@ const std::vector<std::string_view>& knownFindingIds() {
   static const std::vector<std::string_view> ids = {
       "vtd-iotlb-sync-map", "untrusted-bounce", "untrusted-no-bounce-buffers",
       "caching-mode",       "default-on",       "smmu-strict",
-      "vfio-translated",    "cmdline-conflict"};
+      "vfio-translated",    "cmdline-conflict", "iommu-off"};
   return ids;
 }
 

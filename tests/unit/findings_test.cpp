@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "support/scenarios.hpp"
 #include "unit/test_host.hpp"
 
@@ -145,8 +147,55 @@ TEST(Findings, VfioGroupsStayTranslatedEvenUnderPassthrough) {
   EXPECT_NE(f->summary.find("even under passthrough"), std::string::npos);
 }
 
-TEST(Findings, NoFindingsWithoutAnIommu) {
-  EXPECT_TRUE(statusOf(*noIommu()).findings.empty());
+namespace {
+bool remedyContains(const Finding& f, std::string_view text) {
+  return std::any_of(f.remedies.begin(), f.remedies.end(),
+                     [&](const Remedy& r) { return r.action.find(text) != std::string::npos; });
+}
+}  // namespace
+
+TEST(Findings, WithoutAnIommuEveryDeviceReachesAllMemoryAndTheWayBackIsNamed) {
+  // The firmware has a DMAR table; the kernel's config leaves VT-d off.
+  auto h = noIommu();
+  auto s = statusOf(*h);
+  ASSERT_EQ(findingIds(s), Ids{"iommu-off"});
+  const auto& f = s.findings.front();
+  EXPECT_EQ(f.severity, Severity::Warning);
+  EXPECT_EQ(f.devices.size(), s.host.devices.size());
+  EXPECT_NE(f.summary.find("this kernel leaves VT-d off by default"), std::string::npos);
+  EXPECT_NE(f.summary.find("can read and write all of physical memory"), std::string::npos);
+  EXPECT_TRUE(remedyContains(f, "intel_iommu=on on the kernel command line"));
+  for (const auto& r : f.remedies) EXPECT_NE(r.securityCost.find("translation costs work"), std::string::npos);
+
+  // No table at all: the firmware setup, or a virtual IOMMU for a VM.
+  auto bare = std::make_unique<FakeHost>("6.1.0-56-amd64");
+  bare->cmdline("BOOT_IMAGE=/vmlinuz root=UUID=abcd ro quiet");
+  bare->pci({.address = "0000:00:1f.6", .device = 0x15bc, .classCode = 0x020000, .driver = "e1000e"});
+  auto none = statusOf(*bare);
+  const auto* g = findingById(none, "iommu-off");
+  ASSERT_NE(g, nullptr);
+  EXPECT_NE(g->summary.find("The firmware describes no IOMMU"), std::string::npos);
+  EXPECT_TRUE(remedyContains(*g, "Turn the IOMMU on in the firmware setup (Intel: VT-d; AMD: IOMMU or AMD-Vi)"));
+  EXPECT_TRUE(remedyContains(*g, "virtual IOMMU"));
+}
+
+TEST(Findings, AnIommuTurnedOffOnTheCommandLineNamesTheParameterToRemove) {
+  auto h = noIommu();
+  h->cmdline("BOOT_IMAGE=/vmlinuz root=UUID=abcd ro quiet intel_iommu=off");
+  auto s = statusOf(*h);
+  ASSERT_FALSE(s.mode.present);
+  const auto* f = findingById(s, "iommu-off");
+  ASSERT_NE(f, nullptr);
+  EXPECT_NE(f->summary.find("The kernel command line turns it off (intel_iommu=off)"), std::string::npos);
+  EXPECT_TRUE(remedyContains(*f, "Remove intel_iommu=off from the kernel command line"));
+  EXPECT_FALSE(remedyContains(*f, "intel_iommu=on"));
+}
+
+TEST(Findings, NoIommuOffFindingWhileAnIommuTranslates) {
+  auto intel = statusOf(*intelBareMetal());
+  auto smmu = statusOf(*armSmmuV3());
+  EXPECT_FALSE(hasFinding(intel, "iommu-off"));
+  EXPECT_FALSE(hasFinding(smmu, "iommu-off"));
 }
 
 TEST(Findings, CmdlineConflicts) {
@@ -223,6 +272,11 @@ TEST(Findings, OnArm64WithoutAnSmmuIommuOffIsNotTheReason) {
   const auto* f = findingById(s, "cmdline-conflict");
   ASSERT_NE(f, nullptr);
   EXPECT_NE(f->summary.find("iommu=off is not a parameter of the arm64 kernel"), std::string::npos);
+  // Off, but not by iommu=off: the remedy is the arm64 firmware's, never the x86 parameter.
+  const auto* off = findingById(s, "iommu-off");
+  ASSERT_NE(off, nullptr);
+  EXPECT_FALSE(remedyContains(*off, "iommu=off"));
+  EXPECT_TRUE(remedyContains(*off, "describes the SMMU"));
 
   // The same host read as x86 (its machine name says so) is off because of iommu=off.
   h->machine("x86_64");

@@ -28,7 +28,7 @@ IOMMU_FINDINGS = {
     "smmu-strict", "vfio-translated",
 }
 # Every finding id this checker has a rule for; others are reported, not judged.
-KNOWN_FINDINGS = IOMMU_FINDINGS | {"cmdline-conflict"}
+KNOWN_FINDINGS = IOMMU_FINDINGS | {"cmdline-conflict", "iommu-off"}
 
 # docs/kernel.md §3.1: the VT-d iotlb_sync_map regression, first in 6.10; fixed in
 # 6.12.43, 6.15.11, 6.16.2 and 6.17.  Half-open [lo, hi) ranges.
@@ -160,7 +160,7 @@ def expected_findings(k: KernelFacts) -> set[str]:
     out = {"cmdline-conflict"} if any(
         p.split("=", 1)[0].replace("-", "_") in iommu_keys for p in k.unknown_params) else set()
     if not k.present:
-        return out
+        return out | {"iommu-off"}
     if any(u.cap is not None and (
             (u.name.startswith("dmar") and u.cap & INTEL_CAP_CM) or
             (u.name.startswith("ivhd") and u.cap & AMD_CAP_NPCACHE)) for u in k.units.values()):
