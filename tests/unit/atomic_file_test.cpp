@@ -129,3 +129,54 @@ TEST(ChangeRecords, RoundTripInADirectoryTheyCreateAndADamagedFileHoldsNone) {
   std::ofstream(dir.path / "run/iommud/changes.json") << "[{\"kind\": \"domain\"";  // cut short
   EXPECT_TRUE(adapters::state::loadRecords(root, "/run/iommud/changes.json").empty());
 }
+
+TEST(AtomicFile, NeverWritesIntoAFilePlantedAtATemporaryName) {
+  TempDir dir;
+  const auto file = (dir.path / "iommud.prom").string();
+  // The name the writer once used (".NAME.tmp.PID"): whoever planted a file there could keep it open
+  // and change the export after it was written.
+  const auto planted = dir.path / (".iommud.prom.tmp." + std::to_string(::getpid()));
+  { std::ofstream(planted) << "planted\n"; }
+  auto done = adapters::state::writeFileAtomic(file, "x\n", 0644);
+  ASSERT_TRUE(done.ok()) << done.error().describe();
+  EXPECT_EQ(slurp(file), "x\n");
+  EXPECT_EQ(slurp(planted), "planted\n");
+  EXPECT_EQ(dir.names().size(), 2U);  // the file and the planted one: no temporary left
+}
+
+TEST(ReadOwnFile, ReadsAFileAndRefusesLinksFifosAndDevicesWithoutBlocking) {
+  TempDir dir;
+  using adapters::state::readOwnFile;
+  auto absent = readOwnFile((dir.path / "absent").string(), 100);
+  ASSERT_TRUE(absent.ok());
+  EXPECT_FALSE(absent->has_value());
+  { std::ofstream(dir.path / "file") << "abc"; }
+  auto file = readOwnFile((dir.path / "file").string(), 100);
+  ASSERT_TRUE(file.ok()) << file.error().describe();
+  EXPECT_EQ(file->value_or(""), "abc");
+  fs::create_symlink(dir.path / "file", dir.path / "link");
+  fs::create_symlink("/dev/zero", dir.path / "zero");
+  ASSERT_EQ(::mkfifo((dir.path / "fifo").c_str(), 0600), 0);
+  for (const char* name : {"link", "zero", "fifo"}) {
+    auto r = readOwnFile((dir.path / name).string(), 100);
+    EXPECT_FALSE(r.ok()) << name;
+  }
+  auto fifo = readOwnFile((dir.path / "fifo").string(), 100);
+  ASSERT_FALSE(fifo.ok());
+  EXPECT_EQ(fifo.error().describe(), (dir.path / "fifo").string() + ": not a regular file");
+  auto big = readOwnFile((dir.path / "file").string(), 2);
+  ASSERT_FALSE(big.ok());
+  EXPECT_EQ(big.error().code, EFBIG);
+}
+
+TEST(CheckOwnDirectory, RefusesADirectoryGroupOrOthersCanWrite) {
+  TempDir dir;
+  EXPECT_TRUE(adapters::state::checkOwnDirectory(dir.path.string()).ok());
+  fs::permissions(dir.path, fs::perms::all);
+  auto open = adapters::state::checkOwnDirectory(dir.path.string());
+  ASSERT_FALSE(open.ok());
+  EXPECT_EQ(open.error().describe(),
+            dir.path.string() + ": writable by group or others (mode 0777): refusing to write into it");
+  fs::permissions(dir.path, fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec);
+  EXPECT_TRUE(adapters::state::checkOwnDirectory(dir.path.string()).ok());
+}

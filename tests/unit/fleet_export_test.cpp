@@ -279,3 +279,32 @@ TEST(WriteExports, NamesTheFileAndTheReasonWhenTheDirectoryIsMissing) {
   ASSERT_EQ(r.size(), 1U);
   EXPECT_EQ(r[0].error, path + ": No such file or directory");
 }
+
+// A FIFO at the export once hung the daemon's worker (the old text was read through it), and a link
+// was followed: both are replaced by the export, and the link's target is left as it was.
+TEST(WriteExports, AFifoOrALinkAtAnExportIsReplacedNeverReadOrFollowed) {
+  TempDir dir;
+  app::ExportTargets targets{(dir.path() / "iommud.prom").string(), (dir.path() / "iommud").string()};
+  ASSERT_EQ(::mkfifo(targets.prometheusFile->c_str(), 0644), 0);
+  { std::ofstream(dir.path() / "target") << "secret\n"; }
+  fs::create_symlink(dir.path() / "target", *targets.nfdFile);
+  auto status = statusOf(*thunderboltNic());
+  auto r = app::writeExports(targets, status, {}, kWhen);
+  ASSERT_EQ(r.size(), 2U);
+  for (const auto& e : r) EXPECT_TRUE(e.written) << e.path << ": " << e.error;
+  EXPECT_TRUE(fs::is_regular_file(fs::symlink_status(*targets.prometheusFile)));
+  EXPECT_TRUE(fs::is_regular_file(fs::symlink_status(*targets.nfdFile)));
+  EXPECT_EQ(slurp(dir.path() / "target"), "secret\n");
+  EXPECT_EQ(slurp(dir.path() / "iommud"), app::nfdFeatures(status));
+}
+
+TEST(WriteExports, RefusesADirectoryOthersCanWriteAndSaysWhy) {
+  TempDir dir;
+  fs::permissions(dir.path(), fs::perms::all);
+  auto path = (dir.path() / "iommud.prom").string();
+  auto r = app::writeExports({path, std::nullopt}, statusOf(*thunderboltNic()), {}, kWhen);
+  ASSERT_EQ(r.size(), 1U);
+  EXPECT_FALSE(r[0].written);
+  EXPECT_EQ(r[0].error, dir.path().string() + ": writable by group or others (mode 0777): refusing to write into it");
+  EXPECT_FALSE(fs::exists(path));
+}

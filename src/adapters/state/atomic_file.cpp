@@ -1,28 +1,51 @@
 #include "adapters/state/atomic_file.hpp"
 
 #include <fcntl.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
+#include <cinttypes>
+#include <cstdio>
 
 namespace iommud::adapters::state {
 
 namespace {
 
-// The temporary file: closed on every path out, removed unless it was renamed.
+// A name nobody can guess ahead: 64 random bits (the clock's if the kernel's pool is not ready at
+// early boot; O_EXCL keeps even a guessed name from being anybody else's file).
+std::string unguessable(int attempt) {
+  uint64_t r = 0;
+  if (::getrandom(&r, sizeof r, GRND_NONBLOCK) != static_cast<ssize_t>(sizeof r)) {
+    r = static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count()) ^
+        (static_cast<uint64_t>(::getpid()) << 32U) ^ static_cast<uint64_t>(attempt);
+  }
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016" PRIx64, r);
+  return hex;
+}
+
+// The temporary file: created new (never an existing file or link), closed on every path out,
+// removed unless it was renamed.
 class Temporary {
  public:
-  explicit Temporary(std::string path) : path_(std::move(path)) {}
+  explicit Temporary(std::string prefix) : prefix_(std::move(prefix)) {}
   Temporary(const Temporary&) = delete;
   Temporary& operator=(const Temporary&) = delete;
   ~Temporary() {
     if (fd_ >= 0) ::close(fd_);
-    if (!renamed_) ::unlink(path_.c_str());
+    if (created_ && !renamed_) ::unlink(path_.c_str());
   }
 
   int open() {
-    fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
+    for (int attempt = 0; attempt < 16; ++attempt) {
+      path_ = prefix_ + unguessable(attempt);
+      fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
+      if (fd_ >= 0 || errno != EEXIST) break;
+    }
+    created_ = fd_ >= 0;
     return fd_;
   }
   // close(2) reports a delayed write error (NFS, quota): it counts.
@@ -35,10 +58,25 @@ class Temporary {
   [[nodiscard]] const std::string& path() const { return path_; }
 
  private:
+  std::string prefix_;
   std::string path_;
   int fd_ = -1;
+  bool created_ = false;
   bool renamed_ = false;
 };
+
+// A rename is durable only once its directory is: without this, a power loss can bring back the
+// old name (and so, of two files renamed in turn, the second without the first).
+core::Result<core::Done> syncDirectory(const std::string& dir) {
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return core::errnoError(errno, dir);
+  const int r = ::fsync(fd);
+  const int err = errno;
+  ::close(fd);
+  // EINVAL: a file system that cannot sync a directory (and needs not to).
+  if (r != 0 && err != EINVAL) return core::errnoError(err, dir);
+  return core::Done{};
+}
 
 }  // namespace
 
@@ -58,7 +96,7 @@ core::Result<core::Done> writeFileAtomic(const std::string& path, std::string_vi
                                          WriteCall call, Durability durability) {
   const size_t slash = path.rfind('/');
   const size_t base = slash == std::string::npos ? 0 : slash + 1;
-  Temporary tmp(path.substr(0, base) + '.' + path.substr(base) + ".tmp." + std::to_string(::getpid()));
+  Temporary tmp(path.substr(0, base) + '.' + path.substr(base) + ".tmp.");
   const int fd = tmp.open();
   if (fd < 0) return core::errnoError(errno, tmp.path());
   if (mode && ::fchmod(fd, static_cast<mode_t>(*mode)) != 0) return core::errnoError(errno, tmp.path());
@@ -68,6 +106,52 @@ core::Result<core::Done> writeFileAtomic(const std::string& path, std::string_vi
   }
   if (::rename(tmp.path().c_str(), path.c_str()) != 0) return core::errnoError(errno, path);
   tmp.renamed();
+  if (durability == Durability::Synced) return syncDirectory(base == 0 ? "." : path.substr(0, base));
+  return core::Done{};
+}
+
+core::Result<std::optional<std::string>> readOwnFile(const std::string& path, size_t maxBytes) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY);
+  if (fd < 0) {
+    if (errno == ENOENT) return std::optional<std::string>{};
+    return core::errnoError(errno, path);
+  }
+  struct FdCloser {
+    int fd;
+    ~FdCloser() { ::close(fd); }
+  } closer{fd};
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) return core::errnoError(errno, path);
+  if (!S_ISREG(st.st_mode)) return core::Error{EINVAL, path, "not a regular file"};
+  std::string out;
+  char buf[8192];
+  for (;;) {
+    const ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return core::errnoError(errno, path);
+    if (n == 0) break;
+    if (out.size() + static_cast<size_t>(n) > maxBytes) {
+      return core::Error{EFBIG, path, "larger than " + std::to_string(maxBytes) + " bytes"};
+    }
+    out.append(buf, static_cast<size_t>(n));
+  }
+  return std::optional<std::string>{std::move(out)};
+}
+
+core::Result<core::Done> checkOwnDirectory(const std::string& dir) {
+  struct stat st {};
+  if (::stat(dir.c_str(), &st) != 0) return core::errnoError(errno, dir);
+  if (!S_ISDIR(st.st_mode)) return core::Error{ENOTDIR, dir, "not a directory"};
+  if (st.st_uid != 0 && st.st_uid != ::geteuid()) {
+    return core::Error{EPERM, dir,
+                       "owned by uid " + std::to_string(st.st_uid) + ", not root: refusing to write into it"};
+  }
+  if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
+    char mode[8];
+    std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
+    return core::Error{EPERM, dir,
+                       std::string("writable by group or others (mode ") + mode + "): refusing to write into it"};
+  }
   return core::Done{};
 }
 

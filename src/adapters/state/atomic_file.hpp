@@ -25,13 +25,25 @@ core::Result<core::Done> writeFully(int fd, std::string_view bytes, const std::s
 /// of a disk file costs milliseconds.
 enum class Durability { Synced, Unsynced };
 
-/// The one atomic file writer: a temporary dot file beside `path` (".NAME.tmp.PID", which readers
-/// of a directory such as node-feature-discovery or modprobe skip), written fully, fsync'd
-/// (Synced) and renamed over `path`; on any failure the temporary goes and `path` is as it was.
+/// The one atomic file writer: a temporary dot file beside `path` (".NAME.tmp.RANDOM", which readers
+/// of a directory such as node-feature-discovery or modprobe skip; created with O_EXCL|O_NOFOLLOW,
+/// so never a file or link that was there), written fully, fsync'd (Synced) and renamed over
+/// `path`, then the directory fsync'd (Synced); on any failure the temporary goes and `path` is as
+/// it was.
 /// The file gets exactly `mode` when given (the daemon's umask is 0077; a node_exporter running as
 /// its own user must read its file), else 0644 less the umask.
 core::Result<core::Done> writeFileAtomic(const std::string& path, std::string_view bytes,
                                          std::optional<unsigned> mode = std::nullopt, WriteCall call = ::write,
                                          Durability durability = Durability::Synced);
+
+/// Reads back a file iommud writes (an export), never through a link, never blocking on a FIFO or
+/// reading a device: nullopt when absent; an error when it is not a regular file or holds more
+/// than `maxBytes`.
+core::Result<std::optional<std::string>> readOwnFile(const std::string& path, size_t maxBytes);
+
+/// A directory iommud writes a file into for others to read (the fleet exports): it must be root's
+/// (or this process's own user's) and not writable by group or others, else anyone who can write
+/// there could swap the file for a link or a FIFO under the daemon.
+core::Result<core::Done> checkOwnDirectory(const std::string& dir);
 
 }  // namespace iommud::adapters::state

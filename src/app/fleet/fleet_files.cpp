@@ -1,8 +1,7 @@
 #include "app/fleet/fleet_files.hpp"
 
+#include <cerrno>
 #include <cstring>
-#include <fstream>
-#include <iterator>
 #include <utility>
 
 #include "adapters/state/atomic_file.hpp"
@@ -11,19 +10,35 @@ namespace iommud::app {
 
 namespace {
 
-std::optional<std::string> readWhole(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return std::nullopt;
-  return std::string((std::istreambuf_iterator<char>(in)), {});
+// Far above any host's export (a few hundred bytes a device); a larger file is not ours as written.
+constexpr size_t kMaxExportBytes = size_t{16} << 20U;
+
+// What the export says now, read without following a link or opening a FIFO; nullopt when it is
+// absent or not a file we could have written, so that it is written (replacing what is there).
+std::optional<std::string> readOld(const std::string& path) {
+  auto old = adapters::state::readOwnFile(path, kMaxExportBytes);
+  if (!old) return std::nullopt;
+  return *old;
+}
+
+std::string directoryOf(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  if (slash == std::string::npos) return ".";
+  return slash == 0 ? "/" : path.substr(0, slash);
 }
 
 ExportResult write(const std::string& path, const std::string& text) {
   ExportResult r{path, false, {}};
+  // A missing directory is said by the write itself, naming the file.
+  if (auto dir = adapters::state::checkOwnDirectory(directoryOf(path)); !dir && dir.error().code != ENOENT) {
+    r.error = dir.error().describe();
+    return r;
+  }
   auto done = adapters::state::writeFileAtomic(path, text, 0644);
   if (done) {
     r.written = true;
   } else {
-    // Named after the final path: the temporary file's name holds the worker's pid.
+    // Named after the final path: the temporary file has a random name.
     r.error = path + ": " + std::strerror(done.error().code);
   }
   return r;
@@ -36,7 +51,7 @@ std::vector<ExportResult> writeExports(const ExportTargets& targets, const Statu
   std::vector<ExportResult> out;
   if (targets.prometheusFile) {
     const auto& path = *targets.prometheusFile;
-    auto old = readWhole(path);
+    auto old = readOld(path);
     if (old && sameMetrics(*old, prometheusText(status, counters, std::nullopt))) {
       out.push_back({path, false, {}});
     } else {
@@ -46,7 +61,7 @@ std::vector<ExportResult> writeExports(const ExportTargets& targets, const Statu
   if (targets.nfdFile) {
     const auto& path = *targets.nfdFile;
     auto text = nfdFeatures(status);
-    if (readWhole(path) == text) {
+    if (readOld(path) == text) {
       out.push_back({path, false, {}});
     } else {
       out.push_back(write(path, text));
