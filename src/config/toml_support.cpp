@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <sstream>
+#include <type_traits>
 
 #include "core/text.hpp"
 
@@ -174,6 +175,45 @@ Diagnostic syntaxDiagnostic(const std::string& what, const std::string& file) {
 }
 
 }  // namespace
+
+}  // namespace iommud::config::detail
+
+// toml11 3.7 gives each value it parses the comments around it (parse_value_helper calls
+// region::comments()), which reads the value's whole line: on one long line of values (an array,
+// an inline table) that is quadratic, 30 s for 240 KB. toml::value discards comments anyway, so
+// these specializations build the same values without looking. They must be seen before
+// toml::parse is instantiated, which is done only below in this file.
+namespace toml::detail {
+
+static_assert(std::is_same_v<toml::value::comment_type, toml::discard_comments>,
+              "the specializations below drop comments, which toml::value must not keep");
+
+template <class T>
+using Parsed = result<std::pair<T, region>, std::string>;
+using Built = result<toml::value, std::string>;
+
+template <class T>
+Built withoutComments(Parsed<T>&& parsed) {
+  if (parsed.is_err()) return err(std::move(parsed.as_err()));
+  return ok(toml::value(std::move(parsed.as_ok()), std::vector<std::string>{}));
+}
+
+// clang-format off
+template <> Built parse_value_helper<toml::value, boolean>(Parsed<boolean> p) { return withoutComments(std::move(p)); }
+template <> Built parse_value_helper<toml::value, integer>(Parsed<integer> p) { return withoutComments(std::move(p)); }
+template <> Built parse_value_helper<toml::value, floating>(Parsed<floating> p) { return withoutComments(std::move(p)); }
+template <> Built parse_value_helper<toml::value, string>(Parsed<string> p) { return withoutComments(std::move(p)); }
+template <> Built parse_value_helper<toml::value, local_time>(Parsed<local_time> p) { return withoutComments(std::move(p)); }
+template <> Built parse_value_helper<toml::value, local_date>(Parsed<local_date> p) { return withoutComments(std::move(p)); }
+template <> Built parse_value_helper<toml::value, local_datetime>(Parsed<local_datetime> p) { return withoutComments(std::move(p)); }
+template <> Built parse_value_helper<toml::value, offset_datetime>(Parsed<offset_datetime> p) { return withoutComments(std::move(p)); }
+template <> Built parse_value_helper<toml::value, toml::array>(Parsed<toml::array> p) { return withoutComments(std::move(p)); }
+template <> Built parse_value_helper<toml::value, toml::table>(Parsed<toml::table> p) { return withoutComments(std::move(p)); }
+// clang-format on
+
+}  // namespace toml::detail
+
+namespace iommud::config::detail {
 
 std::string typeName(const toml::value& v) {
   switch (v.type()) {
