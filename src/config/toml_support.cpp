@@ -174,6 +174,14 @@ Diagnostic syntaxDiagnostic(const std::string& what, const std::string& file) {
   return d;
 }
 
+// Where toml11 read a value, as an offset into its text (toml::value::location() would count
+// the lines before it); nothing for a value it did not read.
+std::optional<size_t> offsetOf(const toml::value& v) {
+  const auto* region = dynamic_cast<const toml::detail::region*>(toml::detail::get_region(v));
+  if (region == nullptr) return std::nullopt;
+  return static_cast<size_t>(region->first() - region->begin());
+}
+
 }  // namespace
 
 }  // namespace iommud::config::detail
@@ -275,18 +283,20 @@ void Checker::finish() {
 
 SourceLoc Checker::loc(const toml::value& v) const {
   if (full()) return SourceLoc{file_, 0, 0};
-  auto l = v.location();
-  return SourceLoc{file_, static_cast<int>(l.line()), static_cast<int>(l.column())};
+  auto offset = offsetOf(v);
+  if (!offset) return SourceLoc{file_, 1, 1};
+  auto at = lines_.at(*offset);
+  return SourceLoc{file_, at.line, at.column};
 }
 
 SourceLoc Checker::keyLoc(const toml::value& v, const std::string& key) const {
-  if (full()) return SourceLoc{file_, 0, 0};
-  auto l = v.location();
   SourceLoc at = loc(v);
-  const auto& text = l.line_str();
-  auto pos = l.column() > 1 ? text.rfind(key, l.column() - 1) : std::string::npos;
-  if (pos == std::string::npos) pos = text.find(key);
-  if (pos != std::string::npos) at.column = static_cast<int>(pos) + 1;
+  auto offset = offsetOf(v);
+  if (at.line == 0 || !offset) return at;
+  auto text = lines_.lineOf(*offset);
+  auto pos = at.column > 1 ? text.rfind(key, static_cast<size_t>(at.column) - 1) : std::string_view::npos;
+  if (pos == std::string_view::npos) pos = text.find(key);
+  if (pos != std::string_view::npos) at.column = static_cast<int>(pos) + 1;
   return at;
 }
 

@@ -12,6 +12,7 @@
 #include <toml.hpp>
 #include <vector>
 
+#include "config/line_index.hpp"
 #include "config/policy_loader.hpp"
 #include "core/result.hpp"
 
@@ -40,7 +41,9 @@ std::string joinNames(const std::vector<std::string_view>& names);
 /// run lists every mistake. Parsers of a kind of file derive from it.
 class Checker {
  public:
-  Checker(const std::string& file, std::vector<Diagnostic>& out) : file_(file), out_(out) {}
+  /// `text` is what toml11 parsed: the values' positions are offsets into it.
+  Checker(const std::string& file, std::string_view text, std::vector<Diagnostic>& out)
+      : file_(file), lines_(text), out_(out) {}
 
   /// Sorts the diagnostics by position (they are found in toml11's table order) and says how
   /// many did not fit in the report.
@@ -49,8 +52,7 @@ class Checker {
  protected:
   using Handler = std::function<void(const std::string&, const toml::value&)>;
 
-  // Locating a value costs toml11 a count of the lines before it; once the report is full,
-  // nothing more is located.
+  // Once the report is full, nothing more is located.
   [[nodiscard]] bool full() const { return out_.size() >= kMaxDiagnostics; }
   [[nodiscard]] core::SourceLoc loc(const toml::value& v) const;
   // toml11 keeps no location for keys; find the key on the value's line, left of the value.
@@ -69,8 +71,7 @@ class Checker {
   [[nodiscard]] size_t errorCount() const { return errors_; }
 
   // Calls `handle` for each key of a table; unknown keys are errors that list what is allowed
-  // there. Not in file order: toml11 computes a location by counting lines from the start of
-  // the file, which is too slow to sort by; finish() sorts the diagnostics instead.
+  // there. Not in file order (toml11's tables are hashed): finish() sorts the diagnostics.
   void forEachKey(const toml::value& table, const std::string& where, const std::vector<std::string_view>& allowed,
                   const Handler& handle);
 
@@ -90,6 +91,7 @@ class Checker {
 
  private:
   const std::string& file_;
+  LineIndex lines_;
   std::vector<Diagnostic>& out_;
   size_t errors_ = 0;
   size_t dropped_ = 0;
@@ -103,7 +105,7 @@ void parseWith(std::string_view text, const std::string& fileName, const TextRul
                std::vector<Diagnostic>& out) {
   auto top = parseToml(text, fileName, rules, out);
   if (!top) return;
-  Parser parser(fileName, out);
+  Parser parser(fileName, text, out);
   parser.parseTop(*top, result);
   parser.finish();
 }

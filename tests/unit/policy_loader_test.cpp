@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "config/line_index.hpp"
 #include "unit/golden.hpp"
 
 using namespace iommud;
@@ -113,6 +114,31 @@ TEST(PolicyLoader, AcceptsNestingUpToTheLimitAndIgnoresBracketsInStringsAndComme
       rule("strings") + "# " + brackets + "\n[rule.match]\nname = \"" + brackets + "\"\ndriver = '" + brackets + "'\n",
       "strings.toml");
   EXPECT_TRUE(strings.diagnostics.empty()) << lines(strings.diagnostics)[0];
+}
+
+// Issue 28: a value is located by a search in an index of the lines, not by counting the lines
+// before it, so the work grows as the file does. Counted, not timed.
+TEST(PolicyLoader, LocatingValuesGrowsLinearlyWithTheFile) {
+  auto work = [](const std::string& text) {
+    size_t before = config::detail::LineIndex::work();
+    auto parsed = config::parsePolicyText(text, "large.toml");
+    EXPECT_FALSE(parsed.rules.empty() && parsed.diagnostics.empty());
+    return config::detail::LineIndex::work() - before;
+  };
+  // Many rules, each located twice (the rule, its domain).
+  auto rules = [](int n) {
+    std::string s;
+    for (int i = 0; i < n; ++i) s += rule("r" + std::to_string(i)) + "\n";
+    return s;
+  };
+  EXPECT_LE(work(rules(400)), work(rules(200)) * 21 / 10);
+  // Unknown keys on long lines, each located on its line: the diagnostics stop at 100.
+  auto unknown = [](int n) {
+    std::string s = rule("r") + "[rule.match]\n";
+    for (int i = 0; i < n; ++i) s += "k" + std::to_string(i) + " = \"" + std::string(200, 'x') + "\"\n";
+    return s;
+  };
+  EXPECT_LE(work(unknown(200)), work(unknown(100)) * 21 / 10);
 }
 
 TEST(PolicyLoader, ConvertsAValidRuleCompletely) {
