@@ -3,9 +3,9 @@
 // time beside its ratio to the same shape's 1 KiB file: linear parsing keeps the ratio near the
 // ratio of the sizes (256 at the limit), a quadratic one near its square.
 //
-// The shapes are what a large file can be made of: one long array on one line, one inline table
-// of many keys on one line, many tables, many rules, one long string, and arrays nested 16 deep
-// (the limit). Some are not valid policies (unknown keys, arrays where integers belong): their
+// The shapes are what a large file can be made of: one long array on one line, lines of as many
+// inline tables as a line may hold, many tables, many rules, one long string, and arrays nested
+// 16 deep (the limit). The last is not a valid policy (arrays where integers belong): its
 // diagnostics are part of what is timed, as `iommuctl check` and a reload pay for them.
 //
 // Usage: bench_parse [--max-kib=N] [--min-ms=X] [--shape=NAME] [--dump=NAME:KIB]
@@ -56,10 +56,11 @@ std::vector<Shape> shapes() {
   return {
       {"array", "one array of integers on one line",
        [](size_t size) { return fill(kHead + "vendor = [1", size, "]\n", [](size_t) { return std::string(",1"); }); }},
-      {"inline-table", "one inline table of many (unknown) keys on one line",
+      {"inline-tables", "lines of 64 inline tables (the most keys one line may hold)",
        [](size_t size) {
-         return fill(kRule + "match = { k = 1", size, " }\n",
-                     [](size_t i) { return ", k" + std::to_string(i) + " = 1"; });
+         return fill(kRule + "unless = [\n", size, "]\n[rule.match]\nkind = \"nic\"\n", [](size_t i) {
+           return "{ name = \"eth" + std::to_string(i) + "\" }," + (i % config::kMaxKeysPerLine == 63 ? "\n" : " ");
+         });
        }},
       {"tables", "one rule with many [[rule.unless]] tables",
        [](size_t size) {

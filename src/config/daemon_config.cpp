@@ -36,7 +36,7 @@ bool hasControlCharacters(const std::string& s) {
 }
 
 // The file is a handful of lines; nothing in it nests deeper than an array.
-constexpr detail::TextRules kConfigText{kMaxConfigBytes, 8, "configuration files",
+constexpr detail::TextRules kConfigText{kMaxConfigBytes, 8, kMaxKeysPerLine, "configuration files",
                                         "the configuration never needs that"};
 
 // Validates iommud.conf. A table ([prometheus], [nfd]) is one more top-level key whose handler

@@ -45,7 +45,8 @@ namespace {
 using detail::joinNames;
 using detail::typeName;
 
-constexpr detail::TextRules kPolicyText{kMaxPolicyBytes, kMaxPolicyNesting, "policy files", "policies never need that"};
+constexpr detail::TextRules kPolicyText{kMaxPolicyBytes, kMaxPolicyNesting, kMaxKeysPerLine, "policy files",
+                                        "policies never need that"};
 
 // Validates one policy file. Every check reports and goes on, so one run lists every mistake.
 class FileParser : public detail::Checker {

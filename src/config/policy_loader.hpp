@@ -37,11 +37,15 @@ struct ParsedFile {
   std::vector<Diagnostic> diagnostics;
 };
 
-/// Largest policy file accepted (toml11 3.7 parses in worse than linear time: 1 MiB of keys
-/// takes it seconds), and deepest nesting of arrays, inline tables and dotted keys (it recurses
-/// without limit, so a small file of nested brackets would overflow the stack).
+/// Largest policy file accepted, and deepest nesting of arrays, inline tables and dotted keys
+/// (toml11 3.7 recurses without limit, so a small file of nested brackets would overflow the
+/// stack).
 inline constexpr size_t kMaxPolicyBytes = 256U << 10U;
 inline constexpr int kMaxPolicyNesting = 16;
+/// Most keys on one line (inline tables), in policies and iommud.conf: toml11 3.7 copies the
+/// whole line for each bare key it reads, so many keys on one long line cost the square of its
+/// length; with this limit a file's parse is linear in its size.
+inline constexpr int kMaxKeysPerLine = 64;
 /// Rules (or overrides) in one file, and diagnostics reported for one file.
 inline constexpr size_t kMaxEntriesPerFile = 1000;
 inline constexpr size_t kMaxDiagnostics = 100;

@@ -36,12 +36,14 @@ size_t utf8Length(std::string_view text, size_t i) {
 }
 
 // What toml11 3.7 must never see: bytes that are not UTF-8 or are control characters (its
-// UTF-8 paths assert and throw from deep inside), and nesting deeper than rules.maxNesting of
-// '[', '{' or dotted keys outside strings and comments (it recurses without limit). One pass;
+// UTF-8 paths assert and throw from deep inside), nesting deeper than rules.maxNesting of
+// '[', '{' or dotted keys outside strings and comments (it recurses without limit), and more
+// than rules.maxKeysPerLine keys ('=') on one line (it copies the line for each key). One pass;
 // the first problem is returned with its 1-based line and column.
 std::optional<Diagnostic> precheck(std::string_view text, const std::string& file, const TextRules& rules) {
   int depth = 0;
   int dots = 0;
+  int keys = 0;
   int line = 1;
   int col = 0;
   auto at = [&](std::string message) {
@@ -72,6 +74,7 @@ std::optional<Diagnostic> precheck(std::string_view text, const std::string& fil
       ++line;
       col = 0;
       dots = 0;
+      keys = 0;
       if (in == In::Comment || in == In::Basic || in == In::Literal) in = In::Code;
       continue;
     }
@@ -125,6 +128,9 @@ std::optional<Diagnostic> precheck(std::string_view text, const std::string& fil
       }
     } else if (c == ']' || c == '}') {
       depth = std::max(0, depth - 1);
+    } else if (c == '=' && ++keys > rules.maxKeysPerLine) {
+      return at("more than " + std::to_string(rules.maxKeysPerLine) + " keys on one line (inline tables); " +
+                std::string(rules.neverNeeds));
     }
   }
   return std::nullopt;

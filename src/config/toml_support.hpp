@@ -18,16 +18,17 @@
 
 namespace iommud::config::detail {
 
-/// What a kind of file is called in the messages of the pre-checks, and how large and deeply
-/// nested it may be.
+/// What a kind of file is called in the messages of the pre-checks, how large and deeply nested
+/// it may be, and how many keys one line may hold.
 struct TextRules {
   size_t maxBytes = 0;
   int maxNesting = 0;
+  int maxKeysPerLine = 0;
   std::string_view files;       // "policy files": "...; policy files are UTF-8 text"
   std::string_view neverNeeds;  // "policies never need that", after the nesting limit
 };
 
-/// Size, UTF-8, control characters and nesting, then toml11. The document, or nothing and the
+/// Size, UTF-8, control characters, nesting and keys per line, then toml11. The document, or nothing and the
 /// one error (a syntax error located at the place toml11 gave up) appended to `out`.
 std::optional<toml::value> parseToml(std::string_view text, const std::string& fileName, const TextRules& rules,
                                      std::vector<Diagnostic>& out);

@@ -116,6 +116,28 @@ TEST(PolicyLoader, AcceptsNestingUpToTheLimitAndIgnoresBracketsInStringsAndComme
   EXPECT_TRUE(strings.diagnostics.empty()) << lines(strings.diagnostics)[0];
 }
 
+TEST(PolicyLoader, RefusesMoreKeysOnOneLineThanTheLimit) {
+  // "x = [{a = 1}, ...]": the key x and one per inline table.
+  auto line = [](int keys) {
+    std::string s = "x = [";
+    for (int i = 1; i < keys; ++i) s += "{a = 1}, ";
+    return s + "]\n";
+  };
+  auto atLimit = config::parsePolicyText(line(config::kMaxKeysPerLine), "ok.toml");
+  ASSERT_EQ(atLimit.diagnostics.size(), 1U);
+  EXPECT_NE(atLimit.diagnostics[0].message.find("unknown key 'x'"), std::string::npos);
+  // The same keys on two lines are no problem either.
+  auto twoLines =
+      config::parsePolicyText("# 1\n" + line(config::kMaxKeysPerLine) + "y = [{a = 1}, {a = 1}]\n", "ok.toml");
+  EXPECT_EQ(twoLines.diagnostics.size(), 2U);
+  auto over = config::parsePolicyText("# 1\n" + line(config::kMaxKeysPerLine + 1), "wide.toml");
+  ASSERT_EQ(over.diagnostics.size(), 1U);
+  // At the '=' of the key past the limit.
+  EXPECT_EQ(over.diagnostics[0].str(), "wide.toml:2:" + std::to_string(6 + 9 * (config::kMaxKeysPerLine - 1) + 3) +
+                                           ": error: more than 64 keys on one line (inline tables); policies never "
+                                           "need that");
+}
+
 // Issue 28: a value is located by a search in an index of the lines, not by counting the lines
 // before it, so the work grows as the file does. Counted, not timed.
 TEST(PolicyLoader, LocatingValuesGrowsLinearlyWithTheFile) {
