@@ -14,6 +14,10 @@ namespace {
 
 using namespace core;  // NOLINT(google-build-using-namespace): this file fills the core model
 
+// The routing tables are the one file that grows with the host's job: a router holding a full
+// Internet table has a million IPv4 routes, 128 bytes a line in /proc/net/route.
+constexpr size_t kRouteReadLimit = size_t{512} << 20U;
+
 class Reader {
  public:
   explicit Reader(const Root& root) : root_(root) {}
@@ -90,9 +94,9 @@ class Reader {
  private:
   std::string displayRoot() const { return root_.isLive() ? "/" : root_.prefix(); }
 
-  // An optional file: absent is normal, unreadable is reported.
-  std::optional<std::string> optional(std::string_view path) {
-    auto r = root_.readFile(path);
+  // An optional file: absent is normal, unreadable (or refused as unsafe to read) is reported.
+  std::optional<std::string> optional(std::string_view path, size_t limit = kReadLimit) {
+    auto r = root_.readFile(path, limit);
     if (r) return std::move(r).value();
     noteUnreadable(r.error());
     return std::nullopt;
@@ -104,7 +108,7 @@ class Reader {
     return std::nullopt;
   }
   void noteUnreadable(const Error& e) {
-    if (e.code == EACCES || e.code == EPERM) host_.unreadable.push_back({e.path, e.message});
+    if (e.code == EACCES || isRefusal(e)) host_.unreadable.push_back({e.path, e.message});
   }
 
   void readKernel() {
@@ -324,8 +328,8 @@ class Reader {
       auto* dev = host_.device(core::pciFunctionOf(base));
       if (dev == nullptr) continue;
       if (!routed) {
-        routed = parseRouteInterfaces(optional("/proc/net/route").value_or(""),
-                                      optional("/proc/net/ipv6_route").value_or(""));
+        routed = parseRouteInterfaces(optional("/proc/net/route", kRouteReadLimit).value_or(""),
+                                      optional("/proc/net/ipv6_route", kRouteReadLimit).value_or(""));
         addressed = parseGlobalInet6Interfaces(optional("/proc/net/if_inet6").value_or(""));
       }
       NetDev nd;

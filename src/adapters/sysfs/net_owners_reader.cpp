@@ -68,7 +68,8 @@ class SourceReader {
       out_.unreadable.push_back({path, "larger than 1 MiB, not read"});
       return std::nullopt;
     }
-    auto r = root_.readFile(path);
+    auto r =
+        root_.readFile(path, static_cast<size_t>(kMaxFileSize));  // a procfs file reports size 0 (docs/kernel.md §13)
     if (r) return std::move(r).value();
     if (r.error().code != ENOENT) unreadable(path, r.error());
     return std::nullopt;

@@ -23,41 +23,54 @@ std::string Root::hostPath(std::string_view path) const {
   return prefix_ + std::string(path);
 }
 
-Result<std::string> Root::readFile(std::string_view path) const {
-  std::string full = hostPath(path);
-  int fd = ::open(full.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return errnoError(errno, full);
-  std::string out;
-  std::array<char, 4096> buf;  // NOLINT(cppcoreguidelines-pro-type-member-init): filled by the syscall
-  for (;;) {
-    ssize_t n = ::read(fd, buf.data(), buf.size());
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      int err = errno;
-      ::close(fd);
-      return errnoError(err, full);
-    }
-    if (n == 0) break;
-    out.append(buf.data(), static_cast<size_t>(n));
-    // A sysfs attribute is at most one page and arrives in one read; don't pay a second syscall.
-    if (static_cast<size_t>(n) < buf.size() && path.starts_with("/sys/")) break;
+Result<Fd> Root::open(std::string_view path, int flags) const {
+  if (isLive()) {
+    Fd fd(::open(std::string(path).c_str(), flags | O_CLOEXEC));
+    if (fd.get() < 0) return errnoError(errno, std::string(path));
+    return fd;
   }
-  ::close(fd);
-  if (recorder_ != nullptr) recorder_->add({Capture::Kind::File, std::string(path), out});
+  // Opened for each call, as the path was before: a Root is a value and its directory may be
+  // replaced between two reads (a test's tree, an unpacked snapshot).
+  Fd root(::open(prefix_.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+  if (root.get() < 0) return errnoError(errno, hostPath(path));
+  auto fd = openInRoot(root.get(), path, flags);
+  if (!fd) return Error{fd.error().code, hostPath(path), fd.error().message};
+  return fd;
+}
+
+Result<std::string> Root::readFile(std::string_view path, size_t limit) const {
+  if (!isLive()) {
+    // A tree unpacked by root can hold device nodes, whose open alone runs a driver (a watchdog
+    // starts counting): look before opening for reading. /sys and /proc of the live host hold none.
+    auto look = open(path, O_PATH);
+    if (!look) return look.error();
+    if (auto regular = checkRegular(look->get(), hostPath(path)); !regular) return regular.error();
+  }
+  auto fd = open(path, kReadFlags);
+  if (!fd) return fd.error();
+  // A sysfs attribute is at most one page and arrives in one read; don't pay a second syscall.
+  auto out = readRegularFile(fd->get(), hostPath(path), limit, path.starts_with("/sys/"));
+  if (out && recorder_ != nullptr) recorder_->add({Capture::Kind::File, std::string(path), *out});
   return out;
 }
 
 Result<unsigned> Root::fileMode(std::string_view path) const {
-  std::string full = hostPath(path);
+  auto fd = open(path, O_PATH);
   struct stat st {};
-  if (::stat(full.c_str(), &st) != 0) return errnoError(errno, full);
+  if (!fd) return fd.error();
+  if (::fstat(fd->get(), &st) != 0) return errnoError(errno, hostPath(path));
   return static_cast<unsigned>(st.st_mode & 07777);
 }
 
 Result<std::string> Root::readLink(std::string_view path) const {
   std::string full = hostPath(path);
+  const size_t slash = path.rfind('/');
+  const std::string dir(slash == std::string_view::npos || slash == 0 ? "/" : path.substr(0, slash));
+  const std::string name(slash == std::string_view::npos ? path : path.substr(slash + 1));
+  auto parent = open(dir, O_PATH | O_DIRECTORY);
+  if (!parent) return Error{parent.error().code, full, parent.error().message};
   std::array<char, 4096> buf;  // NOLINT(cppcoreguidelines-pro-type-member-init): filled by the syscall
-  ssize_t n = ::readlink(full.c_str(), buf.data(), buf.size() - 1);
+  ssize_t n = ::readlinkat(parent->get(), name.c_str(), buf.data(), buf.size() - 1);
   if (n < 0) return errnoError(errno, full);
   std::string target(buf.data(), static_cast<size_t>(n));
   if (recorder_ != nullptr) recorder_->add({Capture::Kind::Link, std::string(path), target});
@@ -65,9 +78,11 @@ Result<std::string> Root::readLink(std::string_view path) const {
 }
 
 Result<std::vector<std::string>> Root::listDir(std::string_view path) const {
-  std::string full = hostPath(path);
-  DIR* dir = ::opendir(full.c_str());
-  if (dir == nullptr) return errnoError(errno, full);
+  auto fd = open(path, O_RDONLY | O_DIRECTORY | O_NONBLOCK);
+  if (!fd) return fd.error();
+  DIR* dir = ::fdopendir(fd->get());
+  if (dir == nullptr) return errnoError(errno, hostPath(path));
+  (void)fd->release();  // closedir closes it now
   std::vector<std::string> names;
   while (const dirent* e = ::readdir(dir)) {
     if (std::strcmp(e->d_name, ".") == 0 || std::strcmp(e->d_name, "..") == 0) continue;

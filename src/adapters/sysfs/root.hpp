@@ -4,6 +4,7 @@
 #include <string_view>
 #include <vector>
 
+#include "adapters/sysfs/contained_read.hpp"
 #include "core/result.hpp"
 
 namespace iommud::adapters::sysfs {
@@ -28,14 +29,21 @@ class Recorder {
   std::vector<Capture> captures_;
 };
 
+/// The most a whole-file read takes unless its caller says otherwise: above every file the readers
+/// read on a big host (a mountinfo of 10,000 mounts is 2 MB, an ACPI DMAR or IVRS table some KB,
+/// a kernel config 300 KB), far below what would exhaust memory.
+inline constexpr size_t kReadLimit = size_t{16} << 20U;
+
 /// The filesystem root every reader works under: "/" on the live host, a directory holding a
-/// captured or synthetic host otherwise. Paths given to it are absolute host paths.
+/// captured or synthetic host otherwise. Paths given to it are absolute host paths, resolved
+/// inside the root (a link or ".." never leaves it, docs/kernel.md §13).
 class Root {
  public:
   explicit Root(std::string prefix = "/", Recorder* recorder = nullptr);
 
-  /// Reads a whole (small) file. sysfs files read in one go; larger ones are read in chunks.
-  [[nodiscard]] Result<std::string> readFile(std::string_view path) const;
+  /// Reads a whole regular file of at most `limit` bytes; a FIFO, a device or a larger file is
+  /// refused (EPERM, EFBIG: isRefusal). sysfs files read in one go; larger ones in chunks.
+  [[nodiscard]] Result<std::string> readFile(std::string_view path, size_t limit = kReadLimit) const;
   /// The target of a symbolic link, as stored (usually relative).
   [[nodiscard]] Result<std::string> readLink(std::string_view path) const;
   /// The entries of a directory, sorted, without "." and "..".
@@ -50,6 +58,9 @@ class Root {
   [[nodiscard]] bool isLive() const { return prefix_.empty(); }
 
  private:
+  // Opens a host path inside the root; an error names the path on this machine.
+  [[nodiscard]] Result<Fd> open(std::string_view path, int flags) const;
+
   std::string prefix_;  // without trailing slash; empty for "/"
   Recorder* recorder_;
 };

@@ -242,7 +242,8 @@ core::Result<SnapshotSummary> takeSnapshot(const std::string& root, const std::s
   entries.push_back(TarEntry{
       TarEntry::Kind::File, "SNAPSHOT",
       fmt::format("iommud snapshot\nredacted: {}\nrelease: {}\n", redact ? "yes" : "no", host->kernel.release), 0644});
-  auto written = adapters::state::writeFileAtomic(out, adapters::snapshot::encodeTar(entries, mtime));
+  // 0600: the tar holds what the host let root read (DMAR tables, serials unless redacted).
+  auto written = adapters::state::writeFileAtomic(out, adapters::snapshot::encodeTar(entries, mtime), 0600);
   if (!written) return written.error();
   return summary;
 }

@@ -1,0 +1,165 @@
+#include "adapters/sysfs/contained_read.hpp"
+
+#include <linux/openat2.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <array>
+#include <atomic>
+#include <cerrno>
+#include <vector>
+
+namespace iommud::adapters::sysfs {
+
+using core::errnoError;
+using core::Error;
+
+Fd& Fd::operator=(Fd&& o) noexcept {
+  if (this != &o) {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = o.fd_;
+    o.fd_ = -1;
+  }
+  return *this;
+}
+
+Fd::~Fd() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+namespace {
+
+constexpr int kMaxLinks = 40;  // the kernel's MAXSYMLINKS
+
+// Set once openat2 is known to be missing (ENOSYS before Linux 5.6) or filtered (EPERM from a
+// container's seccomp profile older than the call): the walk does the work from then on.
+std::atomic<bool> noOpenat2{false};
+
+// Adds the components of `path` to the walk's stack, the first one on top.
+void pushComponents(std::vector<std::string>& todo, std::string_view path) {
+  std::vector<std::string> parts;
+  size_t i = 0;
+  while (i <= path.size()) {
+    size_t j = path.find('/', i);
+    if (j == std::string_view::npos) j = path.size();
+    if (j > i) parts.emplace_back(path.substr(i, j - i));
+    i = j + 1;
+  }
+  todo.insert(todo.end(), parts.rbegin(), parts.rend());
+}
+
+// RESOLVE_IN_ROOT done in user space: each component opened with O_NOFOLLOW beside the
+// directories held so far, so that ".." pops to a held directory (never above the first) and a
+// link's target is pushed back as components, from the root when it is absolute.
+core::Result<Fd> walk(int rootFd, std::string_view path, int flags) {
+  std::vector<Fd> dirs;
+  dirs.emplace_back(::openat(rootFd, ".", O_PATH | O_DIRECTORY | O_CLOEXEC));
+  if (dirs.back().get() < 0) return errnoError(errno, "");
+  std::vector<std::string> todo;
+  pushComponents(todo, path);
+  int links = 0;
+  while (!todo.empty()) {
+    std::string name = std::move(todo.back());
+    todo.pop_back();
+    if (name == ".") continue;
+    if (name == "..") {
+      if (dirs.size() > 1) dirs.pop_back();
+      continue;
+    }
+    Fd next(::openat(dirs.back().get(), name.c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC));
+    struct stat st {};
+    if (next.get() < 0 || ::fstat(next.get(), &st) != 0) return errnoError(errno, "");
+    if (S_ISLNK(st.st_mode)) {
+      if (++links > kMaxLinks) return errnoError(ELOOP, "");
+      std::array<char, 4096> target;  // NOLINT(cppcoreguidelines-pro-type-member-init): filled by the syscall
+      ssize_t n = ::readlinkat(next.get(), "", target.data(), target.size());
+      if (n < 0) return errnoError(errno, "");
+      if (target[0] == '/') dirs.resize(1);
+      pushComponents(todo, std::string_view(target.data(), static_cast<size_t>(n)));
+      continue;
+    }
+    if (todo.empty()) {
+      // The last component; a link swapped in since the fstat above fails with ELOOP.
+      Fd fd(::openat(dirs.back().get(), name.c_str(), flags | O_NOFOLLOW | O_CLOEXEC));
+      if (fd.get() < 0) return errnoError(errno, "");
+      return fd;
+    }
+    if (!S_ISDIR(st.st_mode)) return errnoError(ENOTDIR, "");
+    dirs.push_back(std::move(next));
+  }
+  Fd fd(::openat(dirs.back().get(), ".", flags | O_CLOEXEC));
+  if (fd.get() < 0) return errnoError(errno, "");
+  return fd;
+}
+
+const char* kindOf(mode_t mode) {
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISSOCK(mode)) return "a socket";
+  return "not a regular file";
+}
+
+}  // namespace
+
+core::Result<Fd> openInRoot(int rootFd, std::string_view path, int flags, Resolver resolver) {
+  if (resolver == Resolver::Kernel && !noOpenat2.load(std::memory_order_relaxed)) {
+    open_how how{};
+    how.flags = static_cast<uint64_t>(flags | O_CLOEXEC);
+    how.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS;
+    const std::string p(path);
+    long fd = ::syscall(SYS_openat2, rootFd, p.c_str(), &how, sizeof how);
+    if (fd >= 0) return Fd(static_cast<int>(fd));
+    // EAGAIN: a rename or mount raced a ".." and the kernel could not vouch for the result
+    // (docs/kernel.md §13); the walk holds its directories open and has no such race.
+    if (errno == ENOSYS || errno == EPERM) {
+      noOpenat2.store(true, std::memory_order_relaxed);
+    } else if (errno != EAGAIN) {
+      return errnoError(errno, "");
+    }
+  }
+  return walk(rootFd, path, flags);
+}
+
+core::Result<core::Done> checkRegular(int fd, const std::string& path) {
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) return errnoError(errno, path);
+  if (S_ISDIR(st.st_mode)) return errnoError(EISDIR, path);  // what read(2) says of one
+  if (!S_ISREG(st.st_mode)) {
+    return Error{EPERM, path, std::string(kindOf(st.st_mode)) + ", not a regular file: refused"};
+  }
+  return core::Done{};
+}
+
+core::Result<std::string> readRegularFile(int fd, const std::string& path, size_t limit, bool oneRead) {
+  if (auto regular = checkRegular(fd, path); !regular) return regular.error();
+  std::string out;
+  std::array<char, 65536> buf;  // NOLINT(cppcoreguidelines-pro-type-member-init): filled by the syscall
+  for (;;) {
+    ssize_t n = ::read(fd, buf.data(), buf.size());
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return errnoError(errno, path);
+    }
+    if (n == 0) break;
+    if (out.size() + static_cast<size_t>(n) > limit) {
+      return Error{EFBIG, path, "more than " + std::to_string(limit) + " bytes: refused"};
+    }
+    out.append(buf.data(), static_cast<size_t>(n));
+    if (oneRead && static_cast<size_t>(n) < buf.size()) break;
+  }
+  return out;
+}
+
+core::Result<std::string> readBoundedFile(const std::string& path, size_t limit) {
+  Fd fd(::open(path.c_str(), kReadFlags));
+  if (fd.get() < 0) return errnoError(errno, path);
+  return readRegularFile(fd.get(), path, limit);
+}
+
+bool isRefusal(const core::Error& e) {
+  return e.code == EPERM || e.code == EFBIG || e.code == ELOOP || e.code == EXDEV;
+}
+
+}  // namespace iommud::adapters::sysfs
