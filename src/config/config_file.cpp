@@ -71,9 +71,16 @@ std::optional<Diagnostic> WriterCheck::judgeDirectory(const std::string& dir, st
 
 ConfigFileText readConfigFile(const std::string& path, size_t maxBytes, WriterCheck* check, std::string_view what) {
   ConfigFileText out;
-  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY));
-  if (fd.get() < 0) {
+  // O_NONBLOCK: a FIFO in its place opens at once, to be refused below, instead of hanging.
+  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK));
+  struct stat st {};
+  if (fd.get() < 0 || ::fstat(fd.get(), &st) != 0) {
     out.unreadable = core::errnoError(errno, path);
+    return out;
+  }
+  if (!S_ISREG(st.st_mode)) {
+    out.unreadable =
+        S_ISDIR(st.st_mode) ? core::errnoError(EISDIR, path) : core::Error{EPERM, path, "not a regular file: refused"};
     return out;
   }
   if (check != nullptr) {
@@ -83,11 +90,6 @@ ConfigFileText readConfigFile(const std::string& path, size_t maxBytes, WriterCh
     std::unique_ptr<char, decltype(&std::free)> real(::realpath(path.c_str(), nullptr), &std::free);
     if (real) {
       if (auto e = check->judgeDirectory(directoryOf(real.get()), dirWhat)) out.refusals.push_back(*e);
-    }
-    struct stat st {};
-    if (::fstat(fd.get(), &st) != 0) {
-      out.unreadable = core::errnoError(errno, path);
-      return out;
     }
     struct stat link {};
     bool symlink = real && ::lstat(path.c_str(), &link) == 0 && S_ISLNK(link.st_mode);

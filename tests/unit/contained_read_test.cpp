@@ -14,6 +14,7 @@
 #include "adapters/sysfs/host_reader.hpp"
 #include "adapters/sysfs/root.hpp"
 #include "app/snapshot.hpp"
+#include "config/daemon_config.hpp"
 #include "support/scenarios.hpp"
 #include "support/timeout_scale.hpp"
 
@@ -239,3 +240,14 @@ TEST_P(OpenInRoot, ResolvesLinksAndDotDotInsideTheRoot) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Resolvers, OpenInRoot, ::testing::Values(Resolver::Kernel, Resolver::Walk));
+
+TEST(ContainedRead, AFifoInPlaceOfTheConfigurationIsRefusedWithoutHanging) {
+  HostileTree t;
+  const fs::path conf = t.root() / "etc/iommud.conf";
+  ASSERT_EQ(::mkfifo(conf.c_str(), 0644), 0);
+  EXPECT_TRUE(endsAndHolds([&] {
+    auto loaded = config::loadDaemonConfig(conf.string());
+    return !loaded.ok() && !loaded.diagnostics.empty() &&
+           loaded.diagnostics.front().message.find("not a regular file") != std::string::npos;
+  }));
+}

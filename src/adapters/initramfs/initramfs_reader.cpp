@@ -13,6 +13,7 @@
 #include <tuple>
 #include <utility>
 
+#include "adapters/sysfs/contained_read.hpp"
 #include "core/initramfs.hpp"
 #include "core/text.hpp"
 
@@ -181,7 +182,12 @@ Result<std::string> run(const std::string& program, const std::string& image, co
 
 Result<std::string> listImage(const std::string& path, const ListOptions& options) {
   // Opening it first gives the plain reason (a 0600 image read by a user) instead of the lister's.
-  if (Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC)); fd.get() < 0) return core::errnoError(errno, path);
+  // Not regular (a FIFO, a device under --root): refused before a lister reads it without end.
+  {
+    Fd fd(::open(path.c_str(), sysfs::kReadFlags));
+    if (fd.get() < 0) return core::errnoError(errno, path);
+    if (auto regular = sysfs::checkRegular(fd.get(), path); !regular) return regular.error();
+  }
   std::string tried;
   for (const auto& program : options.listers) {
     bool notFound = false;

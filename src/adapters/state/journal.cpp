@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <charconv>
 
+#include "adapters/sysfs/contained_read.hpp"
 #include "core/text.hpp"
 
 namespace iommud::adapters::state {
@@ -119,10 +120,15 @@ Result<Done> Journal::append(std::string_view line) {
 }
 
 Result<std::optional<JournalRecord>> Journal::read() const {
-  int fd = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  // Under --root the journal is the tree's: a FIFO there opens at once (O_NONBLOCK) and is refused.
+  int fd = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY);
   if (fd < 0) {
     if (errno == ENOENT) return std::optional<JournalRecord>{};
     return core::errnoError(errno, path_);
+  }
+  if (auto regular = sysfs::checkRegular(fd, path_); !regular) {
+    ::close(fd);
+    return regular.error();
   }
   std::string text;
   char buf[4096];
