@@ -40,6 +40,25 @@ else
   exit 1
 fi
 
+# A hostile root: a link out of it, a link to a device, a FIFO. status reads none of them and ends
+# (timeout only bounds a failure: the old reader hung on the FIFO); the snapshot holds no byte
+# from outside the root and only root can read it.
+hostile="$work/hostile"
+mkdir -p "$hostile/proc/sys/kernel" "$hostile/sys/bus/pci/devices"
+echo 6.1.0-56-amd64 >"$hostile/proc/sys/kernel/osrelease"
+echo "OUTSIDE-SECRET" >"$work/outside"
+ln -s "$work/outside" "$hostile/proc/cmdline"
+ln -s /dev/zero "$hostile/proc/version"
+mkfifo "$hostile/proc/version_signature"
+timeout 60 "$iommuctl" --root "$hostile" status >"$work/hostile.txt" || fail "status on a hostile root exited $?"
+if grep -q OUTSIDE-SECRET "$work/hostile.txt"; then fail "status on a hostile root read a file outside it"; fi
+grep -q "$hostile/proc/version_signature: a FIFO, not a regular file: refused" "$work/hostile.txt" \
+  || fail "status on a hostile root does not name the refused FIFO: $(cat "$work/hostile.txt")"
+(umask 022 && timeout 60 "$iommuctl" --root "$hostile" snapshot --no-redact "$work/hostile.tar" >/dev/null) \
+  || fail "snapshot of a hostile root exited $?"
+[[ $(stat -c %a "$work/hostile.tar") == 600 ]] || fail "the snapshot is mode $(stat -c %a "$work/hostile.tar"), not 600"
+if grep -qa OUTSIDE-SECRET "$work/hostile.tar"; then fail "the snapshot holds a file from outside the root"; fi
+
 "$iommuctl" snapshot --no-redact "$work/snap.tar" >/dev/null || fail "snapshot exited $?"
 mkdir "$work/snap"
 tar -xf "$work/snap.tar" -C "$work/snap"
