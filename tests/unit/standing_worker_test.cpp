@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <systemd/sd-event.h>
 #include <unistd.h>
 
@@ -41,9 +42,24 @@ struct Loop {
   int run() { return sd_event_loop(event); }
 };
 
-// Replies "<pid>:<request>"; "die" kills the child mid-request, "big" replies 3 MiB.
+// In the child: its end of the worker's socket, the one socket whose peer is the parent.
+int workerSocket() {
+  for (int fd = 3; fd < 1024; ++fd) {
+    ucred peer{};
+    socklen_t size = sizeof peer;
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &peer, &size) == 0 && peer.pid == getppid()) return fd;
+  }
+  return -1;
+}
+
+// Replies "<pid>:<request>"; "die" kills the child mid-request, "big" replies 3 MiB, "exit" replies
+// and exits at once.
 std::string serve(std::string_view request) {
   if (request == "die") raise(SIGKILL);
+  if (request == "exit") {
+    (void)sd::writeMessage(workerSocket(), std::to_string(getpid()) + ":exit");
+    _exit(0);
+  }
   if (request == "big") return std::string(3 << 20, 'x') + "end";
   return std::to_string(getpid()) + ":" + std::string(request);
 }
@@ -65,6 +81,7 @@ struct Harness {
     };
     h.died = [this](const sd::StandingWorker::Death& d) {
       deaths.push_back(d);
+      if (d.reply) replies.push_back(*d.reply);
       next();
     };
     h.started = [this](pid_t pid) { started.push_back(pid); };
@@ -128,6 +145,27 @@ TEST(StandingWorker, AChildKilledMidRequestIsReportedInFlightAndTheNextSendForks
   EXPECT_NE(h.started[0], h.started[1]);
   EXPECT_EQ(h.replies,
             (std::vector<std::string>{std::to_string(h.started[0]) + ":a", std::to_string(h.started[1]) + ":b"}));
+}
+
+// The race of a child that dies right after its reply: the loop sees its reply, the end of its
+// socket and its death together, in whichever order sd-event takes them. The reply is handed on
+// only once the dead child is torn down, so the next request goes to a new child and is not taken
+// for one the dead child died in.
+TEST(StandingWorker, AReplyFromAChildThatExitsAtOnceIsHandedOnAndTheNextRequestGoesToANewChild) {
+  Harness h;
+  h.script = {"b"};
+  ASSERT_TRUE(h.worker->send("exit"));
+  ASSERT_EQ(h.started.size(), 1U);
+  siginfo_t si{};  // dead, and not reaped, before the loop looks at anything
+  ASSERT_EQ(waitid(P_PID, static_cast<id_t>(h.started[0]), &si, WEXITED | WNOWAIT), 0);
+  ASSERT_EQ(h.loop.run(), 0);
+  ASSERT_EQ(h.deaths.size(), 1U);
+  EXPECT_TRUE(h.deaths[0].exited);
+  EXPECT_EQ(h.deaths[0].status, 0);
+  EXPECT_FALSE(h.deaths[0].inFlight);
+  ASSERT_EQ(h.started.size(), 2U);
+  EXPECT_EQ(h.replies,
+            (std::vector<std::string>{std::to_string(h.started[0]) + ":exit", std::to_string(h.started[1]) + ":b"}));
 }
 
 TEST(StandingWorker, AnIdleChildKilledIsReportedNotInFlight) {

@@ -157,31 +157,43 @@ int StandingWorker::onChild(sd_event_source* /*s*/, const siginfo_t* si, void* s
   return 0;
 }
 
-void StandingWorker::drain() {
+bool StandingWorker::readSocket() {
   char buf[65536];
-  bool eof = false;
   for (;;) {
     ssize_t n = read(socket_.get(), buf, sizeof buf);
     if (n < 0 && errno == EINTR) continue;
-    if (n == 0) eof = true;
-    if (n <= 0) break;
+    if (n == 0) return true;
+    if (n < 0) return false;
     input_.append(buf, static_cast<size_t>(n));
   }
-  if (eof && socketSource_) (void)sd_event_source_set_enabled(socketSource_.get(), SD_EVENT_OFF);
+}
+
+std::optional<std::string> StandingWorker::takeReply() {
   uint64_t size = 0;
-  if (!busy_ || input_.size() < sizeof size) return;
+  if (!busy_ || input_.size() < sizeof size) return std::nullopt;
   std::memcpy(&size, input_.data(), sizeof size);
-  if (input_.size() - sizeof size < size) return;
+  if (input_.size() - sizeof size < size) return std::nullopt;
   std::string reply = input_.substr(sizeof size, size);
   input_.erase(0, sizeof size + size);
   busy_ = false;
+  return reply;
+}
+
+void StandingWorker::drain() {
+  if (readSocket()) {
+    // The end of the socket: the child is gone. Its reply, if whole, comes with its death, once it
+    // is torn down: handed on now, the next request would be sent to the dead child.
+    if (socketSource_) (void)sd_event_source_set_enabled(socketSource_.get(), SD_EVENT_OFF);
+    return;
+  }
   // The handler may send the next request.
-  handlers_.replied(std::move(reply));
+  if (auto reply = takeReply()) handlers_.replied(std::move(*reply));
 }
 
 void StandingWorker::ended(const siginfo_t& si) {
-  if (socket_.get() >= 0) drain();  // a reply written before it died is a reply
-  const Death death{si.si_code == CLD_EXITED, si.si_status, busy_};
+  if (socket_.get() >= 0) (void)readSocket();
+  auto reply = takeReply();  // a reply written before it died is a reply
+  Death death{si.si_code == CLD_EXITED, si.si_status, busy_, std::move(reply)};
   childSource_.reset();
   socketSource_.reset();
   socket_ = Fd();

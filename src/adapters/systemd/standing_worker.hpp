@@ -4,6 +4,7 @@
 
 #include <csignal>
 #include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -19,7 +20,8 @@ namespace iommud::adapters::systemd {
 /// sd-event loop: a piece of work costs a message each way, not a fork and an exit. The child runs
 /// `serve` on each request and sends back what it returns; the loop never waits on it. The child is
 /// forked at the first request (and again at the first after it died or was retired); its death
-/// is reported once, saying whether a request was in flight. It blocks SIGCHLD for the process
+/// is reported once, saying whether a request was in flight, with the reply it wrote before it
+/// died if any (never sent on to a child known dead). It blocks SIGCHLD for the process
 /// (sd-event watches children through a signalfd).
 ///
 /// Each message is a native-endian 64-bit length and that many bytes: both ends are one program.
@@ -31,6 +33,9 @@ class StandingWorker {
     bool exited = false;    // false: killed by a signal
     int status = 0;         // the exit code, or the signal
     bool inFlight = false;  // a request had no reply: its work may be half done
+    // The reply it wrote before it died, handed on here rather than to `replied`: the child is
+    // torn down by now, so what the handler sends goes to a new one, not to the dead one.
+    std::optional<std::string> reply;
   };
   struct Handlers {
     std::function<void()> atStart;             // in the child, once, before the first request
@@ -64,6 +69,8 @@ class StandingWorker {
   core::Result<core::Done> fork();
   static int onSocket(sd_event_source* s, int fd, uint32_t revents, void* self);
   static int onChild(sd_event_source* s, const siginfo_t* si, void* self);
+  bool readSocket();  // true at the end of the socket
+  std::optional<std::string> takeReply();
   void drain();
   void ended(const siginfo_t& si);
   void reset();

@@ -60,8 +60,13 @@ void WorkerSupervisor::died(const sd::StandingWorker::Death& d) {
       d.exited ? "exited with " + std::to_string(d.status) : "was killed by signal " + std::to_string(d.status);
   if (!d.inFlight) {
     (void)queue_.died(std::nullopt);
-    log_.error("the worker process " + how + " while idle; a new one starts with the next work");
-    hooks_.free();
+    log_.error("the worker process " + how + (d.reply ? " after its reply" : " while idle") +
+               "; a new one starts with the next work");
+    if (d.reply) {
+      replied(*d.reply);  // the work ended; the recovery goes first
+    } else {
+      hooks_.free();
+    }
     return;
   }
   const auto after = queue_.died(work_).value_or(After::Dropped);
