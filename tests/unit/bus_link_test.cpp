@@ -81,6 +81,19 @@ TEST(BusAccess, PolkitsAnswerIsReadAuthorizedFirst) {
   EXPECT_EQ(dbus::PolkitClient::answerOf(false, false).kind, Answer::NotAuthorized);
 }
 
+TEST(BusAccess, OneUserHoldsAFewOfPolkitsPlacesNotAll) {
+  EXPECT_EQ(dbus::polkitQuestionRefused(0, 0), std::nullopt);
+  EXPECT_EQ(dbus::polkitQuestionRefused(3, 3), std::nullopt);
+  EXPECT_EQ(dbus::polkitQuestionRefused(4, 4),
+            "4 calls of this user wait for polkit's answer already (an authentication agent may be asking for a "
+            "password); answer or cancel those first");
+  // Others' questions do not count against this user, up to the bound in all.
+  EXPECT_EQ(dbus::polkitQuestionRefused(dbus::kMaxPolkitQuestions - 1, 0), std::nullopt);
+  EXPECT_EQ(dbus::polkitQuestionRefused(dbus::kMaxPolkitQuestions, 0),
+            "too many calls wait for polkit's answer; try again later");
+  EXPECT_EQ(dbus::kMaxPolkitQuestionsPerUser, 4U);
+}
+
 TEST(BusLink, LossIsAWarningAndTheReturnANotice) {
   using LinkKind = dbus::BusLinkEvent::Kind;
   using iommud::adapters::systemd::Priority;

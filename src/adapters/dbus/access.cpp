@@ -20,6 +20,16 @@ const char* polkitAction(Guarded method) {
   return "?";
 }
 
+std::optional<std::string> polkitQuestionRefused(size_t waiting, size_t waitingForUser) {
+  if (waitingForUser >= kMaxPolkitQuestionsPerUser) {
+    return std::to_string(waitingForUser) +
+           " calls of this user wait for polkit's answer already (an authentication agent may be asking for a "
+           "password); answer or cancel those first";
+  }
+  if (waiting >= kMaxPolkitQuestions) return "too many calls wait for polkit's answer; try again later";
+  return std::nullopt;
+}
+
 AccessDecision accessFor(uid_t callerEuid) {
   if (callerEuid == 0) return {AccessDecision::Kind::Granted, {}};
   return {AccessDecision::Kind::AskPolkit, {}};

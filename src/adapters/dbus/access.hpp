@@ -2,6 +2,8 @@
 
 #include <sys/types.h>
 
+#include <cstddef>
+#include <optional>
 #include <string>
 
 namespace iommud::adapters::dbus {
@@ -35,6 +37,16 @@ struct AccessDecision {
   Kind kind = Kind::Denied;
   std::string message;  // for Denied: what the caller reads in org.freedesktop.DBus.Error.AccessDenied
 };
+
+/// How many polkit questions may wait at once. Each may wait for a person at an authentication
+/// agent (PolkitClient gives it 300 s), so there is a bound in all and a smaller one per caller:
+/// per uid, over all its connections (a bus name has one uid, so this bounds a bus name too), so
+/// that one user whose agent never answers cannot hold every place.
+constexpr size_t kMaxPolkitQuestions = 32;
+constexpr size_t kMaxPolkitQuestionsPerUser = 4;
+/// Why one more question cannot wait, given how many wait in all and for the caller's uid
+/// (nullopt: it can); the caller reads it in org.freedesktop.DBus.Error.LimitsExceeded.
+std::optional<std::string> polkitQuestionRefused(size_t waiting, size_t waitingForUser);
 
 /// The first step, before any bus traffic: root is granted, anyone else goes to polkit.
 AccessDecision accessFor(uid_t callerEuid);

@@ -104,8 +104,7 @@ const ManagerService::Handlers& handlersOf(void* userdata) {
 int callerEuid(sd_bus_message* m, uid_t* uid) {
   sd_bus_creds* creds = nullptr;
   // On a bus connection sd-bus asks the bus (GetConnectionUnixUser): the uid the caller had when it
-  // connected, which the caller cannot forge. One round trip to the bus, which only root can cause
-  // under the shipped bus policy.
+  // connected, which the caller cannot forge. One round trip to the bus, for a guarded call only.
   int r = sd_bus_query_sender_creds(m, SD_BUS_CREDS_EUID, &creds);
   if (r >= 0) r = sd_bus_creds_get_euid(creds, uid);
   sd_bus_creds_unref(creds);
@@ -404,19 +403,17 @@ void ManagerService::authorize(sd_bus_message* m, Guarded method, std::function<
       call->replyError(SD_BUS_ERROR_ACCESS_DENIED, decision.message);
     }
   };
-  // Each question waits for polkit, which may wait for a person: a bound, so that callers cannot
-  // pile them up.
-  constexpr size_t kMaxQuestions = 32;
-  if (polkit_.inFlight() >= kMaxQuestions) {
-    call->replyError(SD_BUS_ERROR_LIMITS_EXCEEDED, "too many calls wait for polkit's answer; try again later");
+  // Each question waits for polkit, which may wait for a person: bounded, in all and per user.
+  if (auto refused = polkitQuestionRefused(polkit_.inFlight(), polkit_.inFlightFor(uid))) {
+    call->replyError(SD_BUS_ERROR_LIMITS_EXCEEDED, *refused);
     return;
   }
   if (sender == nullptr || conn_ == nullptr) {
     decide({PolkitAnswer::Kind::Unavailable, "the caller has no bus name"});
     return;
   }
-  polkit_.check(conn_->bus, sender, polkitAction(method), sd_bus_message_get_allow_interactive_authorization(m) > 0,
-                decide);
+  polkit_.check(conn_->bus, sender, uid, polkitAction(method),
+                sd_bus_message_get_allow_interactive_authorization(m) > 0, decide);
 }
 
 int ManagerService::fd() const {

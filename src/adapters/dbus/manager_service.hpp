@@ -55,7 +55,7 @@ struct BusLinkEvent {
 
 /// org.iommud1.Manager on the system bus: properties from the daemon's views, methods handed to the
 /// daemon as PendingCalls. Apply, Revert and Reload are for root and for callers polkit authorises
-/// (access.hpp; the shipped bus policy lets only root send them, this check holds on any bus).
+/// (access.hpp; the shipped bus policy lets anyone send them, so this check is the one that holds).
 /// When the bus goes away, the service reconnects with exponential backoff on its own and takes
 /// the name again; the daemon goes on meanwhile.
 class ManagerService {

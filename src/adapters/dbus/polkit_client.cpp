@@ -67,7 +67,14 @@ PolkitAnswer PolkitClient::answerOf(bool authorized, bool challenge) {
   return {PolkitAnswer::Kind::NotAuthorized, {}};
 }
 
-void PolkitClient::check(sd_bus* bus, const std::string& sender, const char* action, bool interactive, Done done) {
+size_t PolkitClient::inFlightFor(uid_t uid) const {
+  size_t n = 0;
+  for (const auto& [_, q] : waiting_) n += q.uid == uid ? 1 : 0;
+  return n;
+}
+
+void PolkitClient::check(sd_bus* bus, const std::string& sender, uid_t uid, const char* action, bool interactive,
+                         Done done) {
   auto unavailable = [](int r) { return PolkitAnswer{PolkitAnswer::Kind::Unavailable, std::strerror(-r)}; };
   sd_bus_message* m = nullptr;
   int r = buildQuestion(bus, &m, sender, action, interactive);
@@ -88,13 +95,13 @@ void PolkitClient::check(sd_bus* bus, const std::string& sender, const char* act
   (void)ticket.release();
   (void)sd_bus_slot_set_floating(slot, 1);
   sd_bus_slot_unref(slot);
-  waiting_.emplace(id, std::move(done));
+  waiting_.emplace(id, Question{uid, std::move(done)});
 }
 
 void PolkitClient::answered(uint64_t id, PolkitAnswer answer) {
   auto it = waiting_.find(id);
   if (it == waiting_.end()) return;  // forgotten
-  Done done = std::move(it->second);
+  Done done = std::move(it->second.done);
   waiting_.erase(it);
   done(std::move(answer));
 }

@@ -1,5 +1,7 @@
 #pragma once
 
+#include <sys/types.h>
+
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -27,11 +29,14 @@ class PolkitClient {
   /// sent, polkitd is not there or does not answer within `timeoutUsec`), unless forget() comes
   /// first. `interactive`: the caller allowed interactive authorization, so polkit may ask an
   /// authentication agent.
-  void check(sd_bus* bus, const std::string& sender, const char* action, bool interactive, Done done);
+  /// `uid`: the caller's, for inFlightFor().
+  void check(sd_bus* bus, const std::string& sender, uid_t uid, const char* action, bool interactive, Done done);
 
   /// Forgets the questions in flight: their `done` never runs. Before their connection goes.
   void forget() { waiting_.clear(); }
   [[nodiscard]] size_t inFlight() const { return waiting_.size(); }
+  /// The questions in flight for callers with this uid.
+  [[nodiscard]] size_t inFlightFor(uid_t uid) const;
 
   /// An answer's body `(bba{ss})` read: is_authorized, is_challenge.
   static PolkitAnswer answerOf(bool authorized, bool challenge);
@@ -40,7 +45,11 @@ class PolkitClient {
   void answered(uint64_t id, PolkitAnswer answer);
 
  private:
-  std::map<uint64_t, Done> waiting_;
+  struct Question {
+    uid_t uid;
+    Done done;
+  };
+  std::map<uint64_t, Question> waiting_;
   uint64_t next_ = 0;
 };
 
