@@ -491,22 +491,21 @@ class PolkitApi(DaemonTestCase):
                       "org.iommud1.revert", r.stderr)
         self.assertEqual(self.host.group_type(PAIR), "identity")
 
-    def test_the_daemon_answers_while_polkit_thinks(self):
-        self.start_with_polkit()
-        # A monitor on the bus sees iommud's question go to polkitd, which is stopped: the
-        # question stays unanswered while the test asks iommud something else.
+    def stop_polkitd_and_count_questions(self) -> threading.Semaphore:
+        """polkitd stopped, and a monitor on the bus that counts iommud's questions to it: they stay
+        unanswered, as for an authentication agent that never answers, until polkitd goes on."""
         monitor = Gio.DBusConnection.new_for_address_sync(
             self.bus.address,
             Gio.DBusConnectionFlags.AUTHENTICATION_CLIENT | Gio.DBusConnectionFlags.MESSAGE_BUS_CONNECTION,
             None, None)
         self.addCleanup(monitor.close_sync, None)
-        asked = threading.Event()
+        asked = threading.Semaphore(0)
 
         def watch(_conn, message, incoming):
             if not incoming or message.get_message_type() != Gio.DBusMessageType.METHOD_CALL:
                 return message  # BecomeMonitor and its reply
             if message.get_member() == "CheckAuthorization":
-                asked.set()
+                asked.release()
             return None  # seen, not handled: a monitor that answered anything would be cut off
         monitor.add_filter(watch)
         monitor.call_sync("org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus.Monitoring",
@@ -515,17 +514,46 @@ class PolkitApi(DaemonTestCase):
                           None, Gio.DBusCallFlags.NONE, int(scaled(5000)), None)
         self.polkitd.proc.send_signal(signal.SIGSTOP)
         self.addCleanup(self.polkitd.proc.send_signal, signal.SIGCONT)
-        apply = subprocess.Popen(["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups",
-                                  "gdbus", "call", "--address", self.bus.address, "--dest", NAME,
-                                  "--object-path", PATH, "--method", f"{IFACE}.Apply", "true", ""],
-                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        self.assertTrue(asked.wait(scaled(30)), "iommud did not ask polkit")
+        return asked
+
+    def apply_as_nobody_in_background(self) -> subprocess.Popen:
+        return subprocess.Popen(["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups",
+                                 "gdbus", "call", "--address", self.bus.address, "--dest", NAME,
+                                 "--object-path", PATH, "--method", f"{IFACE}.Apply", "true", ""],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+    def assert_refused_once_polkit_goes_on(self, applies: list[subprocess.Popen]):
+        self.polkitd.proc.send_signal(signal.SIGCONT)
+        for apply in applies:
+            _, err = apply.communicate(timeout=scaled(60))
+            self.assertIn("AccessDenied: Apply changes the running system and needs root or the polkit "
+                          "authorization org.iommud1.apply", err)
+
+    def test_the_daemon_answers_while_polkit_thinks(self):
+        self.start_with_polkit()
+        asked = self.stop_polkitd_and_count_questions()
+        apply = self.apply_as_nobody_in_background()
+        self.assertTrue(asked.acquire(timeout=scaled(30)), "iommud did not ask polkit")
         self.assertEqual(self.bus.prop("State"), "running")  # answered while polkit's answer is owed
         self.assertIsNone(apply.poll())
-        self.polkitd.proc.send_signal(signal.SIGCONT)
-        _, err = apply.communicate(timeout=scaled(60))
-        self.assertIn("AccessDenied: Apply changes the running system and needs root or the polkit authorization "
-                      "org.iommud1.apply", err)
+        self.assert_refused_once_polkit_goes_on([apply])
+
+    def test_one_user_holds_four_of_the_places_waiting_for_polkit_not_all(self):
+        self.start_with_polkit()
+        asked = self.stop_polkitd_and_count_questions()
+        applies = [self.apply_as_nobody_in_background() for _ in range(4)]
+        for _ in applies:
+            self.assertTrue(asked.acquire(timeout=scaled(30)), "iommud did not ask polkit")
+        # A fifth call of the same user, on a connection of its own, is refused at once, without
+        # a question to polkit (which would leave it waiting as long as polkitd is stopped).
+        r = self.bus.gdbus_as_nobody("Apply", "true", "")
+        self.assertIn("org.freedesktop.DBus.Error.LimitsExceeded: 4 calls of this user wait for polkit's answer "
+                      "already", r.stderr)
+        # Root is not held up by them.
+        actions = self.bus.call("Apply", GLib.Variant("(bs)", (True, NVME_A.address)), "(a(ssss))")[0]
+        self.assertIn("done", [a[1] for a in actions])
+        self.assertTrue(all(apply.poll() is None for apply in applies))
+        self.assert_refused_once_polkit_goes_on(applies)
 
     def test_root_needs_no_polkit_and_without_polkit_others_are_told_so(self):
         self.bus = PrivateBus(self.work, PERMISSIVE)  # no polkitd on it
