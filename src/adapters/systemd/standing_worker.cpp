@@ -162,7 +162,7 @@ bool StandingWorker::readSocket() {
   for (;;) {
     ssize_t n = read(socket_.get(), buf, sizeof buf);
     if (n < 0 && errno == EINTR) continue;
-    if (n == 0) return true;
+    if (n == 0 || (n < 0 && errno == ECONNRESET)) return true;
     if (n < 0) return false;
     input_.append(buf, static_cast<size_t>(n));
   }
@@ -193,7 +193,7 @@ void StandingWorker::drain() {
 void StandingWorker::ended(const siginfo_t& si) {
   if (socket_.get() >= 0) (void)readSocket();
   auto reply = takeReply();  // a reply written before it died is a reply
-  Death death{si.si_code == CLD_EXITED, si.si_status, busy_, std::move(reply)};
+  const Death death{si.si_code == CLD_EXITED, si.si_status, busy_, std::move(reply)};
   childSource_.reset();
   socketSource_.reset();
   socket_ = Fd();

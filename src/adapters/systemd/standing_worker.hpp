@@ -69,7 +69,7 @@ class StandingWorker {
   core::Result<core::Done> fork();
   static int onSocket(sd_event_source* s, int fd, uint32_t revents, void* self);
   static int onChild(sd_event_source* s, const siginfo_t* si, void* self);
-  bool readSocket();  // true at the end of the socket
+  bool readSocket();  // true at the end of the socket (the child closed its end)
   std::optional<std::string> takeReply();
   void drain();
   void ended(const siginfo_t& si);
