@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "support/worker_exit.hpp"
+
 namespace sd = iommud::adapters::systemd;
 
 namespace {
@@ -42,24 +44,11 @@ struct Loop {
   int run() { return sd_event_loop(event); }
 };
 
-// In the child: its end of the worker's socket, the one socket whose peer is the parent.
-int workerSocket() {
-  for (int fd = 3; fd < 1024; ++fd) {
-    ucred peer{};
-    socklen_t size = sizeof peer;
-    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &peer, &size) == 0 && peer.pid == getppid()) return fd;
-  }
-  return -1;
-}
-
 // Replies "<pid>:<request>"; "die" kills the child mid-request, "big" replies 3 MiB, "exit" replies
 // and exits at once.
 std::string serve(std::string_view request) {
   if (request == "die") raise(SIGKILL);
-  if (request == "exit") {
-    (void)sd::writeMessage(workerSocket(), std::to_string(getpid()) + ":exit");
-    _exit(0);
-  }
+  if (request == "exit") iommud::testing::replyAndExit(std::to_string(getpid()) + ":exit");
   if (request == "big") return std::string(3 << 20, 'x') + "end";
   return std::to_string(getpid()) + ":" + std::string(request);
 }

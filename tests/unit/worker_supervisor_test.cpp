@@ -3,11 +3,14 @@
 #include "app/daemon/worker_supervisor.hpp"
 
 #include <gtest/gtest.h>
+#include <sys/wait.h>
 
 #include <chrono>
 #include <csignal>
 #include <optional>
 #include <vector>
+
+#include "support/worker_exit.hpp"
 
 namespace app = iommud::app;
 namespace sd = iommud::adapters::systemd;
@@ -36,12 +39,14 @@ struct Fixture : ::testing::Test {
   std::optional<app::WorkerSupervisor> supervisor;
   sigset_t old{};
 
-  // In the worker: a report that names the batch's first device; "die" is killed mid-work.
+  // In the worker: a report that names the batch's first device; "die" is killed mid-work, "exit"
+  // exits right after its report.
   static std::optional<app::WorkerReport> run(const app::WorkerRequest& w) {
     if (w.kind == app::WorkerRequest::Kind::Recover) return app::WorkerReport{};
     if (!w.batch.hot.empty() && w.batch.hot.front() == "die") raise(SIGKILL);
     app::WorkerReport r;
     r.devices.push_back({app::DeviceNews::Tuned, w.batch.hot.empty() ? "" : w.batch.hot.front(), "id"});
+    if (!w.batch.hot.empty() && w.batch.hot.front() == "exit") iommud::testing::replyAndExit(app::encodeReport(r));
     return r;
   }
 
@@ -109,6 +114,24 @@ TEST_F(WorkerSupervisor, AWorkerKilledMidWorkIsReplacedWhichRecoversThenTheWorkI
   EXPECT_FALSE(ended[1].report.complete);
   EXPECT_EQ(ended[2].work.kind, app::WorkerRequest::Kind::Recover);
   EXPECT_FALSE(supervisor->busy());
+}
+
+// The race of a worker that dies right after its report, made to happen every time: the work
+// ended in full, a new worker recovers first, and the work that comes next (the whole host) goes
+// to it, done once, not taken for work the dead worker died in.
+TEST_F(WorkerSupervisor, AWorkerThatExitsRightAfterItsReportEndsItsWorkAndTheNextGoesToANewOne) {
+  queue.wholeHost();  // what comes next
+  ASSERT_TRUE(supervisor->start(batchOf("exit"), std::nullopt));
+  siginfo_t si{};  // dead, and not reaped, before the loop sees its report or its death
+  ASSERT_EQ(waitid(P_ALL, 0, &si, WEXITED | WNOWAIT), 0);
+  EXPECT_EQ(loop.run(), 0);
+  EXPECT_EQ(freed, 0);  // no work was cut short
+  ASSERT_EQ(ended.size(), 3U);
+  EXPECT_EQ(ended[0].work, batchOf("exit"));
+  EXPECT_TRUE(ended[0].report.complete);
+  EXPECT_EQ(ended[1].work.kind, app::WorkerRequest::Kind::Recover);
+  EXPECT_TRUE(ended[2].work.batch.whole());
+  EXPECT_TRUE(ended[2].report.complete);
 }
 
 }  // namespace
