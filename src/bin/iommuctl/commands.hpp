@@ -80,7 +80,7 @@ void addMeasureOption(CLI::App* cmd, double& seconds);
 /// (docs/measure.md); false after saying why not (and setting `code`).
 bool measureInto(const Globals& globals, double seconds, app::Status& status, int& code);
 
-/// Whether to colour: --color=always, or auto on a terminal without NO_COLOR.
+/// Whether to colour: --color=always, or auto on a terminal that is not TERM=dumb, without NO_COLOR.
 bool useColor(const std::string& option);
 
 }  // namespace iommud::ctl

@@ -4,6 +4,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <string_view>
 
 #include "bin/iommuctl/commands.hpp"
 #include "config/policy_loader.hpp"
@@ -92,7 +93,13 @@ core::Trigger triggerOf(const ReportOptions& opts) {
 }
 
 bool useColor(const std::string& option) {
-  return option == "always" || (option == "auto" && isatty(STDOUT_FILENO) != 0 && std::getenv("NO_COLOR") == nullptr);
+  if (option != "auto") return option == "always";
+  // NO_COLOR counts when it is not empty; a dumb terminal, or one that does not say what it is,
+  // would show the escape codes as text.
+  const char* noColor = std::getenv("NO_COLOR");
+  const char* term = std::getenv("TERM");
+  return isatty(STDOUT_FILENO) != 0 && (noColor == nullptr || *noColor == '\0') && term != nullptr &&
+         std::string_view(term) != "dumb";
 }
 
 }  // namespace iommud::ctl
