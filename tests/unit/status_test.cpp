@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <regex>
 #include <sstream>
 
 #include "app/report/status_report.hpp"
@@ -77,4 +78,16 @@ TEST(StatusText, FlagsSharedGroupsAndInUseDevices) {
 
 TEST(StatusText, ColoursOnlyWhenAsked) {
   EXPECT_NE(app::statusText(statusOf(*thunderboltNic()), true).find("\033[33m"), std::string::npos);
+}
+
+// The colours only add escape codes: the labels are padded as they are without them (issue 29: on
+// a terminal `Kernel6.12.38` was glued, as the padding counted the escapes as text).
+TEST(StatusText, IsTheSameTextWithColourOnceTheEscapesAreRemoved) {
+  const std::regex escape("\033\\[[0-9;]*m");
+  for (const auto& host : {thunderboltNic(), workstation(), intelGuestCachingMode(), noIommu()}) {
+    auto status = statusOf(*host);
+    auto coloured = app::statusText(status, true);
+    ASSERT_NE(coloured.find('\033'), std::string::npos);
+    EXPECT_EQ(std::regex_replace(coloured, escape, ""), app::statusText(status, false));
+  }
 }

@@ -322,6 +322,12 @@ std::string deviceFlags(const PciDevice& d, const Style& st) {
 
 namespace {
 
+// A header line's label, padded to the values' column before it is styled: the escape codes take
+// no room on the terminal.
+std::string label(const Style& st, std::string_view text) {
+  return st.bold(text) + std::string(9 - text.size(), ' ');
+}
+
 // The text of `status`, one section at a time.
 struct Lines {
   std::string out;
@@ -356,16 +362,16 @@ void headerLines(const Status& s, const Style& st, Lines& line) {
   const auto& m = s.mode;
   std::string version =
       h.kernel.upstream.version ? fmt::format(" (upstream {})", h.kernel.upstream.version->str()) : std::string();
-  line(fmt::format("{:<9}{}{}", st.bold("Kernel"), h.kernel.release, version));
+  line(fmt::format("{}{}{}", label(st, "Kernel"), h.kernel.release, version));
   std::string vendor = m.present ? std::string(displayName(m.vendor)) + ", " : std::string();
-  line(fmt::format("{:<9}{}{}", st.bold("IOMMU"), vendor, modeSentence(m)));
+  line(fmt::format("{}{}{}", label(st, "IOMMU"), vendor, modeSentence(m)));
   for (const auto& r : m.reasons) {
     line("         " + st.dim(std::string(toString(r.source)) + ":") + " " +
          wrapText(r.text, 9 + toString(r.source).size() + 2));
   }
   unitLines(h, st, line);
   if (h.swiotlb.nslabs) {
-    line(fmt::format("{:<9}{} slabs ({} MiB), {} in use, high-water {}", st.bold("swiotlb"), *h.swiotlb.nslabs,
+    line(fmt::format("{}{} slabs ({} MiB), {} in use, high-water {}", label(st, "swiotlb"), *h.swiotlb.nslabs,
                      *h.swiotlb.nslabs * 2 / 1024, h.swiotlb.used.value_or(0), h.swiotlb.usedHiwater.value_or(0)));
   }
 }
@@ -376,14 +382,14 @@ void protectionLines(const Status& s, const std::vector<DeviceExposure>& exposed
   const auto& h = s.host;
   auto allMemory = reachAllMemory(h, exposed);
   std::string summary = wrapText(exposureSummary(h, exposed), 9);
-  line(fmt::format("{:<9}{}", st.bold("Exposure"), allMemory.empty() ? st.green(summary) : st.yellow(summary)));
+  line(fmt::format("{}{}", label(st, "Exposure"), allMemory.empty() ? st.green(summary) : st.yellow(summary)));
   auto level = score(h, exposed, prot);
   std::vector<std::string> unmet;
   for (const auto& c : level.criteria) {
     if (c.met != true && c.level == level.level + 1) unmet.push_back(c.id + (c.met ? "" : " (unknown)"));
   }
   line(fmt::format(
-      "{:<9}{} of 3 (docs/score.md){}", st.bold("Level"), level.level,
+      "{}{} of 3 (docs/score.md){}", label(st, "Level"), level.level,
       unmet.empty() ? std::string() : fmt::format("; for {}: {}", level.level + 1, fmt::join(unmet, ", "))));
   for (const auto& p : prot.host) {
     std::string state(toString(p.state));
@@ -396,7 +402,7 @@ void protectionLines(const Status& s, const std::vector<DeviceExposure>& exposed
     if (!p.advice.empty()) line("      " + st.dim("what to do: " + wrapText(p.advice, 18)));
   }
   for (const auto& t : h.thunderbolt) {
-    line(fmt::format("{:<9}{}: security {}, IOMMU DMA protection {}", st.bold("TB/USB4"), t.name, t.security,
+    line(fmt::format("{}{}: security {}, IOMMU DMA protection {}", label(st, "TB/USB4"), t.name, t.security,
                      t.iommuDmaProtection ? (*t.iommuDmaProtection ? "yes" : "no") : "unknown"));
   }
 }
