@@ -145,7 +145,7 @@ int applyMeasured(const Globals& globals, const ApplyOptions& opts) {
   adapters::sysfs::Root root(globals.root);
   if (!root.isLive()) {
     std::fputs("iommuctl: --measure counts on the running kernel; it cannot work under --root\n", stderr);
-    return 2;
+    return kUsageStatus;
   }
   auto host = adapters::sysfs::readHost(root);
   if (!host) {

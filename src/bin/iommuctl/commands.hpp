@@ -74,6 +74,13 @@ void addPoliciesOption(CLI::App* cmd, std::vector<std::string>& dirs);
 /// own options (--root) are accepted after the subcommand as they are: the subcommands fall
 /// through to it. Anything it does not recognise stays where it is, for CLI11 to report.
 std::vector<std::string> optionsAnywhere(const CLI::App& app, const std::vector<std::string>& args);
+/// The exit status of a command line iommuctl cannot take (a runtime failure is 1): docs/man/iommuctl.1.scd.
+constexpr int kUsageStatus = 2;
+/// `iommuctl help [COMMAND]` as `iommuctl [COMMAND] --help`, as git and systemctl take it.
+std::vector<std::string> helpAsOption(const CLI::App& app, const std::vector<std::string>& args);
+/// Says on stderr why CLI11 refused `args` (the command line as parsed), in words where it is a
+/// common mistake (with the nearest spelling of a misspelt command or option); the usage status.
+int usageError(const CLI::App& app, const std::vector<std::string>& args, const CLI::ParseError& e);
 /// Adds `--measure N` (status, explain).
 void addMeasureOption(CLI::App* cmd, double& seconds);
 /// Counts DMA mapping work for `seconds` on the live host and puts it into the status's findings

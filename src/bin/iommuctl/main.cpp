@@ -1,9 +1,29 @@
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <exception>
 #include <string>
 #include <vector>
 
 #include "bin/iommuctl/commands.hpp"
+
+namespace {
+
+// A write to stdout that failed (a full disk) fails the command: a script must not take a cut
+// output for the whole. stdio keeps that it failed; why is the errno of the write that failed: the
+// flush's, or of an earlier write when the output was larger than stdio's buffer (nothing but
+// CLI11's return runs after a command's output).
+int afterOutput(int code) {
+  const bool failed = std::ferror(stdout) != 0;
+  const int earlier = errno;
+  errno = 0;
+  if (std::fflush(stdout) == 0 && !failed) return code;
+  const int why = errno != 0 ? errno : earlier;
+  std::fprintf(stderr, "iommuctl: cannot write the output: %s\n", why != 0 ? std::strerror(why) : "write error");
+  return code != 0 ? code : 1;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   try {
@@ -12,7 +32,7 @@ int main(int argc, char** argv) {
     // Options anywhere, as systemctl takes them: a subcommand passes what it does not know (--root)
     // to the main command, and optionsAnywhere() moves a subcommand's options written before it.
     app.fallthrough();
-    app.set_version_flag("--version", IOMMUD_VERSION);
+    app.set_version_flag("-V,--version", IOMMUD_VERSION);
     iommud::ctl::Globals globals;
     globals.state = iommud::ctl::statePathsFromEnvironment();
     app.add_option("--root", globals.root, "Read the host under DIR (a snapshot or a synthetic root)")
@@ -27,12 +47,19 @@ int main(int argc, char** argv) {
     iommud::ctl::addRevert(app, globals, code);
     iommud::ctl::addSnapshot(app, globals, code);
     iommud::ctl::addTop(app, globals, code);
-    auto args = iommud::ctl::optionsAnywhere(app, std::vector<std::string>(argv, argv + argc));
+    auto args =
+        iommud::ctl::optionsAnywhere(app, iommud::ctl::helpAsOption(app, std::vector<std::string>(argv, argv + argc)));
     std::vector<char*> argvAnywhere;
     argvAnywhere.reserve(args.size());
     for (auto& a : args) argvAnywhere.push_back(a.data());
-    CLI11_PARSE(app, static_cast<int>(argvAnywhere.size()), argvAnywhere.data());
-    return code;
+    try {
+      app.parse(static_cast<int>(argvAnywhere.size()), argvAnywhere.data());
+    } catch (const CLI::Success& e) {  // --help, --version
+      code = app.exit(e);
+    } catch (const CLI::ParseError& e) {
+      return iommud::ctl::usageError(app, args, e);
+    }
+    return afterOutput(code);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "iommuctl: internal error: %s\n", e.what());
     return 70;  // EX_SOFTWARE

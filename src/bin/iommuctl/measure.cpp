@@ -18,7 +18,7 @@ bool measureInto(const Globals& globals, double seconds, app::Status& status, in
   adapters::sysfs::Root root(globals.root);
   if (!root.isLive()) {
     std::fputs("iommuctl: --measure counts on the running kernel; it cannot work under --root\n", stderr);
-    code = 2;
+    code = kUsageStatus;
     return false;
   }
   auto window = app::measureWindow(root, seconds, status.host);

@@ -33,7 +33,7 @@ void addTop(CLI::App& app, const Globals& globals, int& code) {
     adapters::sysfs::Root root(globals.root);
     if (!root.isLive()) {
       std::fputs("iommuctl: top measures the running kernel; it cannot work under --root\n", stderr);
-      code = 2;
+      code = kUsageStatus;
       return;
     }
     app::TopOptions top = opts->top;
