@@ -7,9 +7,9 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 fail() { echo "FAIL: $*" >&2; exit 1; }
 
-# The version, as bug reports quote it: the project's, alone on its line.
+# The version, as bug reports quote it: the project's, alone on its line (cli/usage.sh checks the commit).
 version=$("$iommuctl" --version) || fail "--version exited $?"
-[[ $version =~ ^[0-9]+\.[0-9]+\.[0-9]+$ ]] || fail "--version printed '$version'"
+[[ $version =~ ^iommuctl\ [0-9]+\.[0-9]+\.[0-9]+( \(git [0-9a-f]{12}\))?$ ]] || fail "--version printed '$version'"
 
 "$iommuctl" status >"$work/status.txt" || fail "status on this host exited $?"
 grep -q '^Kernel' "$work/status.txt" || fail "status printed no Kernel line"

@@ -2,8 +2,8 @@
 # iommuctl's answers to the mistakes people make on its command line (issue 29): a misspelt
 # command or option gets the nearest spelling, `help` and `-V` work, a usage error exits 2 and a
 # runtime error 1 (docs/man/iommuctl.1.scd, EXIT STATUS), a repeated option and a missing value
-# are said in words, and a failed write to stdout fails the command. On the captured host of the
-# README (docs/examples/workstation.tar).
+# are said in words, and a failed write to stdout fails the command. --version names the commit
+# in a git checkout. On the captured host of the README (docs/examples/workstation.tar).
 set -euo pipefail
 iommuctl=$(realpath "${1:?usage: $0 PATH_TO_IOMMUCTL SOURCE_DIR}")
 src=$(cd "${2:?usage: $0 PATH_TO_IOMMUCTL SOURCE_DIR}" && pwd)
@@ -56,6 +56,18 @@ cmp -s help.txt dashhelp.txt || fail "iommuctl help status differs from iommuctl
 "$iommuctl" -V >v.txt || fail "iommuctl -V exited $?"
 "$iommuctl" --version >version.txt || fail "iommuctl --version exited $?"
 cmp -s v.txt version.txt || fail "iommuctl -V differs from --version"
+
+# The version, as bug reports quote it: the package's, and in a git checkout of the sources the
+# commit they were configured at (this one or an earlier one: the tree may have moved since).
+version=$(cat version.txt)
+if [[ $(git -C "$src" rev-parse --show-toplevel 2>/dev/null) == "$src" ]]; then
+  [[ $version =~ ^iommuctl\ [0-9]+\.[0-9]+\.[0-9]+\ \(git\ ([0-9a-f]{12})\)$ ]] \
+    || fail "--version in a git checkout printed '$version'"
+  git -C "$src" merge-base --is-ancestor "${BASH_REMATCH[1]:-none}" HEAD 2>/dev/null \
+    || fail "--version names ${BASH_REMATCH[1]:-no commit}, not HEAD or one of its ancestors"
+else
+  [[ $version =~ ^iommuctl\ [0-9]+\.[0-9]+\.[0-9]+$ ]] || fail "--version outside git printed '$version'"
+fi
 
 # A write error on stdout fails the command, and says why.
 [[ -w /dev/full ]] || { echo "FAIL: no writable /dev/full" >&2; exit 1; }

@@ -32,7 +32,7 @@ int main(int argc, char** argv) {
     // Options anywhere, as systemctl takes them: a subcommand passes what it does not know (--root)
     // to the main command, and optionsAnywhere() moves a subcommand's options written before it.
     app.fallthrough();
-    app.set_version_flag("-V,--version", IOMMUD_VERSION);
+    app.set_version_flag("-V,--version", "iommuctl " IOMMUD_VERSION_TEXT);
     iommud::ctl::Globals globals;
     globals.state = iommud::ctl::statePathsFromEnvironment();
     app.add_option("--root", globals.root, "Read the host under DIR (a snapshot or a synthetic root)")
