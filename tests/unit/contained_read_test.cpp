@@ -13,7 +13,7 @@
 
 #include "adapters/sysfs/host_reader.hpp"
 #include "adapters/sysfs/root.hpp"
-#include "app/snapshot.hpp"
+#include "app/report/snapshot.hpp"
 #include "config/daemon_config.hpp"
 #include "support/scenarios.hpp"
 #include "support/timeout_scale.hpp"
