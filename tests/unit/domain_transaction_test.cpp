@@ -12,6 +12,7 @@
 
 #include "adapters/state/journal.hpp"
 #include "adapters/state/lock.hpp"
+#include "app/change/reconcile.hpp"
 #include "support/fake_kernel.hpp"
 #include "support/scenarios.hpp"
 #include "unit/test_host.hpp"
@@ -184,6 +185,84 @@ TEST(DomainTransaction, ADeviceThatCannotBeReboundKeepsTheJournalForRecovery) {
   EXPECT_EQ((*rec)->outcome, "rolled back");
   EXPECT_EQ(f.driverOf("0000:01:00.0"), "nvme");
   EXPECT_FALSE(f.journalLeft());
+}
+
+// The probe of 0000:01:00.0 fails from the type write on: the rollback cannot rebind it.
+app::TransactionReport leaveTheNvmeUnbound(Fixture& f) {
+  f.kernel.beforeWrite([&](std::string_view path, std::string_view) {
+    if (path.ends_with("/type")) f.kernel.failProbe("0000:01:00.0", EIO);
+  });
+  auto r = f.run(f.prepare(8, DomainType::Identity));
+  f.kernel.beforeWrite(nullptr);
+  return r;
+}
+
+TEST(DomainTransaction, ADeviceLeftUnboundIsNotForgottenByALaterChangeOfAnotherGroup) {
+  Fixture f(singleNvme("6.12.30-amd64"), k612);
+  ASSERT_EQ(leaveTheNvmeUnbound(f).leftUnbound, std::vector<std::string>{"0000:01:00.0"});
+  // Another group's change succeeds: it must not overwrite the unended journal.
+  auto other = f.run(f.prepare(7, DomainType::DmaFq));
+  ASSERT_TRUE(other.succeeded) << other.summary();
+  EXPECT_EQ(f.journal.leftovers().size(), 1U);
+  // The next start rebinds the first device.
+  f.kernel.failProbe("0000:01:00.0", 0);
+  auto rec = app::recoverDomainChanges(f.root, f.kernel, f.journal, 0);
+  ASSERT_EQ(rec.recovered.size(), 1U);
+  EXPECT_EQ(rec.recovered[0].rebound, std::vector<std::string>{"0000:01:00.0"});
+  EXPECT_TRUE(rec.problems.empty()) << rec.problems[0];
+  EXPECT_EQ(f.driverOf("0000:01:00.0"), "nvme");
+  EXPECT_TRUE(f.journal.leftovers().empty());
+}
+
+TEST(DomainTransaction, ADeviceThatWillNotRebindIsNamedAndItsJournalKept) {
+  Fixture f(singleNvme("6.12.30-amd64"), k612);
+  leaveTheNvmeUnbound(f);
+  auto rec = app::recoverDomainChanges(f.root, f.kernel, f.journal, 0);
+  EXPECT_EQ(rec.leftUnbound, std::vector<std::string>{"0000:01:00.0"});
+  EXPECT_EQ(rec.degraded(), "1 device left unbound: 0000:01:00.0");
+  ASSERT_EQ(rec.problems.size(), 1U);
+  EXPECT_NE(rec.problems[0].find("could not rebind 0000:01:00.0 to nvme"), std::string::npos) << rec.problems[0];
+  EXPECT_NE(rec.problems[0].find("/sys/bus/pci/drivers/nvme/bind"), std::string::npos) << rec.problems[0];
+  EXPECT_TRUE(f.journalLeft());
+}
+
+TEST(DomainTransaction, StatusShowsADeviceLeftUnboundAsAnErrorFindingWithItsRemedy) {
+  Fixture f(singleNvme("6.12.30-amd64"), k612);
+  EXPECT_TRUE(app::unboundDevices(f.root, "").empty());
+  leaveTheNvmeUnbound(f);
+  auto found = core::unboundFindings(app::unboundDevices(f.root, ""));  // the fixture's journal is at the root
+  ASSERT_EQ(found.size(), 1U);
+  EXPECT_EQ(found[0].severity, core::Severity::Error);
+  EXPECT_EQ(found[0].devices, std::vector<std::string>{"0000:01:00.0"});
+  EXPECT_EQ(found[0].groups, std::vector<int>{8});
+  ASSERT_EQ(found[0].remedies.size(), 1U);
+  EXPECT_NE(found[0].remedies[0].action.find("echo 0000:01:00.0 > /sys/bus/pci/drivers/nvme/bind"), std::string::npos)
+      << found[0].remedies[0].action;
+  // Once it is bound again, the finding goes even before recovery removes the journal.
+  f.kernel.failProbe("0000:01:00.0", 0);
+  ASSERT_TRUE(f.kernel.write("/sys/bus/pci/drivers/nvme/bind", "0000:01:00.0").ok());
+  EXPECT_TRUE(app::unboundDevices(f.root, "").empty());
+}
+
+TEST(DomainTransaction, AnUnreadableJournalIsMovedAsideAndTheStartGoesOnDegraded) {
+  Fixture f(singleNvme("6.12.30-amd64"), k612);
+  leaveTheNvmeUnbound(f);  // a device still unbound, its journal at the run directory's place
+  const auto runDir = f.host->root() / "run/iommud";
+  std::filesystem::create_directories(runDir);
+  std::filesystem::rename(f.journal.path(), runDir / "transaction.journal.pending-1");
+  f.host->write("/run/iommud/transaction.journal", "iommud-transac");  // cut short by a kill or ENOSPC
+  app::ApplyContext ctx{f.root, f.kernel, nullptr, {}, {}, {}};
+  auto session = app::beginWriting(ctx);
+  ASSERT_TRUE(session.ok()) << session.error().describe();
+  const auto& rec = session->recovered;
+  EXPECT_EQ(rec.degraded(), "1 device left unbound: 0000:01:00.0");
+  ASSERT_EQ(rec.problems.size(), 2U);
+  EXPECT_NE(rec.problems[0].find(runDir.string() + "/transaction.journal cannot be read"), std::string::npos)
+      << rec.problems[0];
+  EXPECT_NE(rec.problems[0].find("moved to " + runDir.string() + "/transaction.journal.unreadable-"), std::string::npos)
+      << rec.problems[0];
+  EXPECT_FALSE(std::filesystem::exists(runDir / "transaction.journal"));
+  EXPECT_TRUE(std::filesystem::exists(runDir / "transaction.journal.pending-1"));
 }
 
 TEST(DomainTransaction, ADeviceRemovedAfterUnbindLeavesTheOthersBound) {

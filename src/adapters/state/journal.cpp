@@ -3,8 +3,10 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <charconv>
+#include <filesystem>
 
 #include "adapters/sysfs/contained_read.hpp"
 #include "core/text.hpp"
@@ -36,6 +38,38 @@ Result<Done> writeSynced(const std::string& path, std::string_view data, bool ap
   if (written && ::fsync(fd) != 0) written = core::errnoError(errno, path);
   ::close(fd);
   return written;
+}
+
+// A rename survives a crash once its directory is synced.
+Result<Done> syncDirectoryOf(const std::string& path) {
+  auto dir = std::filesystem::path(path).parent_path().string();
+  int fd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return core::errnoError(errno, dir);
+  Result<Done> synced = Done{};
+  if (::fsync(fd) != 0) synced = core::errnoError(errno, dir);
+  ::close(fd);
+  return synced;
+}
+
+// Renames `from` to the first free "PREFIXn" (n from 1 up; "PREFIX" alone when `numbered` is
+// false and it is free), synced; the new name.
+Result<std::string> renameToFree(const std::string& from, const std::string& prefix, bool numbered) {
+  std::string to = numbered ? prefix + "1" : prefix;
+  for (int n = 2; ::access(to.c_str(), F_OK) == 0; ++n) to = prefix + (numbered ? "" : "-") + std::to_string(n);
+  if (::rename(from.c_str(), to.c_str()) != 0) return core::errnoError(errno, from);
+  if (auto synced = syncDirectoryOf(to); !synced) return synced.error();
+  return to;
+}
+
+constexpr std::string_view kPending = ".pending-";
+
+// N of "NAME.pending-N", 0 when `file` is no pending journal of `name`.
+long pendingNumber(std::string_view file, std::string_view name) {
+  if (!file.starts_with(name) || !file.substr(name.size()).starts_with(kPending)) return 0;
+  auto digits = file.substr(name.size() + kPending.size());
+  long n = 0;
+  auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), n);
+  return ec == std::errc() && end == digits.data() + digits.size() ? n : 0;
 }
 
 std::pair<std::string_view, std::string_view> firstWord(std::string_view line) {
@@ -103,6 +137,10 @@ Result<JournalRecord> parseJournal(std::string_view text) {
 }
 
 Result<Done> Journal::begin(const core::DomainChange& change) {
+  auto left = read();
+  if (!left || (*left && !(*left)->end)) {  // unended or unreadable: recovery's, never overwritten
+    if (auto kept = renameToFree(path_, path_ + std::string(kPending), true); !kept) return kept.error();
+  }
   return writeSynced(path_, formatJournalHeader(change), false);
 }
 
@@ -143,6 +181,26 @@ Result<std::optional<JournalRecord>> Journal::read() const {
   auto parsed = parseJournal(text);
   if (!parsed) return core::Error{parsed.error().code, path_, parsed.error().message};
   return std::optional<JournalRecord>{std::move(parsed).value()};
+}
+
+std::vector<std::string> Journal::leftovers() const {
+  std::vector<std::string> out;
+  if (::access(path_.c_str(), F_OK) == 0) out.push_back(path_);
+  const std::filesystem::path self(path_);
+  const auto name = self.filename().string();
+  std::vector<std::pair<long, std::string>> pending;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(self.parent_path(), ec)) {
+    auto file = entry.path().filename().string();
+    if (long n = pendingNumber(file, name); n > 0) pending.emplace_back(n, entry.path().string());
+  }
+  std::sort(pending.begin(), pending.end());
+  for (auto& p : pending) out.push_back(std::move(p.second));
+  return out;
+}
+
+Result<std::string> Journal::moveAside(long now) const {
+  return renameToFree(path_, path_ + ".unreadable-" + std::to_string(now), false);
 }
 
 Result<Done> Journal::discard() {

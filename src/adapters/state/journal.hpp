@@ -28,12 +28,14 @@ Result<JournalRecord> parseJournal(std::string_view text);
 
 /// The journal of the one running domain transaction, a file in /run/iommud: each step is written
 /// and synced *before* it is taken, so that after a crash the next start knows which devices to
-/// rebind. Appends only; the file is removed when the transaction has ended.
+/// rebind. Appends only; the file is removed when the transaction has ended. A journal that did
+/// not end (a device left unbound, a process killed, a file that does not parse) is never
+/// overwritten: the next begin keeps it as "PATH.pending-N" for recovery.
 class Journal {
  public:
   explicit Journal(std::string path) : path_(std::move(path)) {}
 
-  /// Starts the journal of `change` (replacing an ended one), synced.
+  /// Starts the journal of `change`, synced; an unended one is kept aside first.
   Result<Done> begin(const core::DomainChange& change);
   /// Announces a step ("unbind 0000:01:00.0"), synced.
   Result<Done> step(std::string_view what);
@@ -45,6 +47,12 @@ class Journal {
   /// Removes it once recovered.
   Result<Done> discard();
   [[nodiscard]] const std::string& path() const { return path_; }
+
+  /// Every journal left for recovery: this one, if it exists, then the pending ones by number.
+  [[nodiscard]] std::vector<std::string> leftovers() const;
+  /// Renames an unreadable journal to "PATH.unreadable-TIME" (never deleted: the administrator's
+  /// to read), synced; the new name.
+  Result<std::string> moveAside(long now) const;
 
  private:
   Result<Done> append(std::string_view line);

@@ -258,11 +258,15 @@ core::Result<std::optional<RecoveryReport>> recoverDomainChange(const Root& root
       continue;
     }
     if (boundDriver(root, m.address)) continue;
-    if (writer.write(driverPath(*m.driver, "bind"), m.address) && boundDriver(root, m.address)) {
+    auto bound = writer.write(driverPath(*m.driver, "bind"), m.address);
+    if (bound && boundDriver(root, m.address)) {
       r.rebound.push_back(m.address);
-    } else {
-      r.failed.push_back(m.address);
+      continue;
     }
+    r.failed.push_back(m.address);
+    r.errors.push_back("could not rebind " + m.address + " to " + *m.driver + ": " +
+                       (bound ? std::string("the probe failed (see dmesg)") : bound.error().message) + " (`echo " +
+                       m.address + " > " + driverPath(*m.driver, "bind") + "` when it is fixed)");
   }
   r.type = readType(root, r.record.change.group);
   r.outcome = r.type == r.record.change.to ? "finished"
@@ -273,6 +277,50 @@ core::Result<std::optional<RecoveryReport>> recoverDomainChange(const Root& root
     if (auto d = journal.discard(); !d) return d.error();
   }
   return std::optional<RecoveryReport>{std::move(r)};
+}
+
+std::string Recovery::degraded() const {
+  if (leftUnbound.empty()) return "";
+  std::string out =
+      std::to_string(leftUnbound.size()) + (leftUnbound.size() == 1 ? " device" : " devices") + " left unbound:";
+  for (const auto& a : leftUnbound) out += " " + a;
+  return out;
+}
+
+Recovery recoverDomainChanges(const Root& root, SysfsWriter& writer, const adapters::state::Journal& journal,
+                              long now) {
+  Recovery out;
+  for (const auto& path : journal.leftovers()) {
+    adapters::state::Journal one(path);
+    auto r = recoverDomainChange(root, writer, one);
+    if (!r) {
+      auto moved = one.moveAside(now);
+      out.problems.push_back("the transaction journal " + path + " cannot be read (" + r.error().message + "): " +
+                             (moved ? "moved to " + *moved + ", kept for the administrator"
+                                    : "and cannot be moved aside: " + moved.error().describe()));
+      continue;
+    }
+    if (!*r) continue;
+    const std::string group = "group " + std::to_string((*r)->record.change.group) + ": ";
+    for (const auto& e : (*r)->errors) out.problems.push_back(group + e);
+    out.leftUnbound.insert(out.leftUnbound.end(), (*r)->failed.begin(), (*r)->failed.end());
+    out.recovered.push_back(std::move(**r));
+  }
+  return out;
+}
+
+std::vector<core::UnboundDevice> unboundDevices(const Root& root, const std::string& runDir) {
+  std::vector<core::UnboundDevice> out;
+  for (const auto& path : adapters::state::Journal(root.hostPath(runDir + "/transaction.journal")).leftovers()) {
+    auto read = adapters::state::Journal(path).read();
+    if (!read || !*read || (*read)->end) continue;
+    for (const auto& m : (*read)->change.members) {
+      if (m.unbind && m.driver && deviceExists(root, m.address) && !boundDriver(root, m.address)) {
+        out.push_back({m.address, *m.driver, (*read)->change.group, path});
+      }
+    }
+  }
+  return out;
 }
 
 }  // namespace iommud::app

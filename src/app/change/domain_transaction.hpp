@@ -11,6 +11,7 @@
 #include "adapters/sysfs/root.hpp"
 #include "adapters/sysfs/writer.hpp"
 #include "core/domain_change.hpp"
+#include "core/unbound_findings.hpp"
 
 namespace iommud::app {
 
@@ -53,6 +54,7 @@ TransactionReport runDomainChange(const core::DomainChange& change, const adapte
 struct RecoveryReport {
   adapters::state::JournalRecord record;
   std::vector<std::string> rebound, vanished, failed;
+  std::vector<std::string> errors;  // per device failed: "could not rebind 0000:00:02.0 to nvme: ..."
   std::optional<core::DomainType> type;
   std::string outcome;  // "finished" (the new type holds), "rolled back" (the old one does), or what it is
 };
@@ -63,6 +65,26 @@ struct RecoveryReport {
 core::Result<std::optional<RecoveryReport>> recoverDomainChange(const adapters::sysfs::Root& root,
                                                                 adapters::sysfs::SysfsWriter& writer,
                                                                 adapters::state::Journal& journal);
+
+/// What recovery left unresolved, across every journal an earlier process left (the current one
+/// and the pending ones a later change kept aside): the start goes on, degraded.
+struct Recovery {
+  std::vector<RecoveryReport> recovered;       // one per journal that needed work
+  std::vector<std::string> problems;           // one line each: a device not rebound, a journal moved aside
+  std::vector<std::string> leftUnbound;        // devices still without their driver: their journals stay
+  [[nodiscard]] std::string degraded() const;  // "1 device left unbound: 0000:00:02.0"; "" when none
+};
+
+/// Recovers every journal beside `journal`'s path: each fully recovered is removed, one with a
+/// device still unbound is kept for the next start, and one that cannot be read is moved aside
+/// (Journal::moveAside at `now`, seconds) and named in `problems`. Never fails: nothing here may
+/// stop a start.
+Recovery recoverDomainChanges(const adapters::sysfs::Root& root, adapters::sysfs::SysfsWriter& writer,
+                              const adapters::state::Journal& journal, long now);
+
+/// The devices the journals kept in `runDir` (host path) name as unbound and that still have no
+/// driver: what `status` shows as findings. Reads only; an unreadable journal names none.
+std::vector<core::UnboundDevice> unboundDevices(const adapters::sysfs::Root& root, const std::string& runDir);
 
 /// Paths of the attributes a domain transaction writes.
 std::string groupTypePath(int group);

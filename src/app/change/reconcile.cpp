@@ -1,7 +1,7 @@
 #include "app/change/reconcile.hpp"
 
 #include <algorithm>
-#include <cerrno>
+#include <ctime>
 #include <tuple>
 
 #include "adapters/sysfs/host_reader.hpp"
@@ -14,18 +14,7 @@ core::Result<WriterSession> beginWriting(ApplyContext& ctx) {
   auto lock = adapters::state::WriterLock::acquire(ctx.root.hostPath(ctx.paths.runDir + "/lock"), false);
   if (!lock) return lock.error();
   adapters::state::Journal journal(ctx.root.hostPath(ctx.paths.runDir + "/transaction.journal"));
-  auto recovered = recoverDomainChange(ctx.root, ctx.writer, journal);
-  if (!recovered) {
-    return core::Error{recovered.error().code, "",
-                       "cannot recover the last transaction: " + recovered.error().describe()};
-  }
-  WriterSession session{std::move(lock).value(), std::move(recovered).value()};
-  if (session.recovered && !session.recovered->failed.empty()) {
-    return core::Error{EIO, "",
-                       "the transaction an earlier process left half-done could not rebind " +
-                           std::to_string(session.recovered->failed.size()) + " device(s) (see dmesg)"};
-  }
-  return session;
+  return WriterSession{std::move(lock).value(), recoverDomainChanges(ctx.root, ctx.writer, journal, ::time(nullptr))};
 }
 
 core::Result<HostView> readHostView(const adapters::sysfs::Root& root, const core::PolicySet& policies) {

@@ -18,12 +18,13 @@ namespace iommud::app {
 /// What the one writer holds while it works: the lock, and what it found left half-done.
 struct WriterSession {
   adapters::state::WriterLock lock;
-  std::optional<RecoveryReport> recovered;
+  Recovery recovered;
 };
 
 /// What every writer does first: create the run directory, take the writer lock (failing at once
-/// when another process has it), then finish or roll back a transaction an earlier process left
-/// half-done. A recovery that could not rebind every device is an error: nothing more may be done.
+/// when another process has it), then finish or roll back every transaction earlier processes left
+/// half-done. What recovery cannot resolve is in `recovered` (problems, leftUnbound), not an
+/// error: the writer goes on, degraded, and says so.
 core::Result<WriterSession> beginWriting(ApplyContext& ctx);
 
 /// The host as the planner needs it, read fresh: devices, modules the policies name, NIC settings

@@ -169,10 +169,14 @@ class Daemon {
       log_.error(session.error().describe());
       return false;
     }
-    if (session->recovered) {
-      work_.logRecovery(*session->recovered);
-      for (const auto& a : session->recovered->rebound) filter_.rebound(a);
+    for (const auto& r : session->recovered.recovered) {
+      work_.logRecovery(r);
+      for (const auto& a : r.rebound) filter_.rebound(a);
     }
+    // Not fatal (a restart would only loop): the start goes on, degraded, and STATUS= says so.
+    for (const auto& p : session->recovered.problems) log_.error(p);
+    degraded_ = session->recovered.degraded();
+    if (!degraded_.empty()) log_.warning("degraded: " + degraded_);
     session_.emplace(std::move(session).value());
     return true;
   }
@@ -205,7 +209,9 @@ class Daemon {
     service_->propertiesChanged(bus::ManagerService::Properties::Daemon);
   }
 
-  [[nodiscard]] std::string statusLine() const { return tallies_.statusLine(); }
+  [[nodiscard]] std::string statusLine() const {
+    return degraded_.empty() ? tallies_.statusLine() : "degraded: " + degraded_ + "; " + tallies_.statusLine();
+  }
 
   HotplugWatch::Hooks hotplugHooks() {
     return {.gone = [this](const std::string& a) { forget(a); },
@@ -444,6 +450,7 @@ class Daemon {
 
   DeviceTallies tallies_;
   bool ready_ = false;
+  std::string degraded_;  // what recovery left unresolved at the start ("1 device left unbound: ...")
   bool stopping_ = false;
 };
 

@@ -76,18 +76,13 @@ void DaemonWork::logRecovery(const RecoveryReport& r) const {
 // at start, and the devices it rebinds are reported (their bind events are the daemon's own).
 bool DaemonWork::recover(WorkerReport& report) {
   adapters::state::Journal journal(root_.hostPath(state_.runDir + "/transaction.journal"));
-  auto recovered = recoverDomainChange(root_, writer_, journal);
-  if (!recovered) {
-    log_.error("cannot recover the transaction the last worker left: " + recovered.error().describe());
-    return false;
+  auto recovered = recoverDomainChanges(root_, writer_, journal, ::time(nullptr));
+  for (const auto& p : recovered.problems) log_.error(p);
+  for (const auto& r : recovered.recovered) {
+    logRecovery(r);
+    for (const auto& a : r.rebound) report.devices.push_back({DeviceNews::Rebound, a, ""});
   }
-  if (!*recovered) return true;
-  logRecovery(**recovered);
-  for (const auto& a : (*recovered)->rebound) report.devices.push_back({DeviceNews::Rebound, a, ""});
-  for (const auto& a : (*recovered)->failed) {
-    log_.error("the transaction the last worker left half-done could not rebind " + a + " (see dmesg)");
-    report.devices.push_back({DeviceNews::Failed, a, ""});
-  }
+  for (const auto& a : recovered.leftUnbound) report.devices.push_back({DeviceNews::Failed, a, ""});
   return true;
 }
 

@@ -33,11 +33,14 @@ std::optional<app::WriterSession> startWriting(const Globals& globals, app::Appl
     std::fprintf(stderr, "iommuctl: %s\n", session.error().describe().c_str());
     return std::nullopt;
   }
-  if (session->recovered) {
-    const auto& r = *session->recovered;
+  for (const auto& r : session->recovered.recovered) {
     std::printf("recovered: group %d, left half-done by an earlier process: %s; rebound %zu device(s)\n",
                 r.record.change.group, r.outcome.c_str(), r.rebound.size());
   }
+  // Not fatal: what recovery could not resolve must not stop the change asked for.
+  for (const auto& p : session->recovered.problems) std::fprintf(stderr, "iommuctl: warning: %s\n", p.c_str());
+  if (auto d = session->recovered.degraded(); !d.empty())
+    std::fprintf(stderr, "iommuctl: warning: degraded: %s\n", d.c_str());
   return std::move(session).value();
 }
 

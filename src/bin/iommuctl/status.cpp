@@ -5,6 +5,7 @@
 #include "adapters/dbus/manager_client.hpp"
 #include "adapters/sysfs/host_reader.hpp"
 #include "app/change/apply.hpp"
+#include "app/change/domain_transaction.hpp"
 #include "app/fleet/fleet_export.hpp"
 #include "app/measure/top_run.hpp"
 #include "app/report/status_report.hpp"
@@ -42,6 +43,9 @@ void addStatus(CLI::App& app, const Globals& globals, int& code) {
     auto status = app::buildStatus(std::move(host).value());
     if (opts->measure > 0 && !measureInto(globals, opts->measure, status, code)) return;
     status.changes = app::readRecords(root, globals.state);
+    // A device a domain change left unbound: the most severe findings, first.
+    auto unbound = core::unboundFindings(app::unboundDevices(root, globals.state.runDir));
+    status.findings.insert(status.findings.begin(), unbound.begin(), unbound.end());
     if (globals.root == "/") {
       if (auto daemon = adapters::dbus::ManagerClient::connect()) {
         auto summary = daemon->daemon();
