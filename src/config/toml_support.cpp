@@ -213,16 +213,16 @@ Built withoutComments(Parsed<T>&& parsed) {
 }
 
 // clang-format off
-template <> Built parse_value_helper<toml::value, boolean>(Parsed<boolean> p) { return withoutComments(std::move(p)); }
-template <> Built parse_value_helper<toml::value, integer>(Parsed<integer> p) { return withoutComments(std::move(p)); }
-template <> Built parse_value_helper<toml::value, floating>(Parsed<floating> p) { return withoutComments(std::move(p)); }
-template <> Built parse_value_helper<toml::value, string>(Parsed<string> p) { return withoutComments(std::move(p)); }
-template <> Built parse_value_helper<toml::value, local_time>(Parsed<local_time> p) { return withoutComments(std::move(p)); }
-template <> Built parse_value_helper<toml::value, local_date>(Parsed<local_date> p) { return withoutComments(std::move(p)); }
-template <> Built parse_value_helper<toml::value, local_datetime>(Parsed<local_datetime> p) { return withoutComments(std::move(p)); }
-template <> Built parse_value_helper<toml::value, offset_datetime>(Parsed<offset_datetime> p) { return withoutComments(std::move(p)); }
-template <> Built parse_value_helper<toml::value, toml::array>(Parsed<toml::array> p) { return withoutComments(std::move(p)); }
-template <> Built parse_value_helper<toml::value, toml::table>(Parsed<toml::table> p) { return withoutComments(std::move(p)); }
+template <> Built parse_value_helper<toml::value, boolean>(Parsed<boolean> rslt) { return withoutComments(std::move(rslt)); }
+template <> Built parse_value_helper<toml::value, integer>(Parsed<integer> rslt) { return withoutComments(std::move(rslt)); }
+template <> Built parse_value_helper<toml::value, floating>(Parsed<floating> rslt) { return withoutComments(std::move(rslt)); }
+template <> Built parse_value_helper<toml::value, string>(Parsed<string> rslt) { return withoutComments(std::move(rslt)); }
+template <> Built parse_value_helper<toml::value, local_time>(Parsed<local_time> rslt) { return withoutComments(std::move(rslt)); }
+template <> Built parse_value_helper<toml::value, local_date>(Parsed<local_date> rslt) { return withoutComments(std::move(rslt)); }
+template <> Built parse_value_helper<toml::value, local_datetime>(Parsed<local_datetime> rslt) { return withoutComments(std::move(rslt)); }
+template <> Built parse_value_helper<toml::value, offset_datetime>(Parsed<offset_datetime> rslt) { return withoutComments(std::move(rslt)); }
+template <> Built parse_value_helper<toml::value, toml::array>(Parsed<toml::array> rslt) { return withoutComments(std::move(rslt)); }
+template <> Built parse_value_helper<toml::value, toml::table>(Parsed<toml::table> rslt) { return withoutComments(std::move(rslt)); }
 // clang-format on
 
 }  // namespace toml::detail
