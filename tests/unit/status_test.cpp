@@ -1,9 +1,9 @@
 #include <gtest/gtest.h>
 
+#include <cctype>
 #include <cstdlib>
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <regex>
 #include <sstream>
 
 #include "app/report/status_report.hpp"
@@ -82,12 +82,28 @@ TEST(StatusText, ColoursOnlyWhenAsked) {
 
 // The colours only add escape codes: the labels are padded as they are without them (issue 29: on
 // a terminal `Kernel6.12.38` was glued, as the padding counted the escapes as text).
+// Without <regex>: with the sanitizers GCC 12 reports a false -Wmaybe-uninitialized inside it.
+std::string withoutEscapes(const std::string& text) {
+  std::string out;
+  for (size_t i = 0; i < text.size(); ++i) {
+    if (text[i] == '\033' && i + 1 < text.size() && text[i + 1] == '[') {
+      size_t j = i + 2;
+      while (j < text.size() && (std::isdigit(static_cast<unsigned char>(text[j])) != 0 || text[j] == ';')) ++j;
+      if (j < text.size() && text[j] == 'm') {
+        i = j;
+        continue;
+      }
+    }
+    out += text[i];
+  }
+  return out;
+}
+
 TEST(StatusText, IsTheSameTextWithColourOnceTheEscapesAreRemoved) {
-  const std::regex escape("\033\\[[0-9;]*m");
   for (const auto& host : {thunderboltNic(), workstation(), intelGuestCachingMode(), noIommu()}) {
     auto status = statusOf(*host);
     auto coloured = app::statusText(status, true);
     ASSERT_NE(coloured.find('\033'), std::string::npos);
-    EXPECT_EQ(std::regex_replace(coloured, escape, ""), app::statusText(status, false));
+    EXPECT_EQ(withoutEscapes(coloured), app::statusText(status, false));
   }
 }
