@@ -27,7 +27,10 @@ bindkey '^I' complete-word
 zstyle ':completion:*' insert-tab false
 zstyle ':completion:*' list-grouped false
 _capture_begin() { print -r -- '<<COMPLETIONS>>' }
-_capture_end() { print -r -- '<<END>>'; exit 0 }
+# The shell stays alive after the end marker: a pty whose other side closes right after a write
+# can lose that write (the master's read fails with EIO), which lost the marker in CI once.
+# zpty -d in the trap hangs it up.
+_capture_end() { print -r -- '<<END>>' }
 compprefuncs=(_capture_begin)
 comppostfuncs=(_capture_end)
 compadd() {
