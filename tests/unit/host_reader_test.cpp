@@ -81,10 +81,27 @@ TEST(HostReader, ReadsAnEmptySwiotlbDirectoryAsNoPool) {
   EXPECT_EQ(h.device("0000:04:00.0")->removable, Removable::Absent);
 }
 
-TEST(HostReader, LeavesTheSwiotlbPoolUnknownWithoutDebugfs) {
+TEST(HostReader, LeavesTheSwiotlbPoolUnknownAndSaysDebugfsIsNotMounted) {
+  // Unmounted, debugfs leaves sysfs' empty mount point.
   auto h = iommud::testing::externalPortGuest();
   std::filesystem::remove(h->root() / "sys/kernel/debug/swiotlb");
-  EXPECT_FALSE(read(*h).swiotlb.nslabs);
+  ASSERT_TRUE(std::filesystem::is_empty(h->root() / "sys/kernel/debug"));
+  auto facts = read(*h);
+  EXPECT_FALSE(facts.swiotlb.nslabs);
+  ASSERT_EQ(facts.unreadable.size(), 1U);
+  EXPECT_EQ(facts.unreadable[0].path, (h->root() / "sys/kernel/debug").string());
+  EXPECT_EQ(facts.unreadable[0].reason,
+            "debugfs is not mounted (mount it with: mount -t debugfs none /sys/kernel/debug)");
+}
+
+TEST(HostReader, SaysNothingOfAMountedDebugfsWithoutSwiotlb) {
+  // A kernel that keeps no swiotlb directory in a mounted debugfs: unknown, and nothing unreadable.
+  auto h = iommud::testing::externalPortGuest();
+  std::filesystem::remove(h->root() / "sys/kernel/debug/swiotlb");
+  std::filesystem::create_directories(h->root() / "sys/kernel/debug/dma_pools");
+  auto facts = read(*h);
+  EXPECT_FALSE(facts.swiotlb.nslabs);
+  EXPECT_TRUE(facts.unreadable.empty());
 }
 
 TEST(HostReader, SaysWhyAMountedNvmeIsInUse) {

@@ -476,6 +476,13 @@ class Reader {
     if (!host_.swiotlb.nslabs) {
       auto dir = root_.listDir("/sys/kernel/debug/swiotlb");
       if (dir && dir->empty()) host_.swiotlb.nslabs = 0;
+      // The mount point sysfs keeps for debugfs, empty: debugfs is not mounted, which is a reason
+      // the swiotlb line is missing, not an absence of swiotlb.
+      auto debug = root_.listDir("/sys/kernel/debug");
+      if (debug && debug->empty()) {
+        host_.unreadable.push_back({root_.hostPath("/sys/kernel/debug"),
+                                    "debugfs is not mounted (mount it with: mount -t debugfs none /sys/kernel/debug)"});
+      }
       return;
     }
     host_.swiotlb.used = num("io_tlb_used");

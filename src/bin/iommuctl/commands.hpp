@@ -84,7 +84,8 @@ int usageError(const CLI::App& app, const std::vector<std::string>& args, const 
 /// Adds `--measure N` (status, explain).
 void addMeasureOption(CLI::App* cmd, double& seconds);
 /// Counts DMA mapping work for `seconds` on the live host and puts it into the status's findings
-/// (docs/measure.md); false after saying why not (and setting `code`).
+/// (docs/measure.md). False for a usage error (under --root), after saying so; when the kernel
+/// cannot be measured, true after saying why and setting `code` to 1: the rest is printed anyway.
 bool measureInto(const Globals& globals, double seconds, app::Status& status, int& code);
 
 /// Whether to colour: --color=always, or auto on a terminal that is not TERM=dumb, without NO_COLOR.
