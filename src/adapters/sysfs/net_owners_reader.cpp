@@ -212,7 +212,10 @@ core::NicIdentity readNicIdentity(const Root& root, const core::PciDevice& devic
 
   // net_get_type_string(): the uevent's DEVTYPE ("wlan") if any, else the ARPHRD name.
   std::string devtype;
-  for (auto line : core::split(attr("uevent").value_or(""), '\n')) {
+  // Held in a variable: split's views point into it, and a temporary in the loop's range would
+  // be gone before the loop runs (C++20 extends the life of the range, not of its arguments).
+  const std::string uevent = attr("uevent").value_or("");
+  for (auto line : core::split(uevent, '\n')) {
     if (line.starts_with("DEVTYPE=")) devtype = std::string(line.substr(8));
   }
   auto arphrd = attr("type");
