@@ -86,7 +86,7 @@ _iommuctl()
 
     local opts=''
     case $command in
-        status) opts='--help --format --json --color --measure' ;;
+        status) opts='--help --format --json --color --brief --measure' ;;
         snapshot) opts='--help --no-redact' ;;
         check) opts='--help' ;;
         plan) opts='--help --device --json --hotplug --boot --color --policies' ;;

@@ -2,8 +2,8 @@
 """iommuctl status on a pseudo-terminal, as a person's shell runs it, on the captured host of the
 README (docs/examples/workstation.tar).
 
-- With colour (TERM=xterm-256color, no NO_COLOR): every `Label  value` line of the header (the
-  lines before the first empty one that start in column 0) has at least one space between its
+- With colour (TERM=xterm-256color, no NO_COLOR): every `Label  value` line of the verdict and of
+  the header (the lines before the groups that start in column 0) has at least one space between its
   label and its value once the escape codes are stripped, the values start in one column, and the
   stripped text is the text printed to a pipe.
 - No colour with TERM=dumb, without TERM, with NO_COLOR set, or with --color=never; colour with
@@ -58,9 +58,14 @@ def environment(**changes):
 
 
 def header_lines(text):
-    """The `Label value` lines: those of the header (up to the first empty line) in column 0."""
-    header = text.split("\n\n", 1)[0]
-    return [line for line in header.splitlines() if line and not line[0].isspace()]
+    """The `Label value` lines: those in column 0 of the verdict and of the host's header (the
+    paragraphs before the lists of groups, devices and findings)."""
+    lines = []
+    for paragraph in text.split("\n\n"):
+        if paragraph.startswith(("Groups", "Devices", "Findings")):
+            break
+        lines += [line for line in paragraph.splitlines() if line and not line[0].isspace()]
+    return lines
 
 
 def main():
@@ -82,7 +87,7 @@ def main():
         stripped = ESCAPE.sub("", coloured)
 
         labels = [line.split(" ", 1)[0] for line in header_lines(piped)]
-        if len(labels) < 4:
+        if len(labels) < 6 or labels[0] != "Verdict":
             fail(f"the piped status has {len(labels)} header lines: {labels}")
         lines = header_lines(stripped)
         columns = set()

@@ -25,7 +25,13 @@ expect() {
 expect 2 "iommuctl: unknown command stauts; did you mean status?" stauts
 expect 2 "iommuctl: unknown command snap; did you mean snapshot?" --root snap snap
 expect 2 "iommuctl: unknown command install; the commands are status, plan, explain" install
-expect 2 "iommuctl: a command is needed: status, plan, explain, check, apply, revert, snapshot, top"
+# No command: the verdict (status --brief), as bare systemctl gives its overview.
+rc=0
+"$iommuctl" --root snap >bare.txt 2>err.txt || rc=$?
+((rc == 0)) || fail "bare iommuctl --root snap: exit status $rc: $(cat err.txt)"
+"$iommuctl" --root snap status --brief >brief.txt
+cmp -s bare.txt brief.txt || fail "bare iommuctl is not status --brief: $(diff bare.txt brief.txt)"
+[[ $(head -c 8 bare.txt) == "Verdict " ]] || fail "bare iommuctl does not open with the verdict: $(head -2 bare.txt)"
 expect 2 "See \`iommuctl --help\`." stauts
 expect 2 "iommuctl status: unknown option --jsn; did you mean --json?" --root snap status --jsn
 expect 2 "iommuctl status: unknown option --jsno; did you mean --json?" --root snap --jsno status

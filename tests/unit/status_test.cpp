@@ -107,3 +107,89 @@ TEST(StatusText, IsTheSameTextWithColourOnceTheEscapesAreRemoved) {
     EXPECT_EQ(withoutEscapes(coloured), app::statusText(status, false));
   }
 }
+
+// The verdict: the text's first lines, and all that --brief prints (issue 29: the answer was at
+// line 60).
+TEST(StatusText, OpensWithTheVerdictThatBriefPrintsAlone) {
+  auto status = statusOf(*workstation());
+  const auto text = app::statusText(status, false);
+  const auto brief = app::statusBrief(status, false);
+  EXPECT_EQ(text.rfind("Verdict  protection level 2 of 3; no device can reach all memory\n", 0), 0U) << text;
+  EXPECT_EQ(text.rfind(brief + "\nKernel   ", 0), 0U) << "the full text does not open with the verdict, then Kernel";
+  EXPECT_NE(brief.find("\n         2 warnings, 1 info (each in full under Findings):\n"), std::string::npos) << brief;
+  EXPECT_NE(brief.find("\n  warning untrusted-bounce: 0000:08:00.0 (enp8s0) is untrusted: strict DMA with bounce "
+                       "buffers\n          first: Raise the RX/TX rings"),
+            std::string::npos)
+      << brief;
+  EXPECT_EQ(brief.find("cost:"), std::string::npos) << "the costs are the details' business";
+}
+
+TEST(StatusText, TheVerdictListsFindingsBySeverityEachWithItsFirstRemedy) {
+  auto status = statusOf(*workstation());
+  status.findings = {
+      {.id = "a-info", .severity = core::Severity::Info, .title = "an info", .remedies = {{"do i", "none"}}},
+      {.id = "b-warning", .severity = core::Severity::Warning, .title = "a warning", .remedies = {{"do w", "x"}}},
+      {.id = "c-error",
+       .severity = core::Severity::Error,
+       .title = "an error",
+       .remedies = {{"do e", "y"}, {"or", "z"}}},
+  };
+  const auto brief = app::statusBrief(status, false);
+  EXPECT_NE(brief.find("\n         1 error, 1 warning, 1 info (each in full under Findings):\n"
+                       "  error   c-error: an error\n          first: do e\n"
+                       "  warning b-warning: a warning\n          first: do w\n"
+                       "  info    a-info: an info\n          first: do i\n"),
+            std::string::npos)
+      << brief;
+  EXPECT_EQ(brief.find("first: or"), std::string::npos) << "only the first remedy";
+  status.findings.clear();
+  EXPECT_NE(app::statusBrief(status, false).find("\n         no findings\n"), std::string::npos);
+  for (int i = 0; i < 8; ++i) status.findings.push_back({.id = "f" + std::to_string(i), .title = "t"});
+  EXPECT_NE(app::statusBrief(status, false).find("\n  and 2 more under Findings\n"), std::string::npos);
+}
+
+TEST(StatusText, TheVerdictNamesTheDeviceToWorryAboutFirst) {
+  // No IOMMU: every function can reach all memory; a NIC is named before a host bridge.
+  auto status = statusOf(*noIommu());
+  const auto brief = app::statusBrief(status, false);
+  const auto& first = brief.substr(0, brief.find('\n'));
+  EXPECT_EQ(first.rfind("Verdict  protection level 0 of 3; ", 0), 0U) << first;
+  EXPECT_NE(first.find(" devices can reach all memory, the worst "), std::string::npos) << first;
+  const core::PciDevice* nic = nullptr;
+  for (const auto& d : status.host.devices) {
+    if (d.kind() == core::DeviceKind::Nic) nic = &d;
+  }
+  ASSERT_NE(nic, nullptr) << "the scenario has no NIC";
+  EXPECT_NE(brief.find("the worst " + nic->address), std::string::npos) << brief;
+}
+
+TEST(StatusText, TheVerdictSaysWhetherIommudRunsAndWhatItLastChanged) {
+  auto status = statusOf(*workstation());
+  EXPECT_NE(
+      app::statusBrief(status, false)
+          .find("\niommud   not asked (a captured or synthetic host)\n         no change of iommud's in effect\n"),
+      std::string::npos);
+  status.daemonAsked = true;
+  EXPECT_NE(app::statusBrief(status, false).find("\niommud   not running (nothing answers for it on the system bus)"),
+            std::string::npos);
+  status.daemon = adapters::dbus::DaemonSummary{.state = "running",
+                                                .summary = "1 devices tuned, 2 advised, 0 refused, 0 failed",
+                                                .startedAt = "2026-11-27T08:00:00Z",
+                                                .rules = 8};
+  app::ChangeRecord older{
+      .object = "group 12", .key = "type", .original = "DMA-FQ", .written = "DMA", .time = "2026-11-27T08:00:01Z"};
+  app::ChangeRecord newer{.kind = core::ChangeKind::Rings,
+                          .object = "enp8s0",
+                          .key = "rings rx",
+                          .original = "2048",
+                          .written = "8184",
+                          .time = "2026-11-27T09:30:00Z"};
+  status.changes = {older, newer};
+  const auto brief = app::statusBrief(status, false);
+  EXPECT_NE(brief.find("\niommud   running since 2026-11-27T08:00:00Z, 8 rules: 1 devices tuned, 2 advised,"),
+            std::string::npos)
+      << brief;
+  EXPECT_NE(brief.find("\n         last change 2026-11-27T09:30:00Z: enp8s0 rings rx 2048 -> 8184 (of 2 in effect)\n"),
+            std::string::npos)
+      << brief;
+}

@@ -21,6 +21,7 @@ struct Status {
   std::vector<core::Finding> findings;
   std::vector<ChangeRecord> changes;                    // what iommud changed on this host (its records), oldest first
   std::optional<adapters::dbus::DaemonSummary> daemon;  // the running daemon's own account, over D-Bus
+  bool daemonAsked = false;  // whether the bus was asked (not under --root): no `daemon` then means not running
 };
 
 Status buildStatus(core::HostFacts host);

@@ -528,13 +528,117 @@ void iommudLines(const Status& s, const Style& st, Lines& line) {
   }
 }
 
+// The device of `all` (those that can reach all memory) a person should worry about first: one an
+// attacker can plug in (Thunderbolt/USB4), one outside the machine's case, a NIC (its firmware
+// faces the network), one a driver runs, then the first.
+const PciDevice* worstOf(const HostFacts& h, const std::vector<std::string>& all) {
+  const PciDevice* worst = nullptr;
+  auto rank = [](const PciDevice& d) {
+    if (d.thunderbolt) return 4;
+    if (d.untrusted()) return 3;
+    if (d.kind() == DeviceKind::Nic) return 2;
+    return d.driver ? 1 : 0;
+  };
+  for (const auto& a : all) {
+    const auto* d = h.device(a);
+    if (d != nullptr && (worst == nullptr || rank(*d) > rank(*worst))) worst = d;
+  }
+  return worst;
+}
+
+std::string severityCounts(const std::vector<const Finding*>& findings) {
+  std::vector<std::string> parts;
+  for (auto sev : {Severity::Error, Severity::Warning, Severity::Info}) {
+    auto n = std::count_if(findings.begin(), findings.end(), [&](const Finding* f) { return f->severity == sev; });
+    if (n == 0) continue;
+    std::string name(toString(sev));
+    parts.push_back(fmt::format("{} {}{}", n, name, n > 1 && sev != Severity::Info ? "s" : ""));
+  }
+  return fmt::format("{}", fmt::join(parts, ", "));
+}
+
+// Whether iommud runs here and since when, then the last change of its in effect (its records).
+void daemonVerdict(const Status& s, const Style& st, Lines& line) {
+  if (s.daemon) {
+    const auto& d = *s.daemon;
+    line(label(st, "iommud") +
+         wrapText(fmt::format("{} since {}, {} rules: {}", d.state, d.startedAt, d.rules, d.summary), 9));
+  } else {
+    line(label(st, "iommud") + (s.daemonAsked ? "not running (nothing answers for it on the system bus)"
+                                              : "not asked (a captured or synthetic host)"));
+  }
+  if (s.changes.empty()) {
+    line("         no change of iommud's in effect");
+    return;
+  }
+  const auto& c = s.changes.back();
+  line("         " + wrapText("last change " + c.time + ": " +
+                                  (c.kind == ChangeKind::ModprobeConf
+                                       ? c.object + (c.existed ? " rewritten" : " written")
+                                       : c.object + " " + c.key + " " + c.original + " -> " + c.written) +
+                                  fmt::format(" (of {} in effect)", s.changes.size()),
+                              9));
+}
+
+void verdictLines(const Status& s, const std::vector<DeviceExposure>& exposed, const Protections& prot, const Style& st,
+                  Lines& line) {
+  const auto& h = s.host;
+  const auto level = score(h, exposed, prot);
+  const auto all = reachAllMemory(h, exposed);
+  std::string reach = "no device can reach all memory";
+  if (!all.empty()) {
+    reach = fmt::format("{} device{} can reach all memory", all.size(), all.size() == 1 ? "" : "s");
+    if (const auto* worst = worstOf(h, all)) {
+      const std::string name = worst->displayName();
+      reach += fmt::format("{} {}", all.size() == 1 ? ":" : ", the worst", worst->address);
+      if (name != worst->address) reach += " (" + name + ")";
+      if (worst->untrusted()) reach += worst->thunderbolt ? " (Thunderbolt/USB4)" : " (removable)";
+    }
+  }
+  // Wrapped before it is coloured: the escape codes take no room on the terminal.
+  const std::string verdict = wrapText(fmt::format("protection level {} of 3; {}", level.level, reach), 9);
+  line(label(st, "Verdict") + (all.empty() ? st.green(verdict) : st.yellow(verdict)));
+  std::vector<const Finding*> order;
+  order.reserve(s.findings.size());
+  for (const auto& f : s.findings) order.push_back(&f);
+  std::stable_sort(order.begin(), order.end(),
+                   [](const Finding* a, const Finding* b) { return a->severity > b->severity; });
+  if (order.empty()) {
+    line("         no findings");
+  } else {
+    line("         " + severityCounts(order) + " (each in full under Findings):");
+    constexpr size_t kShown = 6;
+    for (size_t i = 0; i < order.size() && i < kShown; ++i) {
+      const auto& f = *order[i];
+      std::string sev(toString(f.severity));
+      sev += std::string(sev.size() < 7 ? 7 - sev.size() : 0, ' ');
+      sev = f.severity == Severity::Info ? sev : f.severity == Severity::Warning ? st.yellow(sev) : st.red(sev);
+      line(fmt::format("  {} {}: {}", sev, st.bold(f.id), wrapText(f.title, 12 + f.id.size())));
+      if (!f.remedies.empty()) line("          " + st.dim("first: ") + wrapText(f.remedies.front().action, 17));
+    }
+    if (order.size() > kShown) line(fmt::format("  and {} more under Findings", order.size() - kShown));
+  }
+  daemonVerdict(s, st, line);
+}
+
 }  // namespace
+
+std::string statusBrief(const Status& s, bool color) {
+  Style st{color};
+  Lines line;
+  const auto exposed = exposuresOf(s);
+  const auto prot = protections(s.host, s.mode);
+  verdictLines(s, exposed, prot, st, line);
+  return std::move(line.out);
+}
 
 std::string statusText(const Status& s, bool color) {
   Style st{color};
   Lines line;
   const auto exposed = exposuresOf(s);
   const auto prot = protections(s.host, s.mode);
+  verdictLines(s, exposed, prot, st, line);
+  line("");
   headerLines(s, st, line);
   protectionLines(s, exposed, prot, st, line);
   deviceSections(s, exposed, prot, st, line);

@@ -24,7 +24,11 @@ std::string statusJson(const Status& status);
 void writeDeviceJson(JsonWriter& w, const core::PciDevice& d);
 void writeFindingJson(JsonWriter& w, const core::Finding& f);
 
-/// The human summary. `color` adds ANSI colours (only for a terminal).
+/// The human summary, the verdict first. `color` adds ANSI colours (only for a terminal).
 std::string statusText(const Status& status, bool color);
+/// The verdict alone (`status --brief`, bare `iommuctl`): the protection level, how many devices can
+/// reach all memory and the worst of them, the findings by severity with the first remedy of
+/// each, and whether iommud runs, since when and what it last changed.
+std::string statusBrief(const Status& status, bool color);
 
 }  // namespace iommud::app

@@ -84,6 +84,7 @@ std::string unknownOption(const CLI::App& app, const CLI::App* sub, const std::s
 struct Diagnosis {
   const CLI::App* command = nullptr;
   std::optional<std::string> why;
+  bool noCommand = false;  // nothing wrong but that no command is named
 };
 Diagnosis diagnose(const CLI::App& app, const std::vector<std::string>& args) {
   Diagnosis d;
@@ -123,7 +124,10 @@ Diagnosis diagnose(const CLI::App& app, const std::vector<std::string>& args) {
       return d;
     }
   }
-  if (d.command == nullptr) d.why = fmt::format("a command is needed: {}", fmt::join(subcommandNames(app), ", "));
+  if (d.command == nullptr) {
+    d.why = fmt::format("a command is needed: {}", fmt::join(subcommandNames(app), ", "));
+    d.noCommand = true;
+  }
   return d;
 }
 
@@ -160,6 +164,17 @@ std::vector<std::string> helpAsOption(const CLI::App& app, const std::vector<std
   // An unknown command is said as such, with the nearest one, not answered with the main help.
   if (!isSubcommand(app, args[2])) return {args[0], args[2]};
   return {args[0], args[2], "--help"};
+}
+
+std::vector<std::string> verdictWhenBare(const CLI::App& app, std::vector<std::string> args) {
+  for (std::size_t i = 1; i < args.size(); ++i) {
+    if (args[i] == "-h" || args[i] == "--help" || args[i] == "-V" || args[i] == "--version") return args;
+  }
+  if (diagnose(app, args).noCommand) {
+    args.emplace_back("status");
+    args.emplace_back("--brief");
+  }
+  return args;
 }
 
 int usageError(const CLI::App& app, const std::vector<std::string>& args, const CLI::ParseError& e) {

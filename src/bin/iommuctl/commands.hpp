@@ -78,6 +78,9 @@ std::vector<std::string> optionsAnywhere(const CLI::App& app, const std::vector<
 constexpr int kUsageStatus = 2;
 /// `iommuctl help [COMMAND]` as `iommuctl [COMMAND] --help`, as git and systemctl take it.
 std::vector<std::string> helpAsOption(const CLI::App& app, const std::vector<std::string>& args);
+/// A command line that names no command (only global options, or nothing) as `status --brief`:
+/// bare `iommuctl` gives the verdict, as bare `systemctl` gives its overview.
+std::vector<std::string> verdictWhenBare(const CLI::App& app, std::vector<std::string> args);
 /// Says on stderr why CLI11 refused `args` (the command line as parsed), in words where it is a
 /// common mistake (with the nearest spelling of a misspelt command or option); the usage status.
 int usageError(const CLI::App& app, const std::vector<std::string>& args, const CLI::ParseError& e);

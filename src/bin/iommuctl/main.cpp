@@ -47,8 +47,9 @@ int main(int argc, char** argv) {
     iommud::ctl::addRevert(app, globals, code);
     iommud::ctl::addSnapshot(app, globals, code);
     iommud::ctl::addTop(app, globals, code);
-    auto args =
-        iommud::ctl::optionsAnywhere(app, iommud::ctl::helpAsOption(app, std::vector<std::string>(argv, argv + argc)));
+    auto args = iommud::ctl::optionsAnywhere(
+        app,
+        iommud::ctl::verdictWhenBare(app, iommud::ctl::helpAsOption(app, std::vector<std::string>(argv, argv + argc))));
     std::vector<char*> argvAnywhere;
     argvAnywhere.reserve(args.size());
     for (auto& a : args) argvAnywhere.push_back(a.data());

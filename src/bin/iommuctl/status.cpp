@@ -21,6 +21,7 @@ void addStatus(CLI::App& app, const Globals& globals, int& code) {
     std::string format = "text";
     std::string color = "auto";
     double measure = 0;
+    bool brief = false;
   };
   auto opts = std::make_shared<Options>();
   auto* format = cmd->add_option("--format", opts->format,
@@ -31,6 +32,9 @@ void addStatus(CLI::App& app, const Globals& globals, int& code) {
   cmd->add_flag("--json", opts->json, "Same as --format=json")->excludes(format);
   cmd->add_option("--color", opts->color, "Colour the output: auto (on a terminal), always, never")
       ->check(CLI::IsMember({"auto", "always", "never"}));
+  cmd->add_flag("--brief", opts->brief,
+                "Only the verdict: the protection level, what can reach all memory, the findings with their "
+                "first remedy, iommud (what bare iommuctl prints)");
   addMeasureOption(cmd, opts->measure);
   cmd->callback([&globals, &code, opts] {
     adapters::sysfs::Root root(globals.root);
@@ -47,6 +51,7 @@ void addStatus(CLI::App& app, const Globals& globals, int& code) {
     auto unbound = core::unboundFindings(app::unboundDevices(root, globals.state.runDir));
     status.findings.insert(status.findings.begin(), unbound.begin(), unbound.end());
     if (globals.root == "/") {
+      status.daemonAsked = true;
       if (auto daemon = adapters::dbus::ManagerClient::connect()) {
         auto summary = daemon->daemon();
         if (summary) {
@@ -70,7 +75,8 @@ void addStatus(CLI::App& app, const Globals& globals, int& code) {
       std::fputs(app::nfdFeatures(status).c_str(), stdout);
       return;
     }
-    std::fputs(app::statusText(status, useColor(opts->color)).c_str(), stdout);
+    const bool color = useColor(opts->color);
+    std::fputs((opts->brief ? app::statusBrief(status, color) : app::statusText(status, color)).c_str(), stdout);
   });
 }
 
