@@ -12,11 +12,14 @@ README (docs/examples/workstation.tar).
 Usage: terminal.py PATH_TO_IOMMUCTL SOURCE_DIR
 """
 import errno
+import fcntl
 import os
 import re
+import struct
 import subprocess
 import sys
 import tempfile
+import termios
 
 ESCAPE = re.compile(r"\x1b\[[0-9;]*m")
 failures = []
@@ -27,9 +30,12 @@ def fail(message):
     failures.append(message)
 
 
-def on_terminal(argv, env):
-    """What argv prints on a pseudo-terminal (its stdin and stdout), read until it closes it."""
+def on_terminal(argv, env, columns=None):
+    """What argv prints on a pseudo-terminal (its stdin and stdout) COLUMNS wide if given, read
+    until it closes it."""
     leader, follower = os.openpty()
+    if columns is not None:
+        fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 50, columns, 0, 0))
     proc = subprocess.Popen(argv, stdin=follower, stdout=follower, stderr=subprocess.PIPE, env=env)
     os.close(follower)
     out = bytearray()
@@ -52,7 +58,7 @@ def on_terminal(argv, env):
 
 
 def environment(**changes):
-    env = {k: v for k, v in os.environ.items() if k not in ("NO_COLOR", "TERM")}
+    env = {k: v for k, v in os.environ.items() if k not in ("NO_COLOR", "TERM", "COLUMNS", "LINES")}
     env.update({k: v for k, v in changes.items() if v is not None})
     return env
 
@@ -66,6 +72,35 @@ def header_lines(text):
             break
         lines += [line for line in paragraph.splitlines() if line and not line[0].isspace()]
     return lines
+
+
+def too_wide(text, columns):
+    """The lines wider than COLUMNS that are more than their indentation and one unbreakable word."""
+    return [line for line in text.splitlines() if len(line) > columns and " " in line.strip()]
+
+
+def check_widths(iommuctl, root):
+    """Every command's text at 60, 80, 120 and 200 columns: on a terminal that wide (coloured, and
+    TERM=dumb), and into a pipe with COLUMNS; into a pipe without COLUMNS, 100."""
+    commands = (["status"], ["status", "--brief"], ["plan"], ["explain", "nvme1"], ["explain", "enp8s0"])
+    for args in commands:
+        argv = [iommuctl, "--root", root] + args
+        name = " ".join(args)
+        for columns in (60, 80, 120, 200):
+            coloured = ESCAPE.sub("", on_terminal(argv, environment(TERM="xterm-256color"), columns))
+            dumb = on_terminal(argv, environment(TERM="dumb"), columns)
+            piped = subprocess.run(argv, env=environment(COLUMNS=str(columns)), stdout=subprocess.PIPE,
+                                   check=True, text=True).stdout
+            for how, text in (("on a coloured terminal", coloured), ("with TERM=dumb", dumb),
+                              ("into a pipe with COLUMNS", piped)):
+                wide = too_wide(text, columns)
+                if wide:
+                    fail(f"{name} at {columns} columns {how}: {len(wide)} lines too wide:\n" + "\n".join(wide[:5]))
+            if coloured != piped or dumb != piped:
+                fail(f"{name} at {columns} columns: the terminal's text (escapes stripped) differs from the pipe's")
+        plain = subprocess.run(argv, env=environment(), stdout=subprocess.PIPE, check=True, text=True).stdout
+        if too_wide(plain, 100) or not any(len(line) > 80 for line in plain.splitlines()):
+            fail(f"{name} into a pipe without COLUMNS is not at 100 columns")
 
 
 def main():
@@ -111,6 +146,7 @@ def main():
                 fail(f"status on a terminal with {name} is coloured")
         if "\x1b[" not in on_terminal(status, environment(TERM="xterm-256color", NO_COLOR="")):
             fail("status on a terminal with NO_COLOR set to the empty string is not coloured")
+        check_widths(iommuctl, root)
 
     if failures:
         sys.exit(f"{len(failures)} failure(s)")

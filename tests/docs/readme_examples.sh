@@ -59,8 +59,11 @@ while i < len(readme):
         argv = shlex.split(command)
         if argv[0] != "iommuctl":
             sys.exit(f"README.md:{n}: examples run iommuctl, not {argv[0]}")
+        # 200 columns: rows are broken only past the terminal's width, and some hold the path of
+        # the source tree, whose length depends on where it was cloned; paragraphs wrap at 100
+        # at any width over that, as the README shows them.
         proc = subprocess.run([iommuctl] + argv[1:], cwd=work, capture_output=True, text=True,
-                              env=dict(os.environ, NO_COLOR="1"))
+                              env=dict(os.environ, NO_COLOR="1", COLUMNS="200"))
         actual = (proc.stdout + proc.stderr).replace(src, "~/iommud").splitlines()
         while actual and not actual[-1].strip():
             actual.pop()

@@ -193,3 +193,32 @@ TEST(StatusText, TheVerdictSaysWhetherIommudRunsAndWhatItLastChanged) {
             std::string::npos)
       << brief;
 }
+
+// Text follows the terminal's width (issue 29): rows and tables, which wrapText does not see, are
+// broken by fitLines at a space, under their value, with escape codes taking no room.
+TEST(FitLines, BreaksALongRowUnderItsValueAndKeepsWordsTagsAndCommandsWhole) {
+  EXPECT_EQ(app::fitLines("short\n", 20), "short\n");
+  EXPECT_EQ(app::fitLines("Label    one two three four five\n", 20),
+            "Label    one two\n         three four\n         five\n");
+  EXPECT_EQ(app::fitLines("  plain text that is long\n", 14), "  plain text\n    that is\n    long\n");
+  // A word wider than the line stays whole, on a line of its own.
+  EXPECT_EQ(app::fitLines("  see /a/very/long/path/name then\n", 12), "  see\n    /a/very/long/path/name\n    then\n");
+  EXPECT_EQ(app::fitLines("  x [risk high] y\n", 12), "  x\n    [risk high]\n    y\n");
+  EXPECT_EQ(app::fitLines("  run `a b c` now\n", 12), "  run\n    `a b c`\n    now\n");
+  // Colour: the same breaks as without it.
+  const std::string bold = "\033[1mLabel\033[0m    one two three four five\n";
+  EXPECT_EQ(withoutEscapes(app::fitLines(bold, 20)), app::fitLines("Label    one two three four five\n", 20));
+}
+
+TEST(StatusText, NoLineIsWiderThanTheWidthButForOneWord) {
+  auto status = statusOf(*workstation());
+  for (size_t width : {40U, 60U, 80U, 120U, 200U}) {
+    for (const auto& text : {app::statusText(status, false, width), app::statusBrief(status, true, width)}) {
+      std::istringstream in(withoutEscapes(text));
+      for (std::string line; std::getline(in, line);) {
+        const auto word = line.find_first_not_of(' ');
+        EXPECT_TRUE(line.size() <= width || line.find(' ', word) == std::string::npos) << width << " columns: " << line;
+      }
+    }
+  }
+}

@@ -150,7 +150,7 @@ int runTop(const adapters::sysfs::Root& root, const TopOptions& options) {
       std::fputs(topJson(view).c_str(), stdout);
     } else {
       if (interactive) std::fputs("\033[H\033[2J", stdout);
-      std::fputs(topTable(view, sort, options.color, options.all).c_str(), stdout);
+      std::fputs(topTable(view, sort, options.color, options.all, options.width).c_str(), stdout);
       if (interactive)
         std::fputs("keys: m maps, b MiB/s, s mean size, o bounces, f faults, d device, q quit\n", stdout);
     }

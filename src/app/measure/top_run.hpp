@@ -4,6 +4,7 @@
 #include <string>
 
 #include "adapters/sysfs/root.hpp"
+#include "app/report/text_style.hpp"
 #include "core/dma_stats.hpp"
 #include "core/measured_findings.hpp"
 
@@ -20,6 +21,7 @@ struct TopOptions {
   std::string device;  // only this one (an address; empty: all)
   core::DmaSortKey sort = core::DmaSortKey::Maps;
   bool color = false;
+  size_t width = kTextWidth;  // the columns of its table (app/report/text_style.hpp)
 };
 
 /// Runs top; returns the exit code. Errors are printed as one line each.

@@ -156,9 +156,10 @@ void planLines(std::string& out, const Plan& plan, const HostFacts& h, const Sty
     line(fmt::format("    {} {}: {} -> {}  [{}]", verb, settingName(c.kind, c.object, c.key), c.from, c.to,
                      riskLabel(c.risk, st)));
     line("           " + st.dim(fmt::format("rule {} ({})", c.rule.name, c.rule.where.str())));
-    if (c.risk != Risk::None || c.kind == ChangeKind::Domain) line("           " + wrapText(c.tradeOff, 11));
+    if (c.risk != Risk::None || c.kind == ChangeKind::Domain)
+      line("           " + wrapText(c.tradeOff, 11, st.proseWidth()));
     if (c.irreversible) line("           " + st.yellow("irreversible until unbind or reboot"));
-    if (!c.note.empty()) line("           " + st.dim(wrapText(c.note, 11)));
+    if (!c.note.empty()) line("           " + st.dim(wrapText(c.note, 11, st.proseWidth())));
   }
   std::vector<const Skip*> skips;
   for (const auto& s : plan.skips) {
@@ -170,7 +171,7 @@ void planLines(std::string& out, const Plan& plan, const HostFacts& h, const Sty
     for (const auto* s : skips) {
       line(fmt::format("  {} {}: {} ({})", deviceLabel(h, s->device), settingName(s->kind, s->object, s->key),
                        s->wanted, st.yellow(std::string(toString(s->reason)))));
-      line("           " + wrapText(s->message, 11));
+      line("           " + wrapText(s->message, 11, st.proseWidth()));
       line("           " + st.dim(fmt::format("rule {} ({})", s->rule.name, s->rule.where.str())));
     }
   }
@@ -206,8 +207,8 @@ std::string_view triggerText(Trigger t) {
 }
 }  // namespace
 
-std::string planText(const Plan& plan, const Status& status, const PolicySet& policies, bool color) {
-  Style st{color};
+namespace {
+std::string unfittedPlanText(const Plan& plan, const Status& status, const PolicySet& policies, const Style& st) {
   std::string out;
   size_t files =
       std::count_if(policies.files.begin(), policies.files.end(), [](const PolicyFile& f) { return !f.masked; });
@@ -241,6 +242,11 @@ std::string planText(const Plan& plan, const Status& status, const PolicySet& po
   }
   return out;
 }
+}  // namespace
+
+std::string planText(const Plan& plan, const Status& status, const PolicySet& policies, bool color, size_t width) {
+  return fitLines(unfittedPlanText(plan, status, policies, Style{color, width}), width);
+}
 
 namespace {
 
@@ -270,9 +276,9 @@ std::vector<const Finding*> findingsOf(const PciDevice& d, const Status& s) {
 
 }  // namespace
 
-std::string explainText(const PciDevice& d, const Status& s, const PolicySet& policies,
-                        const std::vector<RuleEvaluation>& evaluations, const Plan& plan, bool color) {
-  Style st{color};
+namespace {
+std::string unfittedExplainText(const PciDevice& d, const Status& s, const PolicySet& policies,
+                                const std::vector<RuleEvaluation>& evaluations, const Plan& plan, const Style& st) {
   std::string out;
   auto line = [&](const std::string& l) { out += l + "\n"; };
   const auto& h = s.host;
@@ -295,7 +301,7 @@ std::string explainText(const PciDevice& d, const Status& s, const PolicySet& po
                      members.size() == 1 ? "device" : "devices"));
     for (const auto& m : members) line("  " + m);
     if (auto notes = s.mode.groupNotes.find(*d.group); notes != s.mode.groupNotes.end()) {
-      for (const auto& n : notes->second) line("  " + st.dim(wrapText(n, 2)));
+      for (const auto& n : notes->second) line("  " + st.dim(wrapText(n, 2, st.proseWidth())));
     }
   } else {
     line(st.bold("Group") + " none: the device is not translated by an IOMMU");
@@ -307,7 +313,7 @@ std::string explainText(const PciDevice& d, const Status& s, const PolicySet& po
         e.level == Exposure::AllMemory ? st.yellow(std::string(describe(e.level))) : std::string(describe(e.level))));
     for (const auto& r : e.reasons) {
       line("  " + st.dim(std::string(toString(r.source)) + ":") + " " +
-           wrapText(r.text, 4 + toString(r.source).size()));
+           wrapText(r.text, 4 + toString(r.source).size(), st.proseWidth()));
     }
   }
   std::vector<std::string> caps;
@@ -346,7 +352,7 @@ std::string explainText(const PciDevice& d, const Status& s, const PolicySet& po
     if (!e.rule->enabled) state = st.dim("disabled by an override");
     line(fmt::format("  {} ({}) {}, mode {}", st.bold(e.rule->name), e.rule->where.str(), state,
                      toString(e.rule->mode)));
-    line("    " + st.dim(wrapText(e.rule->description, 4)));
+    line("    " + st.dim(wrapText(e.rule->description, 4, st.proseWidth())));
     for (const auto& c : e.conditions) {
       line(fmt::format("    {} {:<44} {}", c.holds ? st.green("yes") : st.red("no "), c.condition, c.actual));
     }
@@ -366,6 +372,12 @@ std::string explainText(const PciDevice& d, const Status& s, const PolicySet& po
         fmt::format("  {} already {} (rule {})", settingName(sat.kind, sat.object, sat.key), sat.value, sat.rule.name));
   }
   return out;
+}
+}  // namespace
+
+std::string explainText(const PciDevice& d, const Status& s, const PolicySet& policies,
+                        const std::vector<RuleEvaluation>& evaluations, const Plan& plan, bool color, size_t width) {
+  return fitLines(unfittedExplainText(d, s, policies, evaluations, plan, Style{color, width}), width);
 }
 
 std::string explainJson(const PciDevice& d, const Status& s, const std::vector<RuleEvaluation>& evaluations,

@@ -16,13 +16,15 @@ inline constexpr int kPlanSchemaVersion = 1;
 /// `iommuctl check`: every diagnostic, one per line, then a summary line.
 std::string checkText(const config::Loaded& loaded);
 
-std::string planText(const core::Plan& plan, const Status& status, const core::PolicySet& policies, bool color);
+std::string planText(const core::Plan& plan, const Status& status, const core::PolicySet& policies, bool color,
+                     size_t width = kTextWidth);
 std::string planJson(const core::Plan& plan, const core::PolicySet& policies);
 
 /// `iommuctl explain DEVICE`: the device, its group, the host facts that matter, every rule that
 /// matched or nearly matched and why, and the plan for it.
 std::string explainText(const core::PciDevice& device, const Status& status, const core::PolicySet& policies,
-                        const std::vector<core::RuleEvaluation>& evaluations, const core::Plan& plan, bool color);
+                        const std::vector<core::RuleEvaluation>& evaluations, const core::Plan& plan, bool color,
+                        size_t width = kTextWidth);
 std::string explainJson(const core::PciDevice& device, const Status& status,
                         const std::vector<core::RuleEvaluation>& evaluations, const core::Plan& plan);
 

@@ -367,7 +367,7 @@ void headerLines(const Status& s, const Style& st, Lines& line) {
   line(fmt::format("{}{}{}", label(st, "IOMMU"), vendor, modeSentence(m)));
   for (const auto& r : m.reasons) {
     line("         " + st.dim(std::string(toString(r.source)) + ":") + " " +
-         wrapText(r.text, 9 + toString(r.source).size() + 2));
+         wrapText(r.text, 9 + toString(r.source).size() + 2, st.proseWidth()));
   }
   unitLines(h, st, line);
   if (h.swiotlb.nslabs) {
@@ -381,7 +381,7 @@ void protectionLines(const Status& s, const std::vector<DeviceExposure>& exposed
                      const Style& st, Lines& line) {
   const auto& h = s.host;
   auto allMemory = reachAllMemory(h, exposed);
-  std::string summary = wrapText(exposureSummary(h, exposed), 9);
+  std::string summary = wrapText(exposureSummary(h, exposed), 9, st.proseWidth());
   line(fmt::format("{}{}", label(st, "Exposure"), allMemory.empty() ? st.green(summary) : st.yellow(summary)));
   auto level = score(h, exposed, prot);
   std::vector<std::string> unmet;
@@ -398,8 +398,8 @@ void protectionLines(const Status& s, const std::vector<DeviceExposure>& exposed
                                                     : st.yellow(state);
     // A hanging indent after "  protection ID STATE: ", measured without the colour codes.
     size_t hang = std::string_view("  protection ").size() + p.id.size() + 1 + toString(p.state).size() + 2;
-    line(fmt::format("  protection {} {}: {}", p.id, state, wrapText(p.text, hang)));
-    if (!p.advice.empty()) line("      " + st.dim("what to do: " + wrapText(p.advice, 18)));
+    line(fmt::format("  protection {} {}: {}", p.id, state, wrapText(p.text, hang, st.proseWidth())));
+    if (!p.advice.empty()) line("      " + st.dim("what to do: " + wrapText(p.advice, 18, st.proseWidth())));
   }
   for (const auto& t : h.thunderbolt) {
     line(fmt::format("{}{}: security {}, IOMMU DMA protection {}", label(st, "TB/USB4"), t.name, t.security,
@@ -430,10 +430,10 @@ void groupLines(const Status& s, const Group& g, const std::vector<DeviceExposur
   std::string shared = g.devices.size() > 1 ? st.yellow(fmt::format(" shared by {} devices", g.devices.size())) : "";
   line(fmt::format("  {:>4}  {}{}", g.id, typeLabel(g, st), shared));
   if (auto notes = s.mode.groupNotes.find(g.id); notes != s.mode.groupNotes.end()) {
-    for (const auto& n : notes->second) line("        " + st.dim(wrapText(n, 8)));
+    for (const auto& n : notes->second) line("        " + st.dim(wrapText(n, 8, st.proseWidth())));
   }
   for (const auto& sg : prot.shared) {
-    if (sg.group == g.id) line("        " + st.dim("shared: " + wrapText(sg.text, 16)));
+    if (sg.group == g.id) line("        " + st.dim("shared: " + wrapText(sg.text, 16, st.proseWidth())));
   }
   const bool vfioUsed = std::any_of(g.devices.begin(), g.devices.end(), [&](const std::string& a) {
     const auto* d = h.device(a);
@@ -441,9 +441,9 @@ void groupLines(const Status& s, const Group& g, const std::vector<DeviceExposur
   });
   for (const auto& v : prot.vfio) {
     if (v.group != g.id || !vfioUsed) continue;
-    line("        " +
-         st.dim(v.viable ? std::string("VFIO: viable")
-                         : "VFIO: not viable: " + wrapText(fmt::format("{}", fmt::join(v.blockers, "; ")), 27)));
+    line("        " + st.dim(v.viable ? std::string("VFIO: viable")
+                                      : "VFIO: not viable: " + wrapText(fmt::format("{}", fmt::join(v.blockers, "; ")),
+                                                                        27, st.proseWidth())));
   }
   for (const auto& a : g.devices) {
     if (const auto* d = h.device(a)) {
@@ -485,10 +485,10 @@ void findingLines(const Status& s, const Style& st, Lines& line) {
                           : f.severity == Severity::Warning ? st.yellow(sev)
                                                             : st.red(sev);
     line(fmt::format("  {} {} {}", sevText, st.bold(f.id), f.title));
-    line("      " + wrapText(f.summary, 6));
+    line("      " + wrapText(f.summary, 6, st.proseWidth()));
     for (const auto& r : f.remedies) {
-      line("      - " + wrapText(r.action, 8));
-      line("        " + st.dim("cost: ") + wrapText(r.securityCost, 14));
+      line("      - " + wrapText(r.action, 8, st.proseWidth()));
+      line("        " + st.dim("cost: ") + wrapText(r.securityCost, 14, st.proseWidth()));
     }
   }
 }
@@ -505,7 +505,7 @@ void iommudLines(const Status& s, const Style& st, Lines& line) {
       line("  Last actions" + (d.lastRunAt.empty() ? std::string() : " (last run " + d.lastRunAt + ")") + ":");
       for (size_t i = d.recent.size() > kShown ? d.recent.size() - kShown : 0; i < d.recent.size(); ++i) {
         const auto& a = d.recent[i];
-        line(fmt::format("  {} {:<8} {}", a.time, a.result, wrapText(a.message, 32)));
+        line(fmt::format("  {} {:<8} {}", a.time, a.result, wrapText(a.message, 32, st.proseWidth())));
       }
     }
   }
@@ -562,7 +562,8 @@ void daemonVerdict(const Status& s, const Style& st, Lines& line) {
   if (s.daemon) {
     const auto& d = *s.daemon;
     line(label(st, "iommud") +
-         wrapText(fmt::format("{} since {}, {} rules: {}", d.state, d.startedAt, d.rules, d.summary), 9));
+         wrapText(fmt::format("{} since {}, {} rules: {}", d.state, d.startedAt, d.rules, d.summary), 9,
+                  st.proseWidth()));
   } else {
     line(label(st, "iommud") + (s.daemonAsked ? "not running (nothing answers for it on the system bus)"
                                               : "not asked (a captured or synthetic host)"));
@@ -577,7 +578,7 @@ void daemonVerdict(const Status& s, const Style& st, Lines& line) {
                                        ? c.object + (c.existed ? " rewritten" : " written")
                                        : c.object + " " + c.key + " " + c.original + " -> " + c.written) +
                                   fmt::format(" (of {} in effect)", s.changes.size()),
-                              9));
+                              9, st.proseWidth()));
 }
 
 void verdictLines(const Status& s, const std::vector<DeviceExposure>& exposed, const Protections& prot, const Style& st,
@@ -596,7 +597,8 @@ void verdictLines(const Status& s, const std::vector<DeviceExposure>& exposed, c
     }
   }
   // Wrapped before it is coloured: the escape codes take no room on the terminal.
-  const std::string verdict = wrapText(fmt::format("protection level {} of 3; {}", level.level, reach), 9);
+  const std::string verdict =
+      wrapText(fmt::format("protection level {} of 3; {}", level.level, reach), 9, st.proseWidth());
   line(label(st, "Verdict") + (all.empty() ? st.green(verdict) : st.yellow(verdict)));
   std::vector<const Finding*> order;
   order.reserve(s.findings.size());
@@ -613,8 +615,9 @@ void verdictLines(const Status& s, const std::vector<DeviceExposure>& exposed, c
       std::string sev(toString(f.severity));
       sev += std::string(sev.size() < 7 ? 7 - sev.size() : 0, ' ');
       sev = f.severity == Severity::Info ? sev : f.severity == Severity::Warning ? st.yellow(sev) : st.red(sev);
-      line(fmt::format("  {} {}: {}", sev, st.bold(f.id), wrapText(f.title, 12 + f.id.size())));
-      if (!f.remedies.empty()) line("          " + st.dim("first: ") + wrapText(f.remedies.front().action, 17));
+      line(fmt::format("  {} {}: {}", sev, st.bold(f.id), wrapText(f.title, 12 + f.id.size(), st.proseWidth())));
+      if (!f.remedies.empty())
+        line("          " + st.dim("first: ") + wrapText(f.remedies.front().action, 17, st.proseWidth()));
     }
     if (order.size() > kShown) line(fmt::format("  and {} more under Findings", order.size() - kShown));
   }
@@ -623,17 +626,17 @@ void verdictLines(const Status& s, const std::vector<DeviceExposure>& exposed, c
 
 }  // namespace
 
-std::string statusBrief(const Status& s, bool color) {
-  Style st{color};
+std::string statusBrief(const Status& s, bool color, size_t width) {
+  Style st{color, width};
   Lines line;
   const auto exposed = exposuresOf(s);
   const auto prot = protections(s.host, s.mode);
   verdictLines(s, exposed, prot, st, line);
-  return std::move(line.out);
+  return fitLines(line.out, width);
 }
 
-std::string statusText(const Status& s, bool color) {
-  Style st{color};
+std::string statusText(const Status& s, bool color, size_t width) {
+  Style st{color, width};
   Lines line;
   const auto exposed = exposuresOf(s);
   const auto prot = protections(s.host, s.mode);
@@ -644,7 +647,7 @@ std::string statusText(const Status& s, bool color) {
   deviceSections(s, exposed, prot, st, line);
   findingLines(s, st, line);
   iommudLines(s, st, line);
-  return std::move(line.out);
+  return fitLines(line.out, width);
 }
 
 }  // namespace iommud::app

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "app/host/status.hpp"
+#include "app/report/text_style.hpp"
 #include "core/protections.hpp"
 
 namespace iommud::app {
@@ -24,11 +25,12 @@ std::string statusJson(const Status& status);
 void writeDeviceJson(JsonWriter& w, const core::PciDevice& d);
 void writeFindingJson(JsonWriter& w, const core::Finding& f);
 
-/// The human summary, the verdict first. `color` adds ANSI colours (only for a terminal).
-std::string statusText(const Status& status, bool color);
+/// The human summary, the verdict first. `color` adds ANSI colours (only for a terminal); no line
+/// is wider than `width` but for a word that is (fitLines).
+std::string statusText(const Status& status, bool color, size_t width = kTextWidth);
 /// The verdict alone (`status --brief`, bare `iommuctl`): the protection level, how many devices can
 /// reach all memory and the worst of them, the findings by severity with the first remedy of
 /// each, and whether iommud runs, since when and what it last changed.
-std::string statusBrief(const Status& status, bool color);
+std::string statusBrief(const Status& status, bool color, size_t width = kTextWidth);
 
 }  // namespace iommud::app

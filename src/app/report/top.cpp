@@ -191,14 +191,15 @@ bool busy(const core::DmaRow& r) {
 
 }  // namespace
 
-std::string topTable(const TopView& view, DmaSortKey sort, bool color, bool all) {
-  Style s{color};
+std::string topTable(const TopView& view, DmaSortKey sort, bool color, bool all, size_t width) {
+  Style s{color, width};
   const auto& iv = view.interval;
   std::string out;
   out += s.bold(fmt::format("IOMMU maps/s {}  unmaps/s {}  ({} s, kernel {}, sorted by {})", rate(iv.hostMapsPerSecond),
                             rate(iv.hostUnmapsPerSecond), rate(iv.seconds), view.kernel, toString(sort)));
   out += "\n";
-  if (std::string note = unattributedNote(view); !note.empty()) out += s.yellow(wrapText("note: " + note, 6)) + "\n";
+  if (std::string note = unattributedNote(view); !note.empty())
+    out += s.yellow(wrapText("note: " + note, 6, s.proseWidth())) + "\n";
   out += s.bold(fmt::format("{:<13} {:<10} {:<9} {:>5} {:<18} {:>9} {:>8} {:>9} {:>9} {:>7}", "DEVICE", "NAME",
                             "DRIVER", "GROUP", "DOMAIN", "MAPS/s", "MiB/s", "MEAN B", "BOUNCE/s", "FAULTS"));
   out += "\n";
@@ -217,7 +218,7 @@ std::string topTable(const TopView& view, DmaSortKey sort, bool color, bool all)
     out += (r.untrusted && d.delta.bounces > 0) ? s.red(line) : line;
     out += "\n";
   }
-  return out;
+  return fitLines(out, width);
 }
 
 }  // namespace iommud::app

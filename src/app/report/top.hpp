@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "app/report/text_style.hpp"
 #include "core/dma_stats.hpp"
 
 // What `iommuctl top` shows (docs/measure.md): one interval of DMA mapping work per device, as a
@@ -27,7 +28,8 @@ std::string topJson(const TopView& view);
 
 /// The table: a header line with the host-wide IOMMU rates, the note of what cannot be attributed,
 /// then one line per device (those without any work left out unless `all`).
-std::string topTable(const TopView& view, core::DmaSortKey sort, bool color, bool all = false);
+std::string topTable(const TopView& view, core::DmaSortKey sort, bool color, bool all = false,
+                     size_t width = kTextWidth);
 
 /// The sort key a key press selects ('m' maps, 'b' MiB, 's' mean size, 'o' bounces, 'f' faults,
 /// 'd' device); nullopt for other keys.

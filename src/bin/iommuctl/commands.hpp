@@ -93,5 +93,8 @@ bool measureInto(const Globals& globals, double seconds, app::Status& status, in
 
 /// Whether to colour: --color=always, or auto on a terminal that is not TERM=dumb, without NO_COLOR.
 bool useColor(const std::string& option);
+/// The columns the text is wrapped to: COLUMNS when set to a number (as systemd's tools take it),
+/// else the terminal's width when standard output is one, else app::kTextWidth; at least 40.
+size_t textWidth();
 
 }  // namespace iommud::ctl

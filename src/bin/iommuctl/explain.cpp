@@ -39,11 +39,11 @@ void addExplain(CLI::App& app, const Globals& globals, int& code) {
     auto evaluations = core::evaluateRules(in, p->policies.policies, *d);
     // After planning: what a window saw is for people, policies decide on the host's facts.
     if (opts->measure > 0 && !measureInto(globals, opts->measure, p->status, code)) return;
-    std::fputs(
-        opts->json
-            ? app::explainJson(*d, p->status, evaluations, plan).c_str()
-            : app::explainText(*d, p->status, p->policies.policies, evaluations, plan, useColor(opts->color)).c_str(),
-        stdout);
+    std::fputs(opts->json ? app::explainJson(*d, p->status, evaluations, plan).c_str()
+                          : app::explainText(*d, p->status, p->policies.policies, evaluations, plan,
+                                             useColor(opts->color), textWidth())
+                                .c_str(),
+               stdout);
   });
 }
 

@@ -27,8 +27,9 @@ void addPlan(CLI::App& app, const Globals& globals, int& code) {
     }
     auto plan = core::plan({p->status.host, p->status.mode, p->status.findings}, p->policies.policies, *po);
     app::listInitramfsFor(adapters::sysfs::Root(globals.root), plan, p->status);
-    std::fputs(opts->json ? app::planJson(plan, p->policies.policies).c_str()
-                          : app::planText(plan, p->status, p->policies.policies, useColor(opts->color)).c_str(),
+    std::fputs(opts->json
+                   ? app::planJson(plan, p->policies.policies).c_str()
+                   : app::planText(plan, p->status, p->policies.policies, useColor(opts->color), textWidth()).c_str(),
                stdout);
   });
 }

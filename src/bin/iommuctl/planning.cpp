@@ -1,11 +1,14 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <sys/ioctl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <string_view>
 
+#include "app/report/text_style.hpp"
 #include "bin/iommuctl/commands.hpp"
 #include "config/policy_loader.hpp"
 
@@ -100,6 +103,19 @@ bool useColor(const std::string& option) {
   const char* term = std::getenv("TERM");
   return isatty(STDOUT_FILENO) != 0 && (noColor == nullptr || *noColor == '\0') && term != nullptr &&
          std::string_view(term) != "dumb";
+}
+
+size_t textWidth() {
+  constexpr size_t kNarrowest = 40;
+  size_t width = app::kTextWidth;
+  winsize ws{};
+  if (const char* columns = std::getenv("COLUMNS"); columns != nullptr && *columns != '\0') {
+    char* end = nullptr;
+    const unsigned long n = std::strtoul(columns, &end, 10);
+    if (*end == '\0' && n > 0 && n < 10000) return std::max<size_t>(n, kNarrowest);
+  }
+  if (isatty(STDOUT_FILENO) != 0 && ::ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0) width = ws.ws_col;
+  return std::max(width, kNarrowest);
 }
 
 }  // namespace iommud::ctl

@@ -76,7 +76,9 @@ void addStatus(CLI::App& app, const Globals& globals, int& code) {
       return;
     }
     const bool color = useColor(opts->color);
-    std::fputs((opts->brief ? app::statusBrief(status, color) : app::statusText(status, color)).c_str(), stdout);
+    const size_t width = textWidth();
+    std::fputs((opts->brief ? app::statusBrief(status, color, width) : app::statusText(status, color, width)).c_str(),
+               stdout);
   });
 }
 

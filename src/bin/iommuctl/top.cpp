@@ -41,6 +41,7 @@ void addTop(CLI::App& app, const Globals& globals, int& code) {
       if (auto key = app::sortKeyFor(k); key && app::toString(*key) == opts->sort) top.sort = *key;
     }
     top.color = useColor(opts->color);
+    top.width = textWidth();
     if (!top.device.empty()) {
       auto host = adapters::sysfs::readHost(root);
       if (!host) {
