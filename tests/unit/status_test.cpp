@@ -222,3 +222,13 @@ TEST(StatusText, NoLineIsWiderThanTheWidthButForOneWord) {
     }
   }
 }
+
+TEST(StatusText, SaysRootHelpsOnlyWherePermissionStoppedTheRead) {
+  auto status = statusOf(*workstation());
+  status.host.unreadable = {{"/sys/kernel/debug", "debugfs is not mounted"}};
+  EXPECT_NE(app::statusText(status, false).find("\nNot readable:\n  /sys/kernel/debug: debugfs is not mounted\n"),
+            std::string::npos);
+  status.host.unreadable.push_back({"/sys/firmware/acpi/tables/DMAR", "Permission denied"});
+  EXPECT_NE(app::statusText(status, false).find("\nNot readable (those denied: run as root to see them):\n"),
+            std::string::npos);
+}

@@ -523,7 +523,11 @@ void iommudLines(const Status& s, const Style& st, Lines& line) {
   }
   if (!s.host.unreadable.empty()) {
     line("");
-    line(st.bold("Not readable") + " (run as root to see these):");
+    // Root helps only where permission was what stopped the read (strerror(EACCES)); an
+    // unmounted debugfs or a refused FIFO stays unreadable for root too.
+    const bool denied = std::any_of(s.host.unreadable.begin(), s.host.unreadable.end(),
+                                    [](const Unreadable& u) { return u.reason == "Permission denied"; });
+    line(st.bold("Not readable") + (denied ? " (those denied: run as root to see them):" : ":"));
     for (const auto& u : s.host.unreadable) line(fmt::format("  {}: {}", u.path, u.reason));
   }
 }
