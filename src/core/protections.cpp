@@ -115,21 +115,23 @@ Protection x2apic(const HostFacts& h) {
 
 Protection hostTranslation(const HostFacts& h) {
   Protection p{"host-translation", State::Unknown, "", ""};
-  if (!h.firmware.ivrs) {
-    p.state = h.iommuPresent() ? State::On : State::Unknown;
-    p.text = h.iommuPresent() ? "the IOMMU translates DMA" : "no readable IVRS table";
-    return p;
-  }
-  if (h.firmware.ivrs->hostTranslationDisabled()) {
+  if (h.firmware.ivrs && h.firmware.ivrs->hostTranslationDisabled()) {
     p.state = State::Off;
     p.text =
         "IVRS sets HATDis: the firmware disables host address translation, so the AMD IOMMU only remaps "
         "interrupts (no groups, no ivhdN); every device can reach all memory";
     p.advice = "A firmware setting or update; the kernel cannot turn it on";
-  } else {
-    p.state = State::On;
-    p.text = "IVRS does not set HATDis";
+    return p;
   }
+  // Off, or absent: nothing translates, whatever the firmware's tables say.
+  if (!h.iommuPresent()) {
+    p.state = State::Off;
+    p.text = "no IOMMU is in use: nothing translates DMA";
+    p.advice = "Turn the IOMMU on: the iommu-off finding says how, and what it costs";
+    return p;
+  }
+  p.state = State::On;
+  p.text = h.firmware.ivrs ? "IVRS does not set HATDis" : "the IOMMU translates DMA";
   return p;
 }
 

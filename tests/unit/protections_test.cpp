@@ -152,3 +152,14 @@ TEST(Protections, AmdHatDisMeansNoTranslation) {
   EXPECT_EQ(p.state, State::Off);
   EXPECT_NE(p.text.find("HATDis"), std::string::npos);
 }
+
+// Issue 29: "host-translation unknown: no readable IVRS table" on a host whose IOMMU is off.
+TEST(Protections, NoIommuInUseMeansNoTranslationWhateverTheTables) {
+  auto none = byId(of(*noIommu()), "host-translation");
+  EXPECT_EQ(none.state, State::Off);
+  EXPECT_EQ(none.text, "no IOMMU is in use: nothing translates DMA");
+  EXPECT_NE(none.advice.find("iommu-off"), std::string::npos);
+  auto on = byId(of(*intelBareMetal()), "host-translation");
+  EXPECT_EQ(on.state, State::On);
+  EXPECT_EQ(on.text, "the IOMMU translates DMA");
+}
