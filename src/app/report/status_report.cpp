@@ -628,30 +628,32 @@ void verdictLines(const Status& s, const std::vector<DeviceExposure>& exposed, c
   daemonVerdict(s, st, line);
 }
 
-}  // namespace
-
-std::string statusBrief(const Status& s, bool color, size_t width) {
+// The verdict, then, unless `brief`, everything else.
+std::string statusLines(const Status& s, bool color, size_t width, bool brief) {
   Style st{color, width};
   Lines line;
   const auto exposed = exposuresOf(s);
   const auto prot = protections(s.host, s.mode);
   verdictLines(s, exposed, prot, st, line);
+  if (!brief) {
+    line("");
+    headerLines(s, st, line);
+    protectionLines(s, exposed, prot, st, line);
+    deviceSections(s, exposed, prot, st, line);
+    findingLines(s, st, line);
+    iommudLines(s, st, line);
+  }
   return fitLines(line.out, width);
 }
 
+}  // namespace
+
+std::string statusBrief(const Status& s, bool color, size_t width) {
+  return statusLines(s, color, width, true);
+}
+
 std::string statusText(const Status& s, bool color, size_t width) {
-  Style st{color, width};
-  Lines line;
-  const auto exposed = exposuresOf(s);
-  const auto prot = protections(s.host, s.mode);
-  verdictLines(s, exposed, prot, st, line);
-  line("");
-  headerLines(s, st, line);
-  protectionLines(s, exposed, prot, st, line);
-  deviceSections(s, exposed, prot, st, line);
-  findingLines(s, st, line);
-  iommudLines(s, st, line);
-  return fitLines(line.out, width);
+  return statusLines(s, color, width, false);
 }
 
 }  // namespace iommud::app
