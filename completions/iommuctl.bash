@@ -48,8 +48,9 @@ _iommuctl()
     _init_completion -s -n : || return
 
     local commands="status snapshot check plan explain apply revert top"
-    local root=/ command='' i
-    # The global options come before the subcommand; --root's value is where devices are read.
+    local root=/ command='' at=0 i
+    # --root goes before or after the subcommand; its value is where devices are read. $at: where
+    # the subcommand is.
     for ((i = 1; i < cword; i++)); do
         case ${words[i]} in
             --root)
@@ -59,8 +60,10 @@ _iommuctl()
             --root=*) root=${words[i]#--root=} ;;
             -*) ;;
             *)
-                command=${words[i]}
-                break
+                if [[ -z $command ]]; then
+                    command=${words[i]}
+                    at=$i
+                fi
                 ;;
         esac
     done
@@ -86,11 +89,11 @@ _iommuctl()
 
     local opts=''
     case $command in
-        status) opts='--help --format --json --color --brief --measure' ;;
-        snapshot) opts='--help --no-redact' ;;
-        check) opts='--help' ;;
-        plan) opts='--help --device --json --hotplug --boot --color --policies' ;;
-        explain) opts='--help --json --hotplug --boot --color --policies --measure' ;;
+        status) opts='--help --format --json --color --brief --measure --root' ;;
+        snapshot) opts='--help --no-redact --root' ;;
+        check) opts='--help --root' ;;
+        plan) opts='--help --device --json --hotplug --boot --color --policies --root' ;;
+        explain) opts='--help --json --hotplug --boot --color --policies --measure --root' ;;
         apply) opts='--help --device --hotplug --policies --measure' ;;
         revert) opts='--help --device' ;;
         top) opts='--help --seconds --once --json --device --all --sort --color' ;;
@@ -98,6 +101,10 @@ _iommuctl()
     esac
 
     case $prev in
+        --root)
+            _filedir -d
+            return
+            ;;
         --format)
             [[ $command == status ]] && mapfile -t COMPREPLY < <(compgen -W 'text json prometheus nfd' -- "$cur")
             return
@@ -134,9 +141,9 @@ _iommuctl()
         explain)
             # One DEVICE: offer devices until one is given.
             local args=0
-            for ((i = i + 1; i < cword; i++)); do
+            for ((i = at + 1; i < cword; i++)); do
                 case ${words[i]} in
-                    --color | --policies) ((i++)) ;;
+                    --color | --policies | --root | --measure) ((i++)) ;;
                     -*) ;;
                     *) ((args++)) ;;
                 esac

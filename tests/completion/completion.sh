@@ -33,11 +33,8 @@ expect() {
   [[ $got == "$want" ]] || fail "$shell: '$line' offers [${got//$'\n'/ }], expected [${want//$'\n'/ }]"
 }
 
-# What --help says: the subcommands, and the long options of the command or of one subcommand.
-help_commands() { "$iommuctl" --help | awk '/^Subcommands:/ { on = 1; next } on && /^  [a-z]/ { print $1 }'; }
-help_options() {
-  "$iommuctl" "$@" --help | awk '/^Subcommands:/ { exit } /^ +-/ { n = split($1, o, ","); for (i = 1; i <= n; i++) if (o[i] ~ /^--/) print o[i] }'
-}
+# shellcheck source=SCRIPTDIR/../support/help.sh
+source "$(dirname "$0")/../support/help.sh"
 # The scripts themselves: shellcheck for bash, zsh's own parser for zsh.
 command -v shellcheck >/dev/null || { echo "FAIL: shellcheck is not installed (scripts/setup --tests)" >&2; exit 1; }
 shellcheck -x "$src/completions/iommuctl.bash" "$here"/*.sh "$here/complete.bash" "$src/tests/support/failures.sh" || fail "shellcheck"
@@ -89,6 +86,10 @@ for shell in bash zsh; do
   expect $shell "iommuctl --root=$root plan --device nvme" nvme7 nvme7n1
   expect $shell "iommuctl --root $root apply --device enps" enpsynth0
   expect $shell "iommuctl --root $root revert --device 0001" 0001:00:02.0
+  # --root after the subcommand: its devices, and after the device nothing more.
+  expect $shell "iommuctl explain --root $root nvme" nvme7 nvme7n1
+  expect $shell "iommuctl plan --root=$root --device enps" enpsynth0
+  expect $shell "iommuctl explain --measure 2 --root $root nvme7 nvme"
 done
 
 # Where the shells differ: readline inserts after the last ':' typed, zsh the whole word; bash

@@ -47,6 +47,12 @@ int main(int argc, char** argv) {
     iommud::ctl::addRevert(app, globals, code);
     iommud::ctl::addSnapshot(app, globals, code);
     iommud::ctl::addTop(app, globals, code);
+    // A subcommand's --help lists its own options only; --root, the main command's, is taken there too.
+    for (auto* sub : app.get_subcommands({})) {
+      if (sub->get_name() == "apply" || sub->get_name() == "revert" || sub->get_name() == "top") continue;
+      sub->footer("Also --root DIR, before or after " + sub->get_name() +
+                  ": read the host under DIR (a snapshot or a synthetic root) instead of this one.");
+    }
     auto args = iommud::ctl::optionsAnywhere(
         app,
         iommud::ctl::verdictWhenBare(app, iommud::ctl::helpAsOption(app, std::vector<std::string>(argv, argv + argc))));
