@@ -160,9 +160,16 @@ def run_bounce(series: str, iommuctl: Path, out_dir: Path | None = None, echo: b
     files["udp.py"] = UDP
     machine = vmlib.Machine(iommu="intel", devices=["e1000e-hub", "external-port", "e1000e-external-hub"],
                             memory_mb=MEMORY_MB, acpi_tables=[vmlib.external_port_ssdt()])
-    r = vmlib.boot(kernel, machine, GUEST.replace("/vm/in/iommuctl", guest_path), files_in=files,
-                   timeout=300, out_dir=out_dir, echo=echo)
-    return vmlib.judged(f"bounce on {series}", r, lambda out, notes: check(out, series, notes))
+    notes: list[str] = []
+    # Debian's 6.12.117 panicked once in CI in net_rx_action under the UDP sender (a NULL in the
+    # softirq's NAPI poll list, not reproduced in 6 boots here): a fault of the guest kernel's
+    # network stack or of QEMU's e1000e, in traffic this scenario only makes. Such a boot is
+    # booted again, once, and said; a panic in iommuctl, or twice, fails.
+    r = vmlib.boot_again_after_foreign_panic(
+        lambda n: vmlib.boot(kernel, machine, GUEST.replace("/vm/in/iommuctl", guest_path), files_in=files,
+                             timeout=300, out_dir=out_dir / f"boot-{n}" if out_dir and n > 1 else out_dir, echo=echo),
+        ("iommuctl",), notes)
+    return vmlib.judged(f"bounce on {series}", r, lambda out, n: check(out, series, n), notes)
 
 
 if __name__ == "__main__":  # re-check a kept directory: bounce_scenario.py DIR SERIES

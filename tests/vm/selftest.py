@@ -14,6 +14,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 import check_status  # noqa: E402
+import vmlib  # noqa: E402
 
 
 def group(d, gid):
@@ -81,8 +82,55 @@ MUTATIONS = {
 }
 
 
+# A guest console as Debian's 6.12.117 left it when it panicked in CI under the bounce scenario's
+# UDP sender (the oops's first lines as 6.12 prints them, then the tail CI showed).
+PANIC = """[   23.40] e1000e 0000:02:00.0 enp2s0: NIC Link is Up 1000 Mbps Full Duplex
+[   23.55] BUG: kernel NULL pointer dereference, address: 0000000000000008
+[   23.55] #PF: supervisor write access in kernel mode
+[   23.56] CPU: 0 UID: 0 PID: 412 Comm: @COMM@ Not tainted 6.12.117+deb12-amd64 #1  Debian 6.12.117-1~bpo12+1
+[   23.56] RIP: 0010:net_rx_action+0xec/0x420
+[   23.58] Kernel panic - not syncing: Fatal exception in interrupt"""
+
+
+def panics() -> list[tuple[str, bool]]:
+    """boot_again_after_foreign_panic, on consoles instead of boots: (what, passed)."""
+    def result(console: str, status: int | None) -> vmlib.Result:
+        return vmlib.Result(status, console, Path("/nonexistent"), "tcg", 1.0, False)
+
+    def run(*boots: vmlib.Result) -> tuple[list[int], vmlib.Result, list[str]]:
+        asked: list[int] = []
+        notes: list[str] = []
+        r = vmlib.boot_again_after_foreign_panic(lambda n: (asked.append(n), boots[n - 1])[1], ("iommuctl",), notes)
+        return asked, r, notes
+
+    ok_boot = result("[    9.00] all well", 0)
+    foreign = result(PANIC.replace("@COMM@", "python3"), None)
+    ours = result(PANIC.replace("@COMM@", "iommuctl"), None)
+    checks = []
+    asked, r, notes = run(foreign, ok_boot)
+    checks.append(("a panic in the traffic's process boots again and says so",
+                   asked == [1, 2] and r is ok_boot and "panicked in python3" in notes[0]
+                   and "NULL pointer dereference" in notes[0]))
+    asked, r, notes = run(ours, ok_boot)
+    try:
+        r.check()
+        reported = False
+    except vmlib.GuestFailed as e:
+        reported = "Comm: iommuctl" in str(e) and "BUG: kernel NULL" in str(e)
+    checks.append(("a panic in iommuctl fails, with the oops's start", asked == [1] and r is ours
+                   and not notes and reported))
+    asked, r, _ = run(foreign, foreign)
+    checks.append(("a second panic fails", asked == [1, 2] and r is foreign))
+    asked, r, _ = run(result("[    9.00] exit 1", 1), ok_boot)
+    checks.append(("a script that failed is not booted again", asked == [1] and r.exit_status == 1))
+    return checks
+
+
 def main() -> int:
     failures = 0
+    for what, ok in panics():
+        failures += not ok
+        print(f"{'ok' if ok else 'FAIL'}: {what}")
     for fixture in sorted(p.name for p in (HERE / "testdata").iterdir()):
         _, problems = check_status.check(HERE / "testdata" / fixture)
         ok = not problems
@@ -101,7 +149,7 @@ def main() -> int:
         failures += not ok
         print(f"{'ok' if ok else 'FAIL'}: catches {name} ({fixture})"
               + ("" if ok else f": problems were {problems}"))
-    total = len(MUTATIONS) + len(list((HERE / "testdata").iterdir()))
+    total = len(MUTATIONS) + len(list((HERE / "testdata").iterdir())) + len(panics())
     print(f"{total - failures} passed, {failures} failed")
     return 1 if failures else 0
 

@@ -489,11 +489,52 @@ class Result:
         if self.timed_out:
             raise GuestFailed(f"guest timed out after {self.seconds:.0f}s\n{self.tail()}")
         if self.exit_status != 0:
-            raise GuestFailed(f"guest script exited {self.exit_status}\n{self.tail()}")
+            raise GuestFailed(f"guest script exited {self.exit_status}\n{self.oops_head()}{self.tail()}")
         return self
 
     def tail(self, lines: int = 60) -> str:
         return "--- guest console (tail) ---\n" + "\n".join(self.output.splitlines()[-lines:])
+
+    def oops(self) -> list[str]:
+        """The start of the guest kernel's first oops or panic on the console (what the tail cuts
+        off: the message, the process, the registers' first lines), or [] when it had none."""
+        lines = self.output.splitlines()
+        for i, line in enumerate(lines):
+            if OOPS.search(line):
+                return lines[i:i + 12]
+        return []
+
+    def oops_process(self) -> str | None:
+        """The process the guest kernel's first oops ran in (its "Comm:"), or None."""
+        for line in self.oops():
+            m = re.search(r"\bComm: (\S+)", line)
+            if m:
+                return m.group(1)
+        return None
+
+    def oops_head(self) -> str:
+        head = self.oops()
+        return "--- guest kernel oops (start) ---\n" + "\n".join(head) + "\n" if head else ""
+
+
+# The first line of a kernel oops or panic (arch/x86/mm/fault.c, kernel/panic.c, lib/bug.c).
+OOPS = re.compile(r"\] (BUG: |Oops: |general protection fault|kernel BUG at |Kernel panic - )")
+
+
+def boot_again_after_foreign_panic(boot_once: Callable[[int], Result], ours: tuple[str, ...],
+                                   notes: list[str]) -> Result:
+    """Boots with boot_once(1); when the guest kernel panicked in a process that is not one of
+    `ours` (the traffic a scenario makes, in the kernel's network stack, say: a fault of the kernel
+    or of QEMU's emulated devices, not of what is tested), boots once more and says so in `notes`
+    with the oops's first lines (boot_once(2): the second boot, into files of its own). A panic in
+    one of ours, or a second panic, is the result."""
+    first = boot_once(1)
+    process = first.oops_process() if first.exit_status is None and not first.timed_out else None
+    if process is None or process in ours:
+        return first
+    notes.append(f"the first boot's kernel panicked in {process}, not in {', '.join(ours)} "
+                 f"(booted again): " + " | ".join(l.split("] ", 1)[-1] for l in first.oops()[:3]))
+    return boot_once(2)
 
 
 @dataclasses.dataclass
@@ -507,12 +548,13 @@ class Outcome:
     out_dir: Path
 
 
-def judged(name: str, result: Result, judge: Callable[[Path, list[str]], list[str]]) -> Outcome:
+def judged(name: str, result: Result, judge: Callable[[Path, list[str]], list[str]],
+           notes: list[str] | None = None) -> Outcome:
     """A boot's outcome: the guest's own verdict (`Result.check`), then `judge` over the files the
-    guest left (it returns the problems, and may add notes). A file missing or not as expected is
-    a problem of this boot, not an error of the run."""
+    guest left (it returns the problems, and may add notes, after `notes`). A file missing or not
+    as expected is a problem of this boot, not an error of the run."""
     problems: list[str] = []
-    notes: list[str] = []
+    notes = list(notes or [])
     try:
         result.check()
         problems += judge(result.out_dir, notes)
