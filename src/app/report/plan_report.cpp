@@ -165,16 +165,31 @@ void planLines(std::string& out, const Plan& plan, const HostFacts& h, const Sty
   for (const auto& s : plan.skips) {
     if (showOverridden || s.reason != SkipReason::Overridden) skips.push_back(&s);
   }
-  if (!skips.empty()) {
+  // A section of items grouped under their device, as the changes are.
+  auto section = [&](const char* title, const auto& items, auto&& item) {
+    if (items.empty()) return;
     line("");
-    line(st.bold("Not done"));
-    for (const auto* s : skips) {
-      line(fmt::format("  {} {}: {} ({})", deviceLabel(h, s->device), settingName(s->kind, s->object, s->key),
-                       s->wanted, st.yellow(std::string(toString(s->reason)))));
-      line("           " + wrapText(s->message, 11, st.proseWidth()));
-      line("           " + st.dim(fmt::format("rule {} ({})", s->rule.name, s->rule.where.str())));
+    line(st.bold(title));
+    std::string device;
+    for (const auto* i : items) {
+      if (i->device != device) {
+        device = i->device;
+        line("  " + st.bold(deviceLabel(h, device)));
+      }
+      item(*i);
+      line("           " + st.dim(fmt::format("rule {} ({})", i->rule.name, i->rule.where.str())));
     }
-  }
+  };
+  section("Not done", skips, [&](const Skip& s) {
+    line(fmt::format("    skip   {}: {} ({})", settingName(s.kind, s.object, s.key), s.wanted,
+                     st.yellow(std::string(toString(s.reason)))));
+    line("           " + wrapText(s.message, 11, st.proseWidth()));
+  });
+  std::vector<const Satisfied*> satisfied;
+  for (const auto& s : plan.satisfied) satisfied.push_back(&s);
+  section("Already as wanted", satisfied, [&](const Satisfied& s) {
+    line(fmt::format("    keep   {}: {}", settingName(s.kind, s.object, s.key), s.value));
+  });
 }
 
 }  // namespace
