@@ -370,10 +370,16 @@ bool matchRule(const Rule& r, const HostCtx& h, const DeviceCtx& c, Eval<Collect
     bool unlessHolds = matchDevice(unless, c, ue, "unless.") && ue.all();
     if (!e(!unlessHolds,
            [&] {
+             // "unless driver = "vfio-pci"", with what the device has: the row reads as the rule does.
              std::string conds;
-             for (const auto& ci : inner) conds += (conds.empty() ? "" : ", ") + ci.condition;
-             return std::pair<std::string, std::string>{"not (" + conds + ")",
-                                                        unlessHolds ? "all hold" : "not all hold"};
+             std::string actual;
+             for (const auto& ci : inner) {
+               std::string_view cond = ci.condition;
+               if (cond.starts_with("unless.")) cond.remove_prefix(7);
+               conds += (conds.empty() ? "unless " : " and ") + std::string(cond);
+               actual += (actual.empty() ? "" : ", ") + ci.actual;
+             }
+             return std::pair<std::string, std::string>{conds, actual};
            }) &&
         !Collect) {
       return false;

@@ -789,6 +789,36 @@ TEST(Explain, ListsEveryConditionOfAMatchingAndANearlyMatchingRule) {
   EXPECT_NE(text.find("6.12.43"), std::string::npos) << text;
 }
 
+TEST(Explain, ARuleForOtherIommuHardwareIsNotNearAndUnlessReadsAsTheRule) {
+  // Bare-metal VT-d: the vIOMMU rules fail only on host.caching-mode / host.np-cache, which no one
+  // can change on this host: not "nearly". Their [[rule.unless]] rows show the device's values.
+  auto s = statusOf(*twoNvmeOneGroup("6.12.43-1"));
+  auto p = shipped();
+  const auto* d = s.host.device(kNvme0);
+  auto evaluations = core::evaluateRules({s.host, s.mode, s.findings}, p, *d);
+  std::string text = app::explainText(*d, s, p, evaluations, planOf(s, p, Trigger::Coldplug, kNvme0), false);
+  EXPECT_EQ(text.find("guest-vtd-caching-mode-identity"), std::string::npos) << text;
+  EXPECT_EQ(text.find("guest-amd-npcache-identity"), std::string::npos) << text;
+  const auto guest = std::find_if(evaluations.begin(), evaluations.end(), [](const core::RuleEvaluation& e) {
+    return e.rule->name == "guest-vtd-caching-mode-identity";
+  });
+  ASSERT_NE(guest, evaluations.end());
+  const auto unless = std::find_if(guest->conditions.begin(), guest->conditions.end(),
+                                   [](const core::ConditionResult& c) { return c.condition.starts_with("unless "); });
+  ASSERT_NE(unless, guest->conditions.end());
+  EXPECT_EQ(unless->condition, "unless driver = \"vfio-pci\"");
+  EXPECT_EQ(unless->actual, "nvme");
+  EXPECT_TRUE(unless->holds);
+
+  // Without an IOMMU, no rule is near.
+  auto none = statusOf(*noIommu());
+  for (const auto& dev : none.host.devices) {
+    auto e = core::evaluateRules({none.host, none.mode, none.findings}, p, dev);
+    std::string t = app::explainText(dev, none, p, e, planOf(none, p, Trigger::Coldplug, dev.address), false);
+    EXPECT_EQ(t.find("nearly matches"), std::string::npos) << t;
+  }
+}
+
 namespace {
 
 // Identity for every NVMe drive at boot, and a runtime parameter of atlantic at start: the first

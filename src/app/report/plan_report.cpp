@@ -272,10 +272,17 @@ size_t failedConditions(const RuleEvaluation& e) {
 
 // A rule "nearly" matches when exactly one of its conditions fails, and that one is not about
 // what the device is (a NIC rule is not "nearly" an NVMe rule).
-bool nearly(const RuleEvaluation& e) {
+// A rule one condition away from matching, when that condition is one a person could change: not
+// what the device is (its kind, class) nor what IOMMU hardware the host has (a vIOMMU rule on bare
+// metal, an SMMU rule on VT-d; on a host without an IOMMU, no host condition is near).
+bool nearly(const RuleEvaluation& e, const HostMode& mode) {
   if (e.matches || failedConditions(e) != 1) return false;
   auto it = std::find_if(e.conditions.begin(), e.conditions.end(), [](const ConditionResult& c) { return !c.holds; });
-  return !it->condition.starts_with("kind ") && !it->condition.starts_with("class ");
+  if (!mode.present && it->condition.starts_with("host.")) return false;
+  for (const char* fixed : {"kind ", "class ", "host.iommu ", "host.caching-mode ", "host.np-cache ", "host.rwbf "}) {
+    if (it->condition.starts_with(fixed)) return false;
+  }
+  return true;
 }
 
 std::vector<const Finding*> findingsOf(const PciDevice& d, const Status& s) {
@@ -359,7 +366,7 @@ std::string unfittedExplainText(const PciDevice& d, const Status& s, const Polic
   line(st.bold("Rules"));
   size_t others = 0;
   for (const auto& e : evaluations) {
-    if (!e.matches && !nearly(e)) {
+    if (!e.matches && !nearly(e, s.mode)) {
       ++others;
       continue;
     }
@@ -382,10 +389,6 @@ std::string unfittedExplainText(const PciDevice& d, const Status& s, const Polic
   line(st.bold("Decisions"));
   if (plan.changes.empty() && plan.skips.empty() && plan.satisfied.empty()) line("  none: no rule asks anything of it");
   planLines(out, plan, h, st, true);
-  for (const auto& sat : plan.satisfied) {
-    line(
-        fmt::format("  {} already {} (rule {})", settingName(sat.kind, sat.object, sat.key), sat.value, sat.rule.name));
-  }
   return out;
 }
 }  // namespace
@@ -429,7 +432,7 @@ std::string explainJson(const PciDevice& d, const Status& s, const std::vector<R
         .field("line", e.rule->where.line)
         .field("enabled", e.rule->enabled)
         .field("matches", e.matches)
-        .field("nearly", nearly(e));
+        .field("nearly", nearly(e, s.mode));
     w.key("conditions").beginArray();
     for (const auto& c : e.conditions) {
       w.beginObject().field("condition", c.condition).field("holds", c.holds).field("actual", c.actual).endObject();
