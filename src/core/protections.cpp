@@ -136,7 +136,8 @@ Protection hostTranslation(const HostFacts& h) {
 }
 
 Protection acsOverride(const HostFacts& h) {
-  Protection p{"acs-override", State::On, "no pcie_acs_override= on the command line", ""};
+  Protection p{"acs-isolation", State::On,
+               "the groups are as the hardware isolates them (no pcie_acs_override= on the command line)", ""};
   for (const auto& param : parseCmdline(h.kernel.cmdline)) {
     if (param.key != "pcie_acs_override") continue;
     p.state = State::Weakened;

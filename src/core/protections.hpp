@@ -12,7 +12,7 @@ namespace iommud::core {
 /// One host protection, read from the state in effect (docs/kernel.md §5, §11).
 struct Protection {
   enum class State { On, Off, Weakened, Unknown };
-  std::string id;  // "pre-boot-dma", "interrupt-remapping", "x2apic", "host-translation", "acs-override"
+  std::string id;  // "pre-boot-dma", "interrupt-remapping", "x2apic", "host-translation", "acs-isolation"
   State state = State::Unknown;
   std::string text;    // what is the case and what it means
   std::string advice;  // what to do; empty when nothing is needed

@@ -79,7 +79,7 @@ Score score(const HostFacts& host, const std::vector<DeviceExposure>& exposures,
   }
   const auto* ir = protection(p, "interrupt-remapping");
   add("interrupt-remapping", 2, isOn(ir), ir != nullptr ? ir->text : "");
-  const auto* acs = protection(p, "acs-override");
+  const auto* acs = protection(p, "acs-isolation");
   add("no-acs-override", 2, acs != nullptr && acs->state != Protection::State::Weakened,
       acs != nullptr ? acs->text : "");
 

@@ -94,10 +94,10 @@ TEST(Protections, X2apicFollowsEimAndTheFirmwaresOptOut) {
 TEST(Protections, PcieAcsOverrideIsAWeakening) {
   auto h = twoNvmeOneGroup();
   h->cmdline("BOOT_IMAGE=/vmlinuz root=UUID=abcd ro pcie_acs_override=downstream,multifunction");
-  auto p = byId(of(*h), "acs-override");
+  auto p = byId(of(*h), "acs-isolation");
   EXPECT_EQ(p.state, State::Weakened);
   EXPECT_NE(p.text.find("pcie_acs_override=downstream,multifunction"), std::string::npos);
-  EXPECT_EQ(byId(of(*twoNvmeOneGroup()), "acs-override").state, State::On);
+  EXPECT_EQ(byId(of(*twoNvmeOneGroup()), "acs-isolation").state, State::On);
 }
 
 TEST(Protections, NamesThePortWithoutAcsThatMakesDevicesShareAGroup) {
