@@ -86,7 +86,7 @@ _iommuctl()
 
     local opts=''
     case $command in
-        status) opts='--help --format --json --color --brief --measure' ;;
+        status) opts='--help --format --json --color --brief --measure --device --policies' ;;
         snapshot) opts='--help --no-redact' ;;
         check) opts='--help' ;;
         plan) opts='--help --device --json --hotplug --boot --color --policies' ;;
@@ -131,12 +131,13 @@ _iommuctl()
     case $command in
         snapshot) _filedir ;;
         check) _filedir ;;
-        explain)
+        explain | status)
             # One DEVICE: offer devices until one is given.
             local args=0
             for ((i = i + 1; i < cword; i++)); do
                 case ${words[i]} in
-                    --color | --policies) ((i++)) ;;
+                    --color | --policies | --format | --measure) ((i++)) ;;
+                    --device) ((i++, args++)) ;;
                     -*) ;;
                     *) ((args++)) ;;
                 esac
