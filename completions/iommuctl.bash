@@ -89,7 +89,7 @@ _iommuctl()
 
     local opts=''
     case $command in
-        status) opts='--help --format --json --color --brief --measure --root' ;;
+        status) opts='--help --format --json --color --brief --measure --device --policies --root' ;;
         snapshot) opts='--help --no-redact --root' ;;
         check) opts='--help --root' ;;
         plan) opts='--help --device --json --hotplug --boot --color --policies --root' ;;
@@ -138,12 +138,13 @@ _iommuctl()
     case $command in
         snapshot) _filedir ;;
         check) _filedir ;;
-        explain)
+        explain | status)
             # One DEVICE: offer devices until one is given.
             local args=0
             for ((i = at + 1; i < cword; i++)); do
                 case ${words[i]} in
-                    --color | --policies | --root | --measure) ((i++)) ;;
+                    --color | --policies | --format | --measure | --root) ((i++)) ;;
+                    --device) ((i++, args++)) ;;
                     -*) ;;
                     *) ((args++)) ;;
                 esac

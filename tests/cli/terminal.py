@@ -82,7 +82,8 @@ def too_wide(text, columns):
 def check_widths(iommuctl, root):
     """Every command's text at 60, 80, 120 and 200 columns: on a terminal that wide (coloured, and
     TERM=dumb), and into a pipe with COLUMNS; into a pipe without COLUMNS, 100."""
-    commands = (["status"], ["status", "--brief"], ["plan"], ["explain", "nvme1"], ["explain", "enp8s0"])
+    commands = (["status"], ["status", "--brief"], ["plan"], ["explain", "nvme1"], ["explain", "enp8s0"],
+                ["status", "nvme1"], ["status", "enp8s0"])
     for args in commands:
         argv = [iommuctl, "--root", root] + args
         name = " ".join(args)

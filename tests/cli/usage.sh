@@ -36,9 +36,8 @@ expect 2 "See \`iommuctl --help\`." stauts
 expect 2 "iommuctl status: unknown option --jsn; did you mean --json?" --root snap status --jsn
 expect 2 "iommuctl status: unknown option --jsno; did you mean --json?" --root snap --jsno status
 expect 2 "iommuctl plan: unknown option --polices; did you mean --policies?" --root snap plan --polices x
-expect 2 "iommuctl status: no option --device (plan, apply, revert, top have it)" \
-  --root snap status --device nvme1
-expect 2 "See \`iommuctl status --help\`." --root snap status --device nvme1
+expect 2 "iommuctl status: no option --hotplug (plan, explain, apply have it)" --root snap status --hotplug
+expect 2 "See \`iommuctl status --help\`." --root snap status --hotplug
 expect 2 "iommuctl status: --root is given twice; it takes one value" --root snap status --root snap
 expect 2 "iommuctl status: --format needs a value" --root snap status --format
 expect 2 "iommuctl status: --format needs a value" --root snap status --format --json

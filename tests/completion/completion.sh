@@ -83,6 +83,8 @@ for shell in bash zsh; do
   expect $shell "iommuctl status --format=p" prometheus
   expect $shell "iommuctl plan --color " auto always never
   expect $shell "iommuctl --root $root explain " "${devices[@]}"
+  expect $shell "iommuctl --root $root status " "${devices[@]}"
+  expect $shell "iommuctl --root $root status --json --device nvme" nvme7 nvme7n1
   expect $shell "iommuctl --root=$root plan --device nvme" nvme7 nvme7n1
   expect $shell "iommuctl --root $root apply --device enps" enpsynth0
   expect $shell "iommuctl --root $root revert --device 0001" 0001:00:02.0

@@ -14,7 +14,7 @@ import jsonschema
 from jsonschema import Draft202012Validator
 
 SCHEMA_DIR = Path(__file__).resolve().parents[2] / "docs" / "schema"
-NAMES = ("status", "plan", "explain")  # the documents the synthetic-host corpus covers
+NAMES = ("status", "plan", "explain", "device")  # the documents the synthetic-host corpus covers
 ALL = NAMES + ("top",)  # top measures the running kernel: validated on recordings from tests/vm
 
 

@@ -5,9 +5,9 @@
   the vendor-specific members of an IOMMU unit, every member described;
 - every stored golden (tests/data/golden: status and plan) and every recorded real-kernel status
   (tests/vm/testdata) is valid;
-- status, plan (coldplug, --hotplug, --boot; the shipped policies and tests/schema/policies*) and
-  explain of every device, printed by the built iommuctl on each synthetic host of tests/support
-  (written out by schema_hosts), are valid; and together they contain what the schemas must be
+- status, plan (coldplug, --hotplug, --boot; the shipped policies and tests/schema/policies*),
+  explain and status DEVICE of every device, printed by the built iommuctl on each synthetic host
+  of tests/support (written out by schema_hosts), are valid; and together they contain what the schemas must be
   checked against (findings, untrusted devices, unreadable files, records of changes, every kind of
   change, many kinds of skip), so that a valid corpus is not an empty one;
 - mutated documents (an unknown member, a wrong enum, a missing member, a wrong type or pattern)
@@ -88,6 +88,10 @@ class Corpus:
             root = ["--root", str(host)]
             status = json.loads(run(*root, "status", "--json"))
             self.docs.append((f"status of {host.name}", "status", status))
+            for dev in status["devices"]:
+                self.docs.append((f"status {dev['address']} of {host.name}", "device",
+                                  json.loads(run(*root, "status", "--json", dev["address"],
+                                                 "--policies", str(POLICY_SETS["test"])))))
             for pname, pdir in POLICY_SETS.items():
                 for tname, targs in TRIGGERS.items():
                     plan = json.loads(run(*root, "plan", "--json", "--policies", str(pdir), *targs))
@@ -209,7 +213,7 @@ class Schemas(unittest.TestCase):
                 self.assertValid(name, doc, what)
 
     def test_the_output_covers_what_the_schemas_describe(self):
-        statuses, plans, explains = (self.corpus.of(n) for n in schemas.NAMES)
+        statuses, plans, explains, shown = (self.corpus.of(n) for n in schemas.NAMES)
         devices = [d for s in statuses for d in s["devices"]]
         self.assertTrue(any(d["untrusted"] for d in devices), "no untrusted device")
         self.assertTrue(any(d["in_use_reasons"] for d in devices), "no device in use")
@@ -236,6 +240,9 @@ class Schemas(unittest.TestCase):
         self.assertEqual({p["trigger"] for p in plans}, {"coldplug", "hotplug", "boot"})
         self.assertTrue(any(r["nearly"] for e in explains for r in e["rules"]), "no rule nearly matches")
         self.assertTrue(any(e["group"] is None for e in explains) and any(e["group"] for e in explains))
+        self.assertTrue(any(d["group"] is None for d in shown) and any(d["group"] for d in shown))
+        self.assertTrue(any(d["rules"] for d in shown), "status DEVICE: no rule matches")
+        self.assertTrue(any(d["changes"] for d in shown), "status DEVICE: no record read")
 
     # --- mutations must be rejected ---
 
@@ -305,11 +312,15 @@ class Schemas(unittest.TestCase):
             ("a condition that holds as a string", "explain-conditions",
              lambda d: d["rules"][0]["conditions"][0].update(holds="yes")),
             ("an explain host mode of no kind", "explain", lambda d: d["host"].update(mode="fast")),
+            ("a status DEVICE with an unknown member", "device", lambda d: d.update(host="x")),
+            ("a status DEVICE without its rules", "device", lambda d: d.pop("rules")),
+            ("a matching rule of no mode", "device-rules", lambda d: d["rules"][0].update(mode="enforce")),
+            ("a status DEVICE change without its time", "device-changes", lambda d: d["changes"][0].pop("time")),
         ]
 
     def base(self, kind: str):
         """A valid document of the corpus to mutate, with what the mutation needs."""
-        statuses, plans, explains = (self.corpus.of(n) for n in schemas.NAMES)
+        statuses, plans, explains, shown = (self.corpus.of(n) for n in schemas.NAMES)
         intel = [s for s in statuses if s["iommu"]["vendor"] == "intel" and s["findings"] and s["devices"]]
         if kind == "status":
             return "status", intel[0]
@@ -325,6 +336,9 @@ class Schemas(unittest.TestCase):
             return "plan", next(p for p in plans if p["skips"])
         if kind == "explain":
             return "explain", explains[0]
+        if kind.startswith("device"):
+            member = kind.removeprefix("device-") if kind != "device" else "device"
+            return "device", next(d for d in shown if d[member])
         return "explain", next(e for e in explains if e["rules"] and e["rules"][0]["conditions"])
 
     def test_mutated_documents_are_rejected(self):

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "core/protections.hpp"
 
 namespace iommud::app {
@@ -36,6 +38,17 @@ std::string exposureSummary(const HostFacts& host, const std::vector<DeviceExpos
   for (const auto& a : all) names.push_back(host.device(a)->displayName());
   return fmt::format("{} device{} can reach all memory: {}", all.size(), all.size() == 1 ? "" : "s",
                      fmt::join(names, ", "));
+}
+
+std::vector<const Finding*> findingsConcerning(const Status& status, const PciDevice& d) {
+  std::vector<const Finding*> out;
+  for (const auto& f : status.findings) {
+    bool touches = (f.groups.empty() && f.devices.empty()) ||
+                   std::find(f.devices.begin(), f.devices.end(), d.address) != f.devices.end() ||
+                   (d.group && std::find(f.groups.begin(), f.groups.end(), *d.group) != f.groups.end());
+    if (touches) out.push_back(&f);
+  }
+  return out;
 }
 
 const PciDevice* findDevice(const HostFacts& host, const std::string& name) {

@@ -33,6 +33,9 @@ core::Score scoreOf(const Status& status);
 /// "3 devices can reach all memory: nvme0, nvme1, 0000:00:14.0" (or that none can).
 std::string exposureSummary(const core::HostFacts& host, const std::vector<core::DeviceExposure>& exposures);
 
+/// The findings that concern a device: those of the whole host, of its group, or naming it.
+std::vector<const core::Finding*> findingsConcerning(const Status& status, const core::PciDevice& device);
+
 /// Finds a device by PCI address (the domain may be left out), netdev name, NVMe controller or disk name.
 const core::PciDevice* findDevice(const core::HostFacts& host, const std::string& name);
 

@@ -285,17 +285,6 @@ bool nearly(const RuleEvaluation& e, const HostMode& mode) {
   return true;
 }
 
-std::vector<const Finding*> findingsOf(const PciDevice& d, const Status& s) {
-  std::vector<const Finding*> out;
-  for (const auto& f : s.findings) {
-    bool touches = (f.groups.empty() && f.devices.empty()) ||
-                   std::find(f.devices.begin(), f.devices.end(), d.address) != f.devices.end() ||
-                   (d.group && std::find(f.groups.begin(), f.groups.end(), *d.group) != f.groups.end());
-    if (touches) out.push_back(&f);
-  }
-  return out;
-}
-
 }  // namespace
 
 namespace {
@@ -358,7 +347,7 @@ std::string unfittedExplainText(const PciDevice& d, const Status& s, const Polic
   } else {
     for (const auto& c : caps) line("  " + c);
   }
-  for (const auto* f : findingsOf(d, s)) {
+  for (const auto* f : findingsConcerning(s, d)) {
     line(fmt::format("  finding {} ({}): {}", f->id, toString(f->severity), f->title));
   }
 
@@ -422,7 +411,7 @@ std::string explainJson(const PciDevice& d, const Status& s, const std::vector<R
   s.host.kernel.upstream.version ? w.value(s.host.kernel.upstream.version->str()) : w.null();
   w.endObject();
   w.key("findings").beginArray();
-  for (const auto* f : findingsOf(d, s)) writeFindingJson(w, *f);
+  for (const auto* f : findingsConcerning(s, d)) writeFindingJson(w, *f);
   w.endArray();
   w.key("rules").beginArray();
   for (const auto& e : evaluations) {

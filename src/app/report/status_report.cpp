@@ -128,6 +128,32 @@ void writeFindingJson(JsonWriter& w, const Finding& f) {
   w.endArray().endObject();
 }
 
+void writeGroupJson(JsonWriter& w, const Group& g, const HostMode& m) {
+  w.beginObject().field("id", g.id);
+  w.key("type");
+  g.type ? w.value(toString(*g.type)) : g.typeText.empty() ? w.null() : w.value(g.typeText);
+  w.field("devices", g.devices).field("shared", g.devices.size() > 1);
+  auto notes = m.groupNotes.find(g.id);
+  w.field("notes", notes != m.groupNotes.end() ? notes->second : std::vector<std::string>{});
+  w.endObject();
+}
+
+void writeChangeJson(JsonWriter& w, const ChangeRecord& c) {
+  w.beginObject()
+      .field("kind", std::string(toString(c.kind)))
+      .field("device", c.device)
+      .field("group", c.group)
+      .field("object", c.object)
+      .field("key", c.key)
+      .field("from", c.original)
+      .field("to", c.written)
+      .field("rule", c.rule)
+      .field("rule_where", c.ruleWhere)
+      .field("time", c.time)
+      .field("irreversible", c.irreversible)
+      .endObject();
+}
+
 std::string statusJson(const Status& s) {
   const auto& h = s.host;
   const auto& m = s.mode;
@@ -177,15 +203,7 @@ std::string statusJson(const Status& s) {
   w.endArray();
 
   w.key("groups").beginArray();
-  for (const auto& g : h.groups) {
-    w.beginObject().field("id", g.id);
-    w.key("type");
-    g.type ? w.value(toString(*g.type)) : g.typeText.empty() ? w.null() : w.value(g.typeText);
-    w.field("devices", g.devices).field("shared", g.devices.size() > 1);
-    auto notes = m.groupNotes.find(g.id);
-    w.field("notes", notes != m.groupNotes.end() ? notes->second : std::vector<std::string>{});
-    w.endObject();
-  }
+  for (const auto& g : h.groups) writeGroupJson(w, g, m);
   w.endArray();
 
   w.key("devices").beginArray();
@@ -241,21 +259,7 @@ std::string statusJson(const Status& s) {
   for (const auto& u : h.unreadable) w.beginObject().field("path", u.path).field("reason", u.reason).endObject();
   w.endArray();
   w.key("changes").beginArray();
-  for (const auto& c : s.changes) {
-    w.beginObject()
-        .field("kind", std::string(toString(c.kind)))
-        .field("device", c.device)
-        .field("group", c.group)
-        .field("object", c.object)
-        .field("key", c.key)
-        .field("from", c.original)
-        .field("to", c.written)
-        .field("rule", c.rule)
-        .field("rule_where", c.ruleWhere)
-        .field("time", c.time)
-        .field("irreversible", c.irreversible)
-        .endObject();
-  }
+  for (const auto& c : s.changes) writeChangeJson(w, c);
   w.endArray();
   w.key("daemon");
   if (s.daemon) {
@@ -321,12 +325,6 @@ std::string deviceFlags(const PciDevice& d, const Style& st) {
 }  // namespace
 
 namespace {
-
-// A header line's label, padded to the values' column before it is styled: the escape codes take
-// no room on the terminal.
-std::string label(const Style& st, std::string_view text) {
-  return st.bold(text) + std::string(9 - text.size(), ' ');
-}
 
 // The text of `status`, one section at a time.
 struct Lines {
@@ -513,10 +511,7 @@ void iommudLines(const Status& s, const Style& st, Lines& line) {
     line("");
     line(st.bold("Changed by iommud") + " (`iommuctl revert` restores what is still as iommud left it)");
     for (const auto& c : s.changes) {
-      std::string what = c.kind == ChangeKind::ModprobeConf
-                             ? c.object + (c.existed ? " rewritten" : " written")
-                             : c.object + " " + c.key + ": " + c.original + " -> " + c.written;
-      line(fmt::format("  {} {}{}", c.time, what,
+      line(fmt::format("  {} {}{}", c.time, changeText(c),
                        c.irreversible ? st.yellow(" (irreversible until unbind or reboot)") : ""));
       line("      " + st.dim("by rule " + c.rule + " (" + c.ruleWhere + ")"));
     }
@@ -647,6 +642,11 @@ std::string statusLines(const Status& s, bool color, size_t width, bool brief) {
 }
 
 }  // namespace
+
+std::string changeText(const ChangeRecord& c) {
+  return c.kind == ChangeKind::ModprobeConf ? c.object + (c.existed ? " rewritten" : " written")
+                                            : c.object + " " + c.key + ": " + c.original + " -> " + c.written;
+}
 
 std::string statusBrief(const Status& s, bool color, size_t width) {
   return statusLines(s, color, width, true);

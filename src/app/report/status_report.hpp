@@ -24,6 +24,12 @@ std::string statusJson(const Status& status);
 /// One device or finding as `status --json` writes it (reused by `explain --json`).
 void writeDeviceJson(JsonWriter& w, const core::PciDevice& d);
 void writeFindingJson(JsonWriter& w, const core::Finding& f);
+/// One IOMMU group as `status --json` writes it under "groups" (its notes from the mode).
+void writeGroupJson(JsonWriter& w, const core::Group& g, const core::HostMode& m);
+/// One of iommud's change records as `status --json` writes it under "changes".
+void writeChangeJson(JsonWriter& w, const ChangeRecord& c);
+/// A change record for people: "group 5 type: DMA -> identity", "/etc/modprobe.d/x.conf written".
+std::string changeText(const ChangeRecord& c);
 
 /// The human summary, the verdict first. `color` adds ANSI colours (only for a terminal); no line
 /// is wider than `width` but for a word that is (fitLines).

@@ -137,6 +137,12 @@ inline void fitLine(std::string_view line, size_t width, std::string& out) {
 
 }  // namespace detail
 
+/// A header line's label ("Kernel", "Exposure"), padded to the values' column (the 10th) before it
+/// is styled: the escape codes take no room on the terminal.
+inline std::string label(const Style& st, std::string_view text) {
+  return st.bold(text) + std::string(text.size() < 9 ? 9 - text.size() : 1, ' ');
+}
+
 /// Every line of `text` no wider than `width` columns (escape codes take none): a longer line is
 /// broken at its last space that fits, the rest indented two columns more than the line; a word
 /// wider than that (a path, a `command`) stays whole. For rows and tables, whose columns

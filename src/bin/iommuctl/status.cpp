@@ -1,3 +1,6 @@
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
 #include <cstdio>
 #include <ctime>
 #include <string>
@@ -8,25 +11,60 @@
 #include "app/change/domain_transaction.hpp"
 #include "app/fleet/fleet_export.hpp"
 #include "app/measure/top_run.hpp"
+#include "app/report/device_report.hpp"
 #include "app/report/status_report.hpp"
 #include "bin/iommuctl/commands.hpp"
 #include "core/measured_findings.hpp"
 
 namespace iommud::ctl {
 
+namespace {
+
+struct Options {
+  bool json = false;
+  std::string format = "text";
+  std::string color = "auto";
+  double measure = 0;
+  bool brief = false;
+  std::string device;
+  std::vector<std::string> policies;
+};
+
+// `status DEVICE`: the device in full, with the rules of the policies that match it; false after
+// saying it is not on this host, with the names nearest to it.
+bool printDevice(const Globals& globals, const Options& opts, const app::Status& status) {
+  const auto* d = app::findDevice(status.host, opts.device);
+  if (d == nullptr) {
+    auto near = app::nearestDeviceNames(status.host, opts.device);
+    std::fprintf(stderr, "iommuctl: no device %s on this host%s (`iommuctl status` lists them)\n", opts.device.c_str(),
+                 near.empty() ? "" : fmt::format("; the nearest: {}", fmt::join(near, ", ")).c_str());
+    return false;
+  }
+  // Policies that are not valid leave the rest worth printing: loadPolicies said why.
+  auto loaded = loadPolicies(globals, opts.policies);
+  std::vector<core::RuleEvaluation> evaluations;
+  if (loaded) {
+    evaluations = core::evaluateRules({status.host, status.mode, status.findings}, loaded->policies, *d);
+  }
+  const auto exposures = app::exposuresOf(status);
+  const auto view = app::deviceView(status, *d, exposures, evaluations);
+  std::fputs(opts.json || opts.format == "json"
+                 ? app::deviceJson(status, view, loaded.has_value()).c_str()
+                 : app::deviceText(status, view, loaded.has_value(), useColor(opts.color), textWidth()).c_str(),
+             stdout);
+  return true;
+}
+
+}  // namespace
+
 void addStatus(CLI::App& app, const Globals& globals, int& code) {
   auto* cmd = app.add_subcommand("status", "Show the IOMMU, its groups and devices, and known problems");
-  struct Options {
-    bool json = false;
-    std::string format = "text";
-    std::string color = "auto";
-    double measure = 0;
-    bool brief = false;
-  };
   auto opts = std::make_shared<Options>();
+  cmd->add_option("DEVICE,--device", opts->device,
+                  "Only this device, in full: PCI address (0000:3d:00.0 or 3d:00.0), netdev, NVMe or disk name");
   auto* format = cmd->add_option("--format", opts->format,
                                  "text, json (schema: " IOMMUD_SCHEMA_DIR
-                                 "/status.schema.json), prometheus (a node_exporter "
+                                 "/status.schema.json; with DEVICE, device.schema.json), prometheus (a node_exporter "
                                  "textfile) or nfd (a node-feature-discovery feature file)")
                      ->check(CLI::IsMember({"text", "json", "prometheus", "nfd"}));
   cmd->add_flag("--json", opts->json, "Same as --format=json")->excludes(format);
@@ -36,7 +74,15 @@ void addStatus(CLI::App& app, const Globals& globals, int& code) {
                 "Only the verdict: the protection level, what can reach all memory, the findings with their "
                 "first remedy, iommud (what bare iommuctl prints)");
   addMeasureOption(cmd, opts->measure);
+  addPoliciesOption(cmd, opts->policies);
   cmd->callback([&globals, &code, opts] {
+    if (!opts->device.empty() && (opts->brief || opts->format == "prometheus" || opts->format == "nfd")) {
+      std::fprintf(stderr,
+                   "iommuctl: status DEVICE prints text or --json; --brief, --format=prometheus and "
+                   "--format=nfd are for the whole host\n");
+      code = kUsageStatus;
+      return;
+    }
     adapters::sysfs::Root root(globals.root);
     auto host = adapters::sysfs::readHost(root);
     if (!host) {
@@ -61,6 +107,10 @@ void addStatus(CLI::App& app, const Globals& globals, int& code) {
                        summary.error().describe().c_str());
         }
       }
+    }
+    if (!opts->device.empty()) {
+      if (!printDevice(globals, *opts, status)) code = 1;
+      return;
     }
     if (opts->json || opts->format == "json") {
       std::fputs(app::statusJson(status).c_str(), stdout);
