@@ -28,8 +28,9 @@ section() {  # section '## status'
 }
 # The long options a text names in scdoc's bold (*--json*), but --help.
 bold_options() { grep -o '\*--[a-z][a-z-]*\*' | tr -d '*' | grep -vx -- --help | sort -u || true; }
-# The options a section defines: its lines that start with one (*-V*, *--version*), not its prose.
-defined_options() { grep -E '^\*--?[a-zA-Z]' | bold_options; }
+# The options a section defines: the terms of its definition lists (a line that an indented line
+# follows: *-V*, *--version*, or _DEVICE_, *--device* _DEVICE_), not its prose.
+defined_options() { awk '/^\t/ && prev != "" && prev !~ /^\t/ { print prev } { prev = $0 }' | bold_options; }
 # compare WHAT HELP PAGE: both lists of words, one a line.
 compare() {
   local what=$1 help=$2 man=$3 missing extra
@@ -53,7 +54,7 @@ for c in "${commands[@]}"; do
   # Its SYNOPSIS lines, less the global options that come before the subcommand there.
   line=$(grep -E "^\*iommuctl\*( \[\*--root\* _DIR_\])? \*$c\*" <<<"$synopsis" || true)
   [[ -n $line ]] || { fail "$c: no SYNOPSIS line"; continue; }
-  compare "$c (SYNOPSIS)" "$want" "$(bold_options <<<"${line#'*iommuctl* [*--root* _DIR_]'}")"
+  compare "$c (SYNOPSIS)" "$want" "$(while IFS= read -r l; do echo "${l#'*iommuctl* [*--root* _DIR_]'}"; done <<<"$line" | bold_options)"
 done
 
 finish
