@@ -88,7 +88,7 @@ _iommuctl()
     case $command in
         status) opts='--help --format --json --color --brief --measure' ;;
         snapshot) opts='--help --no-redact' ;;
-        check) opts='--help' ;;
+        check) opts='--help --strict' ;;
         plan) opts='--help --device --json --hotplug --boot --color --policies' ;;
         explain) opts='--help --json --hotplug --boot --color --policies --measure' ;;
         apply) opts='--help --device --hotplug --policies --measure' ;;
