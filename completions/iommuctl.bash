@@ -91,7 +91,7 @@ _iommuctl()
     case $command in
         status) opts='--help --format --json --color --brief --measure --device --policies --root' ;;
         snapshot) opts='--help --no-redact --root' ;;
-        check) opts='--help --root' ;;
+        check) opts='--help --strict --root' ;;
         plan) opts='--help --device --json --hotplug --boot --color --policies --root' ;;
         explain) opts='--help --json --hotplug --boot --color --policies --measure --root' ;;
         apply) opts='--help --device --hotplug --policies --measure' ;;

@@ -36,6 +36,12 @@ bool isMask(const std::string& path) {
   return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && st.st_size == 0;
 }
 
+bool sameFile(const std::string& a, const std::string& b) {
+  struct stat sa {};
+  struct stat sb {};
+  return ::stat(a.c_str(), &sa) == 0 && ::stat(b.c_str(), &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+}
+
 }  // namespace
 
 Loaded loadPolicies(const std::vector<std::string>& dirs, const std::vector<std::string>& files,
@@ -45,7 +51,8 @@ Loaded loadPolicies(const std::vector<std::string>& dirs, const std::vector<std:
   auto consider = [&](const std::string& name, const std::string& path, const std::string& dir) {
     auto [it, fresh] = byName.try_emplace(name);
     if (!fresh) {
-      it->second.file.shadowed.push_back(path);
+      // A file named on the command line is also found in its own layer: it replaces nothing.
+      if (!sameFile(it->second.file.path, path)) it->second.file.shadowed.push_back(path);
       return;
     }
     it->second.dir = dir;

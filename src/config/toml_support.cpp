@@ -6,6 +6,7 @@
 #include <sstream>
 #include <type_traits>
 
+#include "core/spelling.hpp"
 #include "core/text.hpp"
 
 namespace iommud::config::detail {
@@ -136,23 +137,27 @@ std::optional<Diagnostic> precheck(std::string_view text, const std::string& fil
   return std::nullopt;
 }
 
-// toml11 3.7 reports a syntax error as a multi-line text with the source lines and carets. The
-// one-line diagnostic takes the message from the first line, and the line and column of the
-// last marked source line (the place the parser gave up), with that caret's hint.
-Diagnostic syntaxDiagnostic(const std::string& what, const std::string& file) {
-  Diagnostic d;
-  d.where.file = file;
+// A place toml11 marked in a syntax error: line, column and the caret's hint.
+struct Mark {
+  int line = 0;
+  int column = 0;
+  std::string hint;
+};
+
+// toml11 3.7 reports a syntax error as a multi-line text with the source lines and carets: the
+// message of its first line (without "[error]" and the parser's function, which are noise) and
+// the marked places, the last one where the parser gave up.
+std::pair<std::string, std::vector<Mark>> readSyntaxError(const std::string& what) {
   auto lines = core::split(what, '\n');
   std::string_view head = lines.empty() ? std::string_view(what) : lines[0];
   if (head.starts_with("[error] ")) head.remove_prefix(8);
-  // "toml::parse_array: ..." or "parse_ml_basic_string: ...": the parser's function is noise.
   if (auto colon = head.find(": "); colon != std::string_view::npos &&
                                     std::all_of(head.begin(), head.begin() + static_cast<ptrdiff_t>(colon), [](char c) {
                                       return (c >= 'a' && c <= 'z') || c == '_' || c == ':';
                                     })) {
     head.remove_prefix(colon + 2);
   }
-  std::string hint;
+  std::vector<Mark> marks;
   for (size_t i = 1; i + 1 < lines.size(); ++i) {
     auto bar = lines[i].find(" | ");
     auto num = core::trim(lines[i].substr(0, bar == std::string_view::npos ? 0 : bar));
@@ -164,19 +169,125 @@ Diagnostic syntaxDiagnostic(const std::string& what, const std::string& file) {
     auto caret = caretLine.find_first_of("^~");  // a point or an underlined range
     auto caretBar = caretLine.find('|');
     if (caret == std::string_view::npos || caretBar == std::string_view::npos || caret < caretBar + 2) continue;
-    d.where.line = std::stoi(std::string(num));
-    d.where.column = static_cast<int>(caret - caretBar - 1);
-    hint = std::string(core::trim(caretLine.substr(caret + 1)));
-    while (!hint.empty() && (hint.front() == '-' || hint.front() == ' ' || hint.front() == '~')) hint.erase(0, 1);
+    Mark m{std::stoi(std::string(num)), static_cast<int>(caret - caretBar - 1), ""};
+    m.hint = std::string(core::trim(caretLine.substr(caret + 1)));
+    while (!m.hint.empty() && (m.hint.front() == '-' || m.hint.front() == ' ' || m.hint.front() == '~')) {
+      m.hint.erase(0, 1);
+    }
+    marks.push_back(std::move(m));
   }
-  // Some of toml11's messages are empty and say it all in the hint ("the next token is not a boolean").
-  if (head.empty()) {
-    d.message = hint.empty() || hint == "here" ? "not valid TOML here" : hint;
+  return {std::string(head), std::move(marks)};
+}
+
+// The 1-based line of `text`, without its '\n' (empty past the end).
+std::string_view lineOfText(std::string_view text, int line) {
+  for (int n = 1; n < line; ++n) {
+    auto nl = text.find('\n');
+    if (nl == std::string_view::npos) return {};
+    text.remove_prefix(nl + 1);
+  }
+  return text.substr(0, text.find('\n'));
+}
+
+// Where code ends on a line: before a comment (a '#' outside quotes) and trailing blanks.
+std::string_view withoutComment(std::string_view line) {
+  char quote = 0;
+  for (size_t i = 0; i < line.size(); ++i) {
+    if (quote != 0) {
+      if (line[i] == '\\' && quote == '"')
+        ++i;
+      else if (line[i] == quote)
+        quote = 0;
+    } else if (line[i] == '"' || line[i] == '\'') {
+      quote = line[i];
+    } else if (line[i] == '#') {
+      line = line.substr(0, i);
+      break;
+    }
+  }
+  while (!line.empty() && (line.back() == ' ' || line.back() == '\t' || line.back() == '\r')) line.remove_suffix(1);
+  return line;
+}
+
+// The word at a 1-based column: what a value or key that is not one looks like.
+std::string wordAt(std::string_view line, int column) {
+  size_t from = column > 0 ? static_cast<size_t>(column - 1) : 0;
+  if (from >= line.size()) return "";
+  size_t to = line.find_first_of(" \t,]}#", from);
+  return std::string(line.substr(from, to == std::string_view::npos ? std::string_view::npos : to - from));
+}
+
+// toml11's words for the usual mistakes say what its parser met, not what the writer got wrong
+// ("an invalid key appeared" for an unclosed table header): the plain cause, where it is, when
+// the message is one of those. `at` is the last mark; it moves where the cause is elsewhere.
+std::optional<std::string> plainCause(std::string_view head, const std::vector<Mark>& marks, std::string_view text,
+                                      Mark& at) {
+  const std::string_view line = lineOfText(text, at.line);
+  const std::string_view code = withoutComment(line);
+  auto trimmed = core::trim(code);
+  auto has = [&](std::string_view words) { return head.find(words) != std::string_view::npos; };
+  if (has("an invalid key appeared") && trimmed.starts_with("[")) {
+    const bool array = trimmed.starts_with("[[");
+    const std::string_view close = array ? "]]" : "]";
+    if (!trimmed.ends_with(close) || (array && trimmed.ends_with("]") && !trimmed.ends_with("]]"))) {
+      at.column = static_cast<int>(code.size()) + 1;
+      return "the table header '" + std::string(trimmed) + "' lacks its closing '" + std::string(close) + "'";
+    }
+    return "the table header '" + std::string(trimmed) +
+           "' is not a valid name: letters, digits, '-' and '_', parts joined by '.'";
+  }
+  if (has("an invalid key appeared")) {
+    return "'" + wordAt(line, at.column) + "' is not a valid key: keys are letters, digits, '-' and '_', or quoted";
+  }
+  if (has("not a valid string") || has("not a valid literal string")) {
+    const char q = has("literal") ? '\'' : '"';
+    return fmt::format(
+        "the string opened by {} at column {} is not closed on its line (strings end with {} on the "
+        "line they start on)",
+        q, at.column, q);
+  }
+  if (has("missing key-value separator")) {
+    return "'=' missing between the key and its value";
+  }
+  if (has("missing value after key-value separator")) return "no value after '='";
+  if (has("already exists") && marks.size() >= 2) {
+    const bool table = head.starts_with("table");
+    auto first = head.find('"');
+    auto last = head.rfind('"');
+    std::string name = first != last ? std::string(head.substr(first + 1, last - first - 1)) : std::string("this");
+    return fmt::format("{} {} is defined twice (first at line {}); a {} may appear once", table ? "table" : "key",
+                       table ? "[" + name + "]" : "'" + name + "'", marks.front().line, table ? "table" : "key");
+  }
+  if (has("unknown value appeared")) {
+    return "'" + wordAt(line, at.column) +
+           "' is not a value: quote strings (\"...\"), and write booleans true or false, numbers in digits";
+  }
+  if (has("invalid line format")) {
+    return "'" + wordAt(line, at.column) + "' after the value: one key = value per line (a comment starts with #)";
+  }
+  if (has("missing array separator") && marks.size() >= 2) {
+    at = marks.front();
+    return "the array opened here is not closed: ',' between values and ']' at its end";
+  }
+  return std::nullopt;
+}
+
+// The one-line diagnostic of a toml11 syntax error: the plain cause where the mistake is a usual
+// one, else toml11's message and the caret's hint, at the place the parser gave up.
+Diagnostic syntaxDiagnostic(const std::string& what, const std::string& file, std::string_view text) {
+  auto [head, marks] = readSyntaxError(what);
+  Mark at = marks.empty() ? Mark{1, 1, ""} : marks.back();
+  Diagnostic d;
+  if (auto plain = plainCause(head, marks, text, at)) {
+    d.message = std::move(*plain);
+  } else if (head.empty()) {
+    // Some of toml11's messages are empty and say it all in the hint ("the next token is not a boolean").
+    d.message = at.hint.empty() || at.hint == "here" ? "not valid TOML here" : at.hint;
   } else {
-    d.message = std::string(head);
-    if (!hint.empty() && hint != "here") d.message += " (" + hint + ")";
+    d.message = head;
+    if (!at.hint.empty() && at.hint != "here") d.message += " (" + at.hint + ")";
   }
-  if (d.where.line == 0) d.where.line = 1, d.where.column = 1;
+  d.where = SourceLoc{file, at.line, at.column};
   return d;
 }
 
@@ -268,7 +379,7 @@ std::optional<toml::value> parseToml(std::string_view text, const std::string& f
     std::istringstream in{std::string(text)};
     return toml::parse(in, fileName);
   } catch (const toml::syntax_error& e) {
-    out.push_back(syntaxDiagnostic(e.what(), fileName));
+    out.push_back(syntaxDiagnostic(e.what(), fileName, text));
   } catch (const std::exception& e) {
     // toml11 throws other exceptions for some malformed input (bad UTF-8, number conversions).
     out.push_back(Diagnostic{SourceLoc{fileName, 1, 1}, Severity::Error, std::string("not valid TOML: ") + e.what()});
@@ -319,7 +430,11 @@ void Checker::forEachKey(const toml::value& table, const std::string& where,
                          const std::vector<std::string_view>& allowed, const Handler& handle) {
   for (const auto& [k, v] : table.as_table()) {
     if (std::find(allowed.begin(), allowed.end(), k) == allowed.end()) {
-      errorAt(keyLoc(v, k), "unknown key '" + k + "' in " + where + "; expected one of: " + joinNames(allowed));
+      const std::vector<std::string> names(allowed.begin(), allowed.end());
+      auto near = core::nearestWord(k, names);
+      errorAt(keyLoc(v, k),
+              "unknown key '" + k + "' in " + where +
+                  (near ? "; did you mean '" + *near + "'?" : "; expected one of: " + joinNames(allowed)));
       continue;
     }
     handle(k, v);

@@ -10,6 +10,7 @@
 #include "core/domain_change.hpp"
 #include "core/domain_safety.hpp"
 #include "core/initramfs.hpp"
+#include "core/policy_lint.hpp"
 #include "core/text.hpp"
 
 namespace iommud::core {
@@ -854,14 +855,11 @@ class Planner {
     }
     for (const Rule* r : rules) {
       if (modeOf(*r) != RuleMode::Apply) continue;
-      auto need = *target == DomainType::Identity ? std::optional{Acceptance::NoIsolation}
-                  : *target == DomainType::DmaFq  ? std::optional{Acceptance::LazyInvalidation}
-                                                  : std::nullopt;
+      auto need = acceptanceFor(*target);
       if (need && !r->accepted(*need)) {
         skip(ChangeKind::Domain, lead, object, "type", targetName, *r, SkipReason::NeedsAcceptance,
              "rule '" + r->name + "' asks for " + targetName + " but does not accept the trade-off: " + tradeOff +
-                 ". Add accept = [\"" + std::string(toString(*need)) +
-                 "\"] to the rule (or an [[override]]) to accept it");
+                 ". " + howToAccept(*need));
         return;
       }
     }
@@ -1103,7 +1101,7 @@ class Planner {
                  p.value + " on the kernel command line instead");
         return;
       }
-      if (m != nullptr && m->loaded && cur == nullptr && !m->params.empty()) {
+      if (m != nullptr && lacksParam(*m, name)) {
         missing("module " + module + " has no parameter " + name);
         return;
       }

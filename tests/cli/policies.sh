@@ -14,7 +14,7 @@ grep -Eq '^[0-9]+ files, [0-9]+ rules: valid$' "$work/ok.txt" || fail "unexpecte
 
 # A broken file: exit 1, file:line:col on stdout, nothing else lost.
 if "$iommuctl" check "$src/tests/data/policies/bad/syntax.toml" >"$work/bad.txt"; then fail "check of a broken file exited 0"; fi
-grep -q "syntax.toml:5:9: error: missing value" "$work/bad.txt" || fail "no located error: $(cat "$work/bad.txt")"
+grep -q "syntax.toml:5:9: error: no value after '='" "$work/bad.txt" || fail "no located error: $(cat "$work/bad.txt")"
 
 # A directory of the admin layer replaces a shipped file of the same name, and an admin mask hides one.
 mkdir -p "$work/etc" && chmod 0755 "$work" "$work/etc"
@@ -22,6 +22,28 @@ ln -s /dev/null "$work/etc/40-nvme-vtd-iotlb-sync-map.toml"
 "$iommuctl" check "$work/etc" "$src/policies" >"$work/layers.txt" || fail "layered check exited $?"
 grep -q "40-nvme-vtd-iotlb-sync-map.toml: masked by $work/etc/40-nvme-vtd-iotlb-sync-map.toml" "$work/layers.txt" \
   || fail "the mask is not reported: $(cat "$work/layers.txt")"
+
+# A rule that can never act is a warning: exit 0, and 1 with --strict.
+printf '[[rule]]\nname = "never"\ndescription = "identity, not accepted"\ndomain = "identity"\n' >"$work/weak.toml"
+"$iommuctl" check "$work/weak.toml" >"$work/weak.txt" || fail "check of a valid file with a warning exited $?"
+grep -q "weak.toml:4:10: warning: rule 'never' asks for identity but does not accept" "$work/weak.txt" \
+  || fail "no needs-acceptance warning: $(cat "$work/weak.txt")"
+if "$iommuctl" check --strict "$work/weak.toml" >/dev/null; then fail "check --strict with a warning exited 0"; fi
+"$iommuctl" check --strict "$src/policies" >/dev/null || fail "check --strict of the shipped policies exited $?"
+
+# A drop-in (README's example) is checked among the layers it overrides, named in one line.
+mkdir -p "$work/drop/etc/iommud/policies.d"
+cat >"$work/drop/etc/iommud/policies.d/90-local.toml" <<'TOML'
+[[override]]
+rule = "nvme-shared-group-vtd-regression"
+mode = "apply"
+accept = ["no-isolation"]
+TOML
+"$iommuctl" --root "$work/drop" check "$work/drop/etc/iommud/policies.d/90-local.toml" >"$work/drop.txt" \
+  || fail "check of a drop-in exited $?: $(cat "$work/drop.txt")"
+grep -Eq "^also read the layers: $work/drop/etc/iommud/policies.d, .+$" "$work/drop.txt" \
+  || fail "check of a drop-in does not say what else it read: $(cat "$work/drop.txt")"
+if grep -q "replaced by" "$work/drop.txt"; then fail "the drop-in replaces itself: $(cat "$work/drop.txt")"; fi
 
 # plan and explain on this host with the shipped policies: they run and their JSON parses.
 "$iommuctl" plan --policies "$src/policies" >"$work/plan.txt" || fail "plan exited $?"

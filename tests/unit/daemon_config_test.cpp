@@ -165,10 +165,11 @@ TEST(DaemonConfig, WarnsAboutADirectoryNamedTwiceAndKeepsTheFirst) {
   EXPECT_EQ(loaded.config.policyDirs, (std::vector<std::string>{"/a", "/b"}));
 }
 
-TEST(DaemonConfig, AnUnknownKeyIsAnErrorThatListsTheAllowedKeys) {
+TEST(DaemonConfig, AnUnknownKeyIsAnErrorThatNamesTheNearestKey) {
   EXPECT_FALSE(config::parseDaemonConfig("loglevel = \"debug\"", "iommud.conf").ok());
   EXPECT_EQ(report("log-level = \"info\"\n  loglevel = \"debug\"\n"),
-            (std::vector<std::string>{"iommud.conf:2:3: error: unknown key 'loglevel' in the top level; " + kAllowed}));
+            (std::vector<std::string>{"iommud.conf:2:3: error: unknown key 'loglevel' in the top level; did you mean "
+                                      "'log-level'?"}));
 }
 
 TEST(DaemonConfig, AnUnknownTableIsAnError) {
@@ -234,8 +235,7 @@ port = 1
 
 TEST(DaemonConfig, ASyntaxErrorIsOneLocatedLine) {
   EXPECT_EQ(report("log-level = \"info\"\ndebounce-ms =\n"),
-            (std::vector<std::string>{"iommud.conf:2:14: error: missing value after key-value separator '=' (expected "
-                                      "value, but got nothing)"}));
+            (std::vector<std::string>{"iommud.conf:2:14: error: no value after '='"}));
 }
 
 TEST(DaemonConfig, ADuplicateKeyIsAnError) {

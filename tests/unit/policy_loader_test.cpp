@@ -478,3 +478,48 @@ kind = "nvme"
   EXPECT_EQ(parsed.rules[0].when, core::When::Boot);
   EXPECT_EQ(core::toString(core::When::Boot), "boot");
 }
+
+namespace {
+
+std::string firstDiagnostic(const std::string& text) {
+  auto parsed = config::parsePolicyText(text, "p.toml");
+  return parsed.diagnostics.empty() ? "" : parsed.diagnostics.front().str();
+}
+
+}  // namespace
+
+TEST(PolicyLoader, AMisspeltKeyGetsTheNearestValidKey) {
+  EXPECT_EQ(firstDiagnostic(rule("x", "acept = [\"no-isolation\"]\n")),
+            "p.toml:5:1: error: unknown key 'acept' in [[rule]]; did you mean 'accept'?");
+  EXPECT_EQ(firstDiagnostic(rule("x", "[rule.match]\nknd = \"nic\"\n")),
+            "p.toml:6:1: error: unknown key 'knd' in [rule.match]; did you mean 'kind'?");
+  // Nothing near: the keys allowed there.
+  EXPECT_EQ(firstDiagnostic(rule("x", "colour = \"blue\"\n")),
+            "p.toml:5:1: error: unknown key 'colour' in [[rule]]; expected one of: name, description, mode, when, "
+            "accept, domain, match, unless, host, rings, channels, coalesce, param");
+}
+
+// toml11's own words name what its parser met ("an invalid key appeared" for `[[rule]`); the
+// usual mistakes are said as the writer made them, at the place of the mistake.
+TEST(PolicyLoader, ASyntaxErrorNamesItsCause) {
+  EXPECT_EQ(firstDiagnostic("[[rule]\nname = \"x\"\n"),
+            "p.toml:1:8: error: the table header '[[rule]' lacks its closing ']]'");
+  EXPECT_EQ(firstDiagnostic("[[rule]]\n[rule.match   # kinds\nkind = \"nic\"\n"),
+            "p.toml:2:12: error: the table header '[rule.match' lacks its closing ']'");
+  EXPECT_EQ(firstDiagnostic("[[rule]]\nname = \"x\n"),
+            "p.toml:2:8: error: the string opened by \" at column 8 is not closed on its line (strings end with \" on "
+            "the line they start on)");
+  EXPECT_EQ(firstDiagnostic("[[rule]]\nname \"x\"\n"), "p.toml:2:5: error: '=' missing between the key and its value");
+  EXPECT_EQ(firstDiagnostic("[[rule]]\nname = \"x\"\nname = \"y\"\n"),
+            "p.toml:3:8: error: key 'name' is defined twice (first at line 2); a key may appear once");
+  EXPECT_EQ(firstDiagnostic(rule("x", "[rule.match]\nkind = \"nic\"\n[rule.match]\n")),
+            "p.toml:7:1: error: table [rule.match] is defined twice (first at line 5); a table may appear once");
+  EXPECT_EQ(firstDiagnostic("[[rule]]\nname = x\n"),
+            "p.toml:2:8: error: 'x' is not a value: quote strings (\"...\"), and write booleans true or false, "
+            "numbers in digits");
+  EXPECT_EQ(firstDiagnostic("[[rule]]\nname = \"x\" junk\n"),
+            "p.toml:2:12: error: 'junk' after the value: one key = value per line (a comment starts with #)");
+  EXPECT_EQ(firstDiagnostic("[[rule]]\nname =\n"), "p.toml:2:7: error: no value after '='");
+  EXPECT_EQ(firstDiagnostic("[[rule]]\nname = [1, 2\n"),
+            "p.toml:2:8: error: the array opened here is not closed: ',' between values and ']' at its end");
+}

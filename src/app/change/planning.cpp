@@ -4,6 +4,7 @@
 
 #include "adapters/initramfs/initramfs_reader.hpp"
 #include "adapters/sysfs/host_reader.hpp"
+#include "app/change/policy_check.hpp"
 
 namespace iommud::app {
 
@@ -16,14 +17,7 @@ config::Loaded loadPolicies(const PolicySources& sources) {
   options.requireOwner = configOwner();
   if (!sources.dirs.empty() || !sources.files.empty())
     return config::loadPolicies(sources.dirs, sources.files, options);
-  std::string prefix = sources.root == "/" ? "" : sources.root;
-  while (!prefix.empty() && prefix.back() == '/') prefix.pop_back();
-  // The host's layers are the host's (under --root, the captured host's); the shipped layer is
-  // this program's own.
-  std::vector<std::string> dirs;
-  for (const auto& d : config::hostPolicyDirs()) dirs.push_back(prefix + d);
-  dirs.push_back(config::shippedPolicyDir());
-  return config::loadPolicies(dirs, {}, options);
+  return config::loadPolicies(policyLayers(sources.root), {}, options);
 }
 
 void readPolicyModules(const adapters::sysfs::Root& root, const core::PolicySet& policies, core::HostFacts& host) {
