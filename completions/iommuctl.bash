@@ -47,7 +47,7 @@ _iommuctl()
     # -n :  keeps PCI addresses one word; -s splits --opt=value.
     _init_completion -s -n : || return
 
-    local commands="status snapshot check plan explain apply revert top"
+    local commands="status snapshot check plan explain apply revert top verify"
     local root=/ command='' i
     # The global options come before the subcommand; --root's value is where devices are read.
     for ((i = 1; i < cword; i++)); do
@@ -94,6 +94,7 @@ _iommuctl()
         apply) opts='--help --device --hotplug --policies --measure' ;;
         revert) opts='--help --device' ;;
         top) opts='--help --seconds --once --json --device --all --sort --color' ;;
+        verify) opts='--help --json --color' ;;
         *) return ;;
     esac
 

@@ -47,6 +47,7 @@ int main(int argc, char** argv) {
     iommud::ctl::addRevert(app, globals, code);
     iommud::ctl::addSnapshot(app, globals, code);
     iommud::ctl::addTop(app, globals, code);
+    iommud::ctl::addVerify(app, globals, code);
     auto args = iommud::ctl::optionsAnywhere(
         app,
         iommud::ctl::verdictWhenBare(app, iommud::ctl::helpAsOption(app, std::vector<std::string>(argv, argv + argc))));
