@@ -10,6 +10,7 @@ trap 'rm -rf "$work"' EXIT
 fail() { echo "FAIL: $*" >&2; exit 1; }
 root=$work/root
 export IOMMUD_RUNTIME_DIRECTORY=/run/iommud-test IOMMUD_STATE_DIRECTORY=/var/lib/iommud-test
+export COLUMNS=200  # each line whole, for grep (cli.terminal checks the wrapping of the others)
 
 verify() {  # verify EXPECTED_STATUS ARGS...: the output in $work/out
   local want=$1 rc=0
@@ -77,4 +78,14 @@ verify 4
 expect "not checked  0000:03:00.0 enp3s0 rings rx"
 expect "not checked: NIC settings are read over ethtool netlink, not from a --root"
 expect "3 changes iommud recorded: 1 not checked, 2 as recorded"
+
+# The records are root's (0600): a user who cannot read them is told so, exit 1, not "nothing to verify".
+[[ $EUID -eq 0 ]] || fail "this test must run as root to check a user's view with setpriv"
+chmod -R a+rX "$work"
+chmod 0600 "$root/var/lib/iommud-test/changes.json"
+rc=0
+setpriv --reuid=nobody --regid=nogroup --clear-groups "$iommuctl" --root "$root" verify >"$work/out" 2>"$work/err" || rc=$?
+[[ $rc == 1 ]] || fail "verify as nobody exited $rc, not 1: $(cat "$work/out" "$work/err")"
+grep -qF "iommuctl: cannot read what iommud recorded: $root/var/lib/iommud-test/changes.json: Permission denied (run as root)" \
+  "$work/err" || fail "verify as nobody does not say why: $(cat "$work/err")"
 echo "verify: all passed"

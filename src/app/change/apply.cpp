@@ -516,6 +516,14 @@ std::vector<ChangeRecord> readRecords(const Root& root, const StatePaths& paths)
   return out;
 }
 
+std::optional<core::Error> recordsUnreadable(const Root& root, const StatePaths& paths) {
+  for (const auto& dir : {paths.stateDir, paths.runDir}) {
+    auto text = root.readFile(dir + kRecordFile);
+    if (!text && text.error().code != ENOENT) return text.error();
+  }
+  return std::nullopt;
+}
+
 std::string modprobeFileText(const std::string& module, const std::map<std::string, std::string>& options,
                              const std::vector<std::string>& rules) {
   std::string out = "# Written by iommud: do not edit; `iommuctl revert` restores what was here before.\n";

@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <string>
 
@@ -31,6 +32,12 @@ void addVerify(CLI::App& app, const Globals& globals, int& code) {
       ->check(CLI::IsMember({"auto", "always", "never"}));
   cmd->callback([&globals, &code, opts] {
     adapters::sysfs::Root root(globals.root);
+    if (auto error = app::recordsUnreadable(root, globals.state)) {
+      std::fprintf(stderr, "iommuctl: cannot read what iommud recorded: %s%s\n", error->describe().c_str(),
+                   error->code == EACCES ? " (run as root)" : "");
+      code = 1;
+      return;
+    }
     const auto records = app::readRecords(root, globals.state);
     // NIC settings are read over netlink: only on the live host, and only when there is one to read.
     std::unique_ptr<app::NetlinkEthtool> ethtool;
