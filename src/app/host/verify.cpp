@@ -2,7 +2,6 @@
 
 #include <algorithm>
 
-#include "core/host.hpp"
 #include "core/text.hpp"
 
 namespace iommud::app {
@@ -11,17 +10,10 @@ namespace {
 
 using core::ChangeKind;
 
-// The value as the kernel would print it, so that "1" written reads back as "Y", and "dma-fq" as "DMA-FQ".
+// The value as the kernel prints it: a boolean parameter written as 1 reads Y.
 std::string comparable(ChangeKind kind, std::string_view v) {
-  switch (kind) {
-    case ChangeKind::ModprobeConf: return std::string(v);  // the whole file, byte for byte
-    case ChangeKind::ModuleParam: return canonicalParam(v);
-    case ChangeKind::Domain:
-      if (auto t = core::parseDomainType(core::trim(v))) return std::string(core::toString(*t));
-      break;
-    default: break;
-  }
-  return std::string(core::trim(v));
+  if (kind == ChangeKind::ModprobeConf) return std::string(v);  // the whole file, byte for byte
+  return kind == ChangeKind::ModuleParam ? canonicalParam(v) : std::string(core::trim(v));
 }
 
 }  // namespace
