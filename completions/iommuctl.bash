@@ -47,7 +47,7 @@ _iommuctl()
     # -n :  keeps PCI addresses one word; -s splits --opt=value.
     _init_completion -s -n : || return
 
-    local commands="status snapshot check plan explain apply revert top"
+    local commands="status snapshot check plan explain apply revert top verify"
     local root=/ command='' at=0 i
     # --root goes before or after the subcommand; its value is where devices are read. $at: where
     # the subcommand is.
@@ -97,6 +97,7 @@ _iommuctl()
         apply) opts='--help --device --hotplug --policies --measure' ;;
         revert) opts='--help --device' ;;
         top) opts='--help --seconds --once --json --device --all --sort --color' ;;
+        verify) opts='--help --json --color --root' ;;
         *) return ;;
     esac
 

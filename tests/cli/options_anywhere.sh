@@ -58,6 +58,7 @@ same apply "--hotplug --device nvme1 --policies $pol" ""
 cp ref.err apply.err
 same revert "--device nvme1" ""
 same snapshot "--no-redact" "again.tar"
+same verify "--json --color never" ""
 # The reference runs really ran: status printed the host, explain the device, apply refused.
 grep -q '^Device 0000:04:00.0' <("$iommuctl" --root snap explain nvme1 --policies "$pol") || { echo "FAIL: explain" >&2; exit 1; }
 grep -q 'changes the running system; --root only reads' apply.err || { echo "FAIL: apply: $(cat apply.err)" >&2; exit 1; }

@@ -15,7 +15,7 @@ from jsonschema import Draft202012Validator
 
 SCHEMA_DIR = Path(__file__).resolve().parents[2] / "docs" / "schema"
 NAMES = ("status", "plan", "explain", "device")  # the documents the synthetic-host corpus covers
-ALL = NAMES + ("top",)  # top measures the running kernel: validated on recordings from tests/vm
+ALL = NAMES + ("top", "verify")  # top: on recordings from tests/vm; verify: on roots with records (test_schemas)
 
 
 def load(name: str) -> dict:

@@ -205,6 +205,38 @@ class Schemas(unittest.TestCase):
                 mutate(bad)
                 self.assertNotEqual(schemas.problems("top", bad), [], f"{r.name} with {what} passes")
 
+    def test_verify(self):
+        # `iommuctl verify --json` on a root with a record in each state: as recorded, drifted,
+        # gone (a module not loaded) and unchecked (a NIC setting under --root).
+        root = self.work / "verify-root"
+        for d in ("sys/bus/pci/devices/0000:03:00.0", "sys/kernel/iommu_groups/20", "sys/kernel/iommu_groups/21",
+                  "sys/class/net/enp5s0", "run/iommud"):
+            (root / d).mkdir(parents=True, exist_ok=True)
+        (root / "sys/kernel/iommu_groups/20/type").write_text("identity\n")
+        (root / "sys/kernel/iommu_groups/21/type").write_text("DMA\n")
+        (root / "sys/class/net/enp5s0/ifindex").write_text("2\n")
+        records = [RECORD, dict(RECORD, object="group 21", group=21),
+                   dict(RECORD, kind="module-param", object="nvme.poll_queues", key="poll_queues", group=None),
+                   dict(RECORD, kind="rings", object="enp5s0", key="rx", written="4096", group=None)]
+        (root / "run/iommud/changes.json").write_text(json.dumps(records))
+        r = subprocess.run([IOMMUCTL, "--root", str(root), "verify", "--json"], capture_output=True, text=True,
+                           timeout=60)
+        self.assertEqual(r.returncode, 3, r.stderr)
+        doc = json.loads(r.stdout)
+        self.assertValid("verify", doc, "verify --json")
+        self.assertEqual([x["state"] for x in doc["records"]], ["as-recorded", "drifted", "gone", "unchecked"])
+        mutants = {
+            "an unknown member": lambda d: d["records"][0].update(extra=1),
+            "a missing member": lambda d: d["records"][0].pop("now"),
+            "a wrong state": lambda d: d["records"][0].update(state="fine"),
+            "a negative count": lambda d: d["summary"].update(gone=-1),
+            "another version": lambda d: d.update(schema_version=2),
+        }
+        for what, mutate in mutants.items():
+            bad = json.loads(r.stdout)
+            mutate(bad)
+            self.assertNotEqual(schemas.problems("verify", bad), [], f"verify --json with {what} passes")
+
     # --- what the built iommuctl prints ---
 
     def test_fresh_output_on_synthetic_hosts(self):

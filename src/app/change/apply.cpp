@@ -16,6 +16,7 @@
 #include "adapters/state/lock.hpp"
 #include "adapters/sysfs/host_reader.hpp"
 #include "adapters/sysfs/net_owners_reader.hpp"
+#include "app/change/current_values.hpp"
 #include "core/domain_change.hpp"
 #include "core/net_owners.hpp"
 #include "core/text.hpp"
@@ -51,29 +52,9 @@ std::string millis(std::chrono::nanoseconds t) {
   return std::to_string(tenths / 10) + "." + std::to_string(tenths % 10) + " ms";
 }
 
-// Module parameters print booleans as Y/N whatever was written.
-std::string canonical(std::string_view v) {
-  std::string s(core::trim(v));
-  if (s == "1" || s == "y" || s == "Y" || s == "true" || s == "on") return "Y";
-  if (s == "0" || s == "n" || s == "N" || s == "false" || s == "off") return "N";
-  return s;
-}
-
-std::string paramPath(const std::string& object) {
-  auto dot = object.find('.');
-  return "/sys/module/" + object.substr(0, dot) + "/parameters/" + object.substr(dot + 1);
-}
-
 std::string moduleOfFile(const std::string& object) {
   auto base = object.substr(object.rfind('/') + 1);  // iommud-<module>.conf
   return base.substr(7, base.size() - 7 - 5);
-}
-
-const core::EthtoolKey* keyOf(ChangeKind kind, const std::string& key) {
-  const auto& keys = kind == ChangeKind::Rings      ? core::ringKeys()
-                     : kind == ChangeKind::Channels ? core::channelKeys()
-                                                    : core::coalesceKeys();
-  return core::findEthtoolKey(keys, key);
 }
 
 class Session {
@@ -182,10 +163,10 @@ class Session {
   }
 
   bool param(const core::Change& c) {
-    const std::string path = paramPath(c.object);
+    const std::string path = moduleParamPath(c.object);
     if (auto w = ctx_.writer.write(path, c.to); !w) return out(OutcomeResult::Failed, c, w.error().describe());
     auto now = ctx_.root.readFile(path);
-    if (!now || canonical(*now) != canonical(c.to)) {
+    if (!now || canonicalParam(*now) != canonicalParam(c.to)) {
       return out(OutcomeResult::Failed, c,
                  "wrote " + c.to + " but it reads " + (now ? std::string(core::trim(*now)) : "nothing"));
     }
@@ -235,7 +216,7 @@ class Session {
       return out(OutcomeResult::Kept, c, "planned, not made: no ethtool access (under --root)");
     const auto start = std::chrono::steady_clock::now();
     const core::NetDev* n = netdev(c);
-    const core::EthtoolKey* k = keyOf(c.kind, c.key);
+    const core::EthtoolKey* k = ethtoolKeyOf(c.kind, c.key);
     auto value = k != nullptr ? core::parseEthtoolValue(k->type, c.to) : std::nullopt;
     if (n == nullptr || !value)
       return out(OutcomeResult::Failed, c, "no interface " + c.object + " or no value " + c.to);
@@ -284,11 +265,11 @@ class Session {
     switch (r.kind) {
       case ChangeKind::Domain: return revertDomain(r);
       case ChangeKind::ModuleParam: {
-        const std::string path = paramPath(r.object);
+        const std::string path = moduleParamPath(r.object);
         auto now = ctx_.root.readFile(path);
         if (!now)
           return done(r, OutcomeResult::Drift, "it cannot be read any more (module unloaded?); left alone", true);
-        if (canonical(*now) != canonical(r.written)) return drift(r, std::string(core::trim(*now)));
+        if (canonicalParam(*now) != canonicalParam(r.written)) return drift(r, std::string(core::trim(*now)));
         if (auto w = ctx_.writer.write(path, r.original); !w)
           return done(r, OutcomeResult::Failed, w.error().describe(), false);
         return done(r, OutcomeResult::Done, r.object + " " + r.written + " -> " + r.original, true);
@@ -307,7 +288,7 @@ class Session {
       case ChangeKind::Channels:
       case ChangeKind::Coalesce: {
         if (ctx_.ethtool == nullptr) return done(r, OutcomeResult::Kept, "no ethtool access (under --root)", false);
-        const core::EthtoolKey* k = keyOf(r.kind, r.key);
+        const core::EthtoolKey* k = ethtoolKeyOf(r.kind, r.key);
         auto written = k != nullptr ? core::parseEthtoolValue(k->type, r.written) : std::nullopt;
         auto original = k != nullptr ? core::parseEthtoolValue(k->type, r.original) : std::nullopt;
         auto now = ctx_.ethtool->get(r.ifindex, r.kind, r.key);
@@ -533,6 +514,14 @@ std::vector<ChangeRecord> readRecords(const Root& root, const StatePaths& paths)
   auto runtime = loadRecords(root, paths.runDir + kRecordFile);
   out.insert(out.end(), runtime.begin(), runtime.end());
   return out;
+}
+
+std::optional<core::Error> recordsUnreadable(const Root& root, const StatePaths& paths) {
+  for (const auto& dir : {paths.stateDir, paths.runDir}) {
+    auto text = root.readFile(dir + kRecordFile);
+    if (!text && text.error().code != ENOENT) return text.error();
+  }
+  return std::nullopt;
 }
 
 std::string modprobeFileText(const std::string& module, const std::map<std::string, std::string>& options,

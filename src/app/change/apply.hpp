@@ -83,6 +83,9 @@ std::vector<Outcome> revertChanges(const std::optional<std::string>& device, con
 
 /// The records of what iommud changed, runtime and persistent, oldest first.
 std::vector<ChangeRecord> readRecords(const adapters::sysfs::Root& root, const StatePaths& paths);
+/// Why a records file that is there cannot be read (not root: they are 0600), which readRecords
+/// takes for none; nullopt when each is read or absent.
+std::optional<core::Error> recordsUnreadable(const adapters::sysfs::Root& root, const StatePaths& paths);
 
 /// "options nvme poll_queues=0 ..." with a header saying iommud wrote it and from which rules.
 std::string modprobeFileText(const std::string& module, const std::map<std::string, std::string>& options,

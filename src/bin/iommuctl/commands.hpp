@@ -34,6 +34,7 @@ void addCheck(CLI::App& app, const Globals& globals, int& code);
 void addApply(CLI::App& app, const Globals& globals, int& code);
 void addRevert(CLI::App& app, const Globals& globals, int& code);
 void addTop(CLI::App& app, const Globals& globals, int& code);
+void addVerify(CLI::App& app, const Globals& globals, int& code);
 
 /// The host and the policies, read as the daemon reads them; nullopt after printing why not.
 struct Planning {

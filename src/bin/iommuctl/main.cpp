@@ -47,6 +47,7 @@ int main(int argc, char** argv) {
     iommud::ctl::addRevert(app, globals, code);
     iommud::ctl::addSnapshot(app, globals, code);
     iommud::ctl::addTop(app, globals, code);
+    iommud::ctl::addVerify(app, globals, code);
     // A subcommand's --help lists its own options only; --root, the main command's, is taken there too.
     for (auto* sub : app.get_subcommands({})) {
       if (sub->get_name() == "apply" || sub->get_name() == "revert" || sub->get_name() == "top") continue;
