@@ -43,13 +43,6 @@ class FakeEthtool final : public app::EthtoolPort {
   }
 };
 
-core::PolicySet rules(const std::string& toml) {
-  std::vector<config::ParsedFile> files;
-  files.push_back(config::parsePolicyText(toml, "test.toml"));
-  for (const auto& d : files.front().diagnostics) ADD_FAILURE() << d.str();
-  return config::combine({}, std::move(files)).policies;
-}
-
 struct Bench {
   std::unique_ptr<FakeHost> host;
   FakeKernel kernel;

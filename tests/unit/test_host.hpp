@@ -1,14 +1,25 @@
 #pragma once
 
+#include <gtest/gtest.h>
+
 #include <algorithm>
 #include <stdexcept>
 #include <string>
 
 #include "adapters/sysfs/host_reader.hpp"
 #include "app/host/status.hpp"
+#include "config/policy_loader.hpp"
 #include "support/fake_host.hpp"
 
 namespace iommud::testing {
+
+/// The rules of one policy text ("test.toml"); each diagnostic fails the test.
+inline core::PolicySet rules(const std::string& toml) {
+  std::vector<config::ParsedFile> files;
+  files.push_back(config::parsePolicyText(toml, "test.toml"));
+  for (const auto& d : files.front().diagnostics) ADD_FAILURE() << d.str();
+  return config::combine({}, std::move(files)).policies;
+}
 
 /// Reads a synthetic host as iommuctl does and derives mode and findings.
 inline app::Status statusOf(const FakeHost& h) {
