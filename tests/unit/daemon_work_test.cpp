@@ -17,16 +17,6 @@ using News = app::DeviceNews;
 
 namespace {
 
-constexpr const char* kNvmeIdentity = R"(
-[[rule]]
-name = "nvme-identity"
-description = "identity for NVMe"
-domain = "identity"
-accept = ["no-isolation"]
-[rule.match]
-kind = "nvme"
-)";
-
 struct Worker {
   std::unique_ptr<FakeHost> host = twoNvmeOneGroup("6.12.48-1");
   FakeKernel kernel{host->root(), {6, 12, 30}};

@@ -17,32 +17,10 @@ using V = core::Rehearsed::Verdict;
 
 namespace {
 
-constexpr const char* kNvmeIdentity = R"(
-[[rule]]
-name = "nvme-identity"
-description = "identity for NVMe"
-when = "always"
-domain = "identity"
-accept = ["no-isolation"]
-[rule.match]
-kind = "nvme"
-)";
-
-constexpr const char* kNvmeLazy = R"(
-[[rule]]
-name = "nvme-lazy"
-description = "DMA-FQ for NVMe"
-domain = "DMA-FQ"
-accept = ["lazy-invalidation"]
-[rule.match]
-kind = "nvme"
-)";
-
 constexpr const char* kUntrustedIdentity = R"(
 [[rule]]
 name = "tb-identity"
 description = "identity for the Thunderbolt NIC"
-when = "always"
 domain = "identity"
 accept = ["no-isolation"]
 [rule.match]

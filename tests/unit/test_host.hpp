@@ -21,6 +21,28 @@ inline core::PolicySet rules(const std::string& toml) {
   return config::combine({}, std::move(files)).policies;
 }
 
+/// Policies several tests plan and apply: identity, or DMA-FQ, for every NVMe drive (identity needs
+/// the drivers unbound: it acts at hotplug only).
+inline constexpr const char* kNvmeIdentity = R"(
+[[rule]]
+name = "nvme-identity"
+description = "identity for NVMe"
+domain = "identity"
+accept = ["no-isolation"]
+[rule.match]
+kind = "nvme"
+)";
+
+inline constexpr const char* kNvmeLazy = R"(
+[[rule]]
+name = "nvme-lazy"
+description = "DMA-FQ for NVMe"
+domain = "DMA-FQ"
+accept = ["lazy-invalidation"]
+[rule.match]
+kind = "nvme"
+)";
+
 /// Reads a synthetic host as iommuctl does and derives mode and findings.
 inline app::Status statusOf(const FakeHost& h) {
   auto r = adapters::sysfs::readHost(adapters::sysfs::Root(h.rootString()));
