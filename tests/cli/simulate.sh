@@ -37,7 +37,8 @@ says() { grep -qF -- "$2" "$work/$1.txt" || fail "$1 does not say '$2': $(cat "$
 # snapshot holds no ethtool values), the shared NVMe group's identity is advice; nothing refused.
 simulate start 0
 says start "Rehearsal (the rules of Linux 6.12.38; nothing is written, no lock is taken)"
-says start "Would be done 0000:08:00.0 enp8s0 enp8s0 coalesce rx-usecs: unknown -> 128"
+says start "Would be done 0000:08:00.0 enp8s0 enp8s0 coalesce rx-frames: unknown -> 0"
+says start "enp8s0 coalesce rx-usecs: unknown -> 128"
 says start "no current value was read (a snapshot holds no ethtool values), so the write is assumed to be taken"
 says start "Left to advise 0000:04:00.0 nvme1 group 14 type: DMA-FQ -> identity"
 says start "4 would be done, 0 refused, 1 left to advise; nothing was written."

@@ -277,8 +277,17 @@ std::string takenHow(const Rehearsed& r) {
 // Who would refuse a change: the kernel's write (its check and errno), or one of iommud's rules.
 std::string refusedBy(const Rehearsed& r) {
   if (r.kernel && !r.kernel->taken()) return "the kernel would refuse the write: " + describeCheck(*r.kernel);
-  if (r.safety) return std::string("iommud refuses it, a safety rule") + (r.kernel ? "; the kernel would take it" : "");
-  return "the kernel or the driver would not take it";
+  if (!r.safety) return "the kernel or the driver would not take it";
+  switch (*r.safety) {
+    case DomainRefusal::Untrusted:
+    case DomainRefusal::InUse:
+    case DomainRefusal::NeverUnbind: return "iommud refuses it, a safety rule; the kernel would take the write";
+    case DomainRefusal::NoDefaultDomain:
+    case DomainRefusal::NoPassThrough:
+    case DomainRefusal::KernelRule:
+    case DomainRefusal::DeviceForbids: break;
+  }
+  return "refused before the write";
 }
 
 std::string unfittedRehearsalText(const Rehearsal& rehearsal, const Status& s, const Style& st) {
