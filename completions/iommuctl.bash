@@ -94,7 +94,7 @@ _iommuctl()
         check) opts='--help --strict --root' ;;
         plan) opts='--help --device --json --hotplug --boot --color --policies --root' ;;
         explain) opts='--help --json --hotplug --boot --color --policies --measure --root' ;;
-        apply) opts='--help --device --hotplug --policies --measure' ;;
+        apply) opts='--help --device --hotplug --policies --measure --simulate --root' ;;
         revert) opts='--help --device' ;;
         top) opts='--help --seconds --once --json --device --all --sort --color' ;;
         verify) opts='--help --json --color --root' ;;

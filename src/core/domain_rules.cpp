@@ -111,6 +111,29 @@ TypeChangeWay typeChangeWay(const DomainRules& rules, const GroupAtWrite& group,
   return TypeChangeWay{judgeTypeWrite(rules, unbound, text), true};
 }
 
+std::string describeCheck(const TypeWriteVerdict& verdict) {
+  std::string_view check;
+  switch (verdict.check) {
+    case TypeWriteCheck::Taken: return {};
+    case TypeWriteCheck::ReadOnly: check = "before 5.11 the group type is read-only"; break;
+    case TypeWriteCheck::NoCapability: check = "the writer lacks CAP_SYS_ADMIN or CAP_SYS_RAWIO"; break;
+    case TypeWriteCheck::NoDefaultDomain: check = "the group has no default domain"; break;
+    case TypeWriteCheck::UnknownType: check = "the kernel does not know the type (DMA-FQ came in 5.15)"; break;
+    case TypeWriteCheck::SeveralDevices: check = "before 6.4 a group of several devices cannot change type"; break;
+    case TypeWriteCheck::DriverBound: check = "a driver is still bound to a device of the group"; break;
+    case TypeWriteCheck::DeviceForbids: check = "a device of the group is untrusted or needs another type"; break;
+  }
+  std::string_view name;
+  switch (verdict.error) {
+    case EACCES: name = "EACCES"; break;
+    case EBUSY: name = "EBUSY"; break;
+    case EINVAL: name = "EINVAL"; break;
+    case EPERM: name = "EPERM"; break;
+    default: return std::string(check) + ": errno " + std::to_string(verdict.error);
+  }
+  return std::string(check) + ": " + std::string(name);
+}
+
 std::string describeRefusal(const TypeWriteVerdict& verdict, int group, size_t devices, DomainType to,
                             const std::optional<KernelVersion>& version) {
   const std::string kernel = version ? " (this kernel is " + version->str() + ")" : std::string();

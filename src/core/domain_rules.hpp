@@ -80,6 +80,10 @@ struct TypeChangeWay {
 /// bound drivers are all that stand in the way, again with those mustUnbind() names unbound.
 TypeChangeWay typeChangeWay(const DomainRules& rules, const GroupAtWrite& group, DomainType to);
 
+/// The check that refused a write and its errno, in words: "before 6.4 a group of several devices
+/// cannot change type: EINVAL"; empty when taken.
+std::string describeCheck(const TypeWriteVerdict& verdict);
+
 /// A refusal in words, for a group of `devices` on `version` (nullopt: unknown).
 std::string describeRefusal(const TypeWriteVerdict& verdict, int group, size_t devices, DomainType to,
                             const std::optional<KernelVersion>& version);

@@ -43,13 +43,6 @@ class FakeEthtool final : public app::EthtoolPort {
   }
 };
 
-core::PolicySet rules(const std::string& toml) {
-  std::vector<config::ParsedFile> files;
-  files.push_back(config::parsePolicyText(toml, "test.toml"));
-  for (const auto& d : files.front().diagnostics) ADD_FAILURE() << d.str();
-  return config::combine({}, std::move(files)).policies;
-}
-
 struct Bench {
   std::unique_ptr<FakeHost> host;
   FakeKernel kernel;
@@ -99,16 +92,6 @@ int count(const std::vector<app::Outcome>& outcomes, R result) {
       std::count_if(outcomes.begin(), outcomes.end(), [&](const auto& o) { return o.result == result; }));
 }
 
-constexpr const char* kNvmeIdentity = R"(
-[[rule]]
-name = "nvme-identity"
-description = "identity for NVMe"
-domain = "identity"
-accept = ["no-isolation"]
-[rule.match]
-kind = "nvme"
-)";
-
 constexpr const char* kAtlanticMaxRx = R"(
 [[rule]]
 name = "rings"
@@ -146,16 +129,6 @@ TEST(Apply, SetsAGroupTypeRecordsItAndRevertRestoresIt) {
   EXPECT_EQ(b.status().host.device("0000:03:00.0")->driver, "nvme");
   EXPECT_TRUE(app::readRecords(b.root, b.ctx.paths).empty());
 }
-
-constexpr const char* kNvmeLazy = R"(
-[[rule]]
-name = "nvme-lazy"
-description = "DMA-FQ for NVMe"
-domain = "DMA-FQ"
-accept = ["lazy-invalidation"]
-[rule.match]
-kind = "nvme"
-)";
 
 // The case Debian's 6.1 showed (tests/vm, apply): DMA -> DMA-FQ for a group of several devices is
 // refused with EINVAL before 6.4, live or not. What the planner plans, apply must do, on every

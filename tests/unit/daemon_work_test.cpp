@@ -17,23 +17,6 @@ using News = app::DeviceNews;
 
 namespace {
 
-core::PolicySet rules(const std::string& toml) {
-  std::vector<config::ParsedFile> files;
-  files.push_back(config::parsePolicyText(toml, "test.toml"));
-  for (const auto& d : files.front().diagnostics) ADD_FAILURE() << d.str();
-  return config::combine({}, std::move(files)).policies;
-}
-
-constexpr const char* kNvmeIdentity = R"(
-[[rule]]
-name = "nvme-identity"
-description = "identity for NVMe"
-domain = "identity"
-accept = ["no-isolation"]
-[rule.match]
-kind = "nvme"
-)";
-
 struct Worker {
   std::unique_ptr<FakeHost> host = twoNvmeOneGroup("6.12.48-1");
   FakeKernel kernel{host->root(), {6, 12, 30}};

@@ -16,13 +16,6 @@ using core::DomainType;
 
 namespace {
 
-core::PolicySet rules(const std::string& toml) {
-  std::vector<config::ParsedFile> files;
-  files.push_back(config::parsePolicyText(toml, "test.toml"));
-  for (const auto& d : files.front().diagnostics) ADD_FAILURE() << d.str();
-  return config::combine({}, std::move(files)).policies;
-}
-
 std::string rule(const std::string& domain, const std::string& match) {
   const std::string accept = domain == "identity" ? "accept = [\"no-isolation\"]\n"
                              : domain == "DMA-FQ" ? "accept = [\"lazy-invalidation\"]\n"

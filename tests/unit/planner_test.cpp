@@ -22,13 +22,6 @@ namespace {
 
 const std::string kShipped = std::string(IOMMUD_TEST_DATA) + "/../../policies";
 
-core::PolicySet rules(const std::string& toml) {
-  std::vector<config::ParsedFile> files;
-  files.push_back(config::parsePolicyText(toml, "test.toml"));
-  for (const auto& d : files.front().diagnostics) ADD_FAILURE() << d.str();
-  return config::combine({}, std::move(files)).policies;
-}
-
 core::PolicySet shipped() {
   auto loaded = config::loadPolicies({kShipped}, {}, {});
   for (const auto& d : loaded.diagnostics) ADD_FAILURE() << d.str();

@@ -1,14 +1,47 @@
 #pragma once
 
+#include <gtest/gtest.h>
+
 #include <algorithm>
 #include <stdexcept>
 #include <string>
 
 #include "adapters/sysfs/host_reader.hpp"
 #include "app/host/status.hpp"
+#include "config/policy_loader.hpp"
 #include "support/fake_host.hpp"
 
 namespace iommud::testing {
+
+/// The rules of one policy text ("test.toml"); each diagnostic fails the test.
+inline core::PolicySet rules(const std::string& toml) {
+  std::vector<config::ParsedFile> files;
+  files.push_back(config::parsePolicyText(toml, "test.toml"));
+  for (const auto& d : files.front().diagnostics) ADD_FAILURE() << d.str();
+  return config::combine({}, std::move(files)).policies;
+}
+
+/// Policies several tests plan and apply: identity, or DMA-FQ, for every NVMe drive (identity needs
+/// the drivers unbound: it acts at hotplug only).
+inline constexpr const char* kNvmeIdentity = R"(
+[[rule]]
+name = "nvme-identity"
+description = "identity for NVMe"
+domain = "identity"
+accept = ["no-isolation"]
+[rule.match]
+kind = "nvme"
+)";
+
+inline constexpr const char* kNvmeLazy = R"(
+[[rule]]
+name = "nvme-lazy"
+description = "DMA-FQ for NVMe"
+domain = "DMA-FQ"
+accept = ["lazy-invalidation"]
+[rule.match]
+kind = "nvme"
+)";
 
 /// Reads a synthetic host as iommuctl does and derives mode and findings.
 inline app::Status statusOf(const FakeHost& h) {

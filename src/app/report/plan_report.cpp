@@ -265,6 +265,89 @@ std::string planText(const Plan& plan, const Status& status, const PolicySet& po
 
 namespace {
 
+// How a change would be made, in words.
+std::string takenHow(const Rehearsed& r) {
+  switch (r.kind) {
+    case ChangeKind::Domain: {
+      if (r.live) return "live, with the drivers bound: irreversible until unbind or reboot";
+      if (r.unbind.empty()) return "written with the drivers bound: none holds DMA ownership of the group";
+      std::vector<std::string> steps;
+      for (const auto& m : r.unbind) steps.push_back(fmt::format("{} from {}", m.driver.value_or("?"), m.address));
+      return fmt::format("after unbinding {}; rebound after the write", fmt::join(steps, ", "));
+    }
+    case ChangeKind::Rings:
+    case ChangeKind::Channels:
+    case ChangeKind::Coalesce:
+      if (r.assumed) {
+        return "set through ethtool netlink; no current value was read (a snapshot holds no ethtool values), so "
+               "the write is assumed to be taken";
+      }
+      return "set through ethtool netlink";
+    case ChangeKind::ModuleParam: return "written to the module's parameter in /sys/module";
+    case ChangeKind::ModprobeConf: return "a line of " + r.object + ", read when the module loads next";
+  }
+  return {};
+}
+
+// Who would refuse a change: the kernel's write (its check and errno), or one of iommud's rules.
+std::string refusedBy(const Rehearsed& r) {
+  if (r.kernel && !r.kernel->taken()) return "the kernel would refuse the write: " + describeCheck(*r.kernel);
+  if (!r.safety) return "the kernel or the driver would not take it";
+  switch (*r.safety) {
+    case DomainRefusal::Untrusted:
+    case DomainRefusal::InUse:
+    case DomainRefusal::NeverUnbind: return "iommud refuses it, a safety rule; the kernel would take the write";
+    case DomainRefusal::NoDefaultDomain:
+    case DomainRefusal::NoPassThrough:
+    case DomainRefusal::KernelRule:
+    case DomainRefusal::DeviceForbids: break;
+  }
+  return "refused before the write";
+}
+
+std::string unfittedRehearsalText(const Rehearsal& rehearsal, const Status& s, const Style& st) {
+  std::string out;
+  auto line = [&](const std::string& l) { out += l + "\n"; };
+  const auto& version = s.host.kernel.upstream.version;
+  line(fmt::format("{} (the rules of Linux {}; nothing is written, no lock is taken)", st.bold("Rehearsal"),
+                   version ? version->str() : "unknown, judged by the newest"));
+  auto section = [&](Rehearsed::Verdict verdict, const std::string& title) {
+    if (rehearsal.count(verdict) == 0) return;
+    line("");
+    line(st.bold(title));
+    for (const auto& r : rehearsal.items) {
+      if (r.verdict != verdict) continue;
+      const std::string value = r.from.empty() ? r.to : r.from + " -> " + r.to;
+      line(fmt::format("  {} {}: {}", deviceLabel(s.host, r.device), settingName(r.kind, r.object, r.key), value));
+      switch (verdict) {
+        case Rehearsed::Verdict::Taken: line("      " + wrapText(takenHow(r), 6, st.proseWidth())); break;
+        case Rehearsed::Verdict::Refused:
+          line("      " + st.red(wrapText(refusedBy(r), 6, st.proseWidth())));
+          line("      " + wrapText(r.why, 6, st.proseWidth()));
+          break;
+        case Rehearsed::Verdict::Advised: line("      " + wrapText(r.tradeOff, 6, st.proseWidth())); break;
+      }
+      line("      " + st.dim(fmt::format("rule {} ({})", r.rule.name, r.rule.where.str())));
+    }
+  };
+  section(Rehearsed::Verdict::Taken, "Would be done");
+  section(Rehearsed::Verdict::Refused, "Would be refused");
+  section(Rehearsed::Verdict::Advised, "Left to advise");
+  line("");
+  line(fmt::format("{} would be done, {} refused, {} left to advise; nothing was written.",
+                   rehearsal.count(Rehearsed::Verdict::Taken), rehearsal.count(Rehearsed::Verdict::Refused),
+                   rehearsal.count(Rehearsed::Verdict::Advised)));
+  return out;
+}
+
+}  // namespace
+
+std::string rehearsalText(const Rehearsal& rehearsal, const Status& status, bool color, size_t width) {
+  return fitLines(unfittedRehearsalText(rehearsal, status, Style{color, width}), width);
+}
+
+namespace {
+
 size_t failedConditions(const RuleEvaluation& e) {
   return static_cast<size_t>(
       std::count_if(e.conditions.begin(), e.conditions.end(), [](const ConditionResult& c) { return !c.holds; }));

@@ -19,9 +19,10 @@ namespace {
 
 // What every writer does first: refuse --root and non-root callers, then take the lock and recover
 // (app::beginWriting), saying what recovery found.
-std::optional<app::WriterSession> startWriting(const Globals& globals, app::ApplyContext& ctx, const char* what) {
+std::optional<app::WriterSession> startWriting(const Globals& globals, app::ApplyContext& ctx, const char* what,
+                                               const char* instead) {
   if (globals.root != "/") {
-    std::fprintf(stderr, "iommuctl: %s changes the running system; --root only reads (try `iommuctl plan`)\n", what);
+    std::fprintf(stderr, "iommuctl: %s changes the running system; --root only reads (try `%s`)\n", what, instead);
     return std::nullopt;
   }
   if (geteuid() != 0) {
@@ -88,7 +89,26 @@ namespace {
 struct ApplyOptions : ReportOptions {
   std::string device;
   double measure = 0;
+  bool simulate = false;
 };
+
+// apply --simulate exits with this when the kernel, or a safety rule, would refuse a change
+// (docs/man/iommuctl.1.scd, EXIT STATUS).
+constexpr int kRefusedStatus = 3;
+
+// apply --simulate: the plan through this kernel's rules, on the host or a snapshot, printed;
+// nothing is written, no lock taken, no daemon asked.
+int simulate(const Globals& globals, const ApplyOptions& opts) {
+  auto p = preparePlanning(globals, opts.policies);
+  if (!p) return 1;
+  auto po = planOptions(p->status.host, triggerOf(opts), opts.device);
+  if (!po) return 1;
+  auto plan = core::plan({p->status.host, p->status.mode, p->status.findings}, p->policies.policies, *po);
+  app::listInitramfsFor(adapters::sysfs::Root(globals.root), plan, p->status);
+  const auto rehearsal = core::rehearse(plan, p->status.host);
+  std::fputs(app::rehearsalText(rehearsal, p->status, useColor("auto"), textWidth()).c_str(), stdout);
+  return rehearsal.count(core::Rehearsed::Verdict::Refused) == 0 ? 0 : kRefusedStatus;
+}
 
 // Applies what the policies plan, through the running daemon or here: what was done, as the
 // daemon reports it; nullopt after saying why nothing was done.
@@ -108,7 +128,7 @@ std::optional<std::vector<adapters::dbus::Action>> applyOnce(const Globals& glob
   adapters::sysfs::Root root(globals.root);
   adapters::sysfs::RootWriter writer(root);
   app::ApplyContext ctx{root, writer, nullptr, globals.state, app::utcNow, {}};
-  auto lock = startWriting(globals, ctx, "apply");
+  auto lock = startWriting(globals, ctx, "apply", "iommuctl apply --simulate");
   if (!lock) return std::nullopt;
   auto loaded = loadPolicies(globals, opts.policies);
   if (!loaded) return std::nullopt;
@@ -189,8 +209,16 @@ void addApply(CLI::App& app, const Globals& globals, int& code) {
                   "per changed device (root; docs/measure.md)")
       ->option_text("N")
       ->check(CLI::Range(0.1, 3600.0));
+  cmd->add_flag("--simulate", opts->simulate,
+                "Write nothing: print what would be done on this kernel (or the --root snapshot's), what the "
+                "kernel would refuse and why, and what is left to advise (exit 3 when something would be refused)")
+      ->excludes("--measure");
   addPoliciesOption(cmd, opts->policies);
   cmd->callback([&globals, &code, opts] {
+    if (opts->simulate) {
+      code = simulate(globals, *opts);
+      return;
+    }
     if (opts->measure > 0) {
       code = applyMeasured(globals, *opts);
       return;
@@ -214,7 +242,7 @@ void addRevert(CLI::App& app, const Globals& globals, int& code) {
     adapters::sysfs::Root root(globals.root);
     adapters::sysfs::RootWriter writer(root);
     app::ApplyContext ctx{root, writer, nullptr, globals.state, app::utcNow, {}};
-    auto lock = startWriting(globals, ctx, "revert");
+    auto lock = startWriting(globals, ctx, "revert", "iommuctl plan");
     if (!lock) {
       code = 1;
       return;

@@ -50,7 +50,7 @@ int main(int argc, char** argv) {
     iommud::ctl::addVerify(app, globals, code);
     // A subcommand's --help lists its own options only; --root, the main command's, is taken there too.
     for (auto* sub : app.get_subcommands({})) {
-      if (sub->get_name() == "apply" || sub->get_name() == "revert" || sub->get_name() == "top") continue;
+      if (sub->get_name() == "revert" || sub->get_name() == "top") continue;  // this host only
       sub->footer("Also --root DIR, before or after " + sub->get_name() +
                   ": read the host under DIR (a snapshot or a synthetic root) instead of this one.");
     }

@@ -53,6 +53,15 @@ int main(int argc, char** argv) {
     app.set_version_flag("--version", IOMMUD_VERSION);
     CLI11_PARSE(app, argc, argv);
     if (printDirs) return printPolicyDirs(paths.configFile);
+    // A captured host has no kernel behind its files: a pass would write into them, or fail at
+    // the first unbind, and count as tuned what it never changed.
+    if (options.once && paths.root != "/") {
+      std::fprintf(stderr,
+                   "iommud: --once --root %s would change %s as if it were a host; rehearse with iommuctl apply "
+                   "--root %s --simulate\n",
+                   paths.root.c_str(), paths.root.c_str(), paths.root.c_str());
+      return 2;
+    }
     if (!options.early) {
       auto log = iommud::adapters::systemd::Log::fromEnvironment();
       return iommud::app::runDaemon(paths, options, log);
