@@ -315,10 +315,15 @@ std::string unfittedRehearsalText(const Rehearsal& rehearsal, const Status& s, c
     if (rehearsal.count(verdict) == 0) return;
     line("");
     line(st.bold(title));
+    std::string device;  // each device once, above its items, as plan prints them
     for (const auto& r : rehearsal.items) {
       if (r.verdict != verdict) continue;
+      if (r.device != device) {
+        device = r.device;
+        line("  " + st.bold(deviceLabel(s.host, device)));
+      }
       const std::string value = r.from.empty() ? r.to : r.from + " -> " + r.to;
-      line(fmt::format("  {} {}: {}", deviceLabel(s.host, r.device), settingName(r.kind, r.object, r.key), value));
+      line(fmt::format("    {}: {}", settingName(r.kind, r.object, r.key), value));
       switch (verdict) {
         case Rehearsed::Verdict::Taken: line("      " + wrapText(takenHow(r), 6, st.proseWidth())); break;
         case Rehearsed::Verdict::Refused:
@@ -353,8 +358,6 @@ size_t failedConditions(const RuleEvaluation& e) {
       std::count_if(e.conditions.begin(), e.conditions.end(), [](const ConditionResult& c) { return !c.holds; }));
 }
 
-// A rule "nearly" matches when exactly one of its conditions fails, and that one is not about
-// what the device is (a NIC rule is not "nearly" an NVMe rule).
 // A rule one condition away from matching, when that condition is one a person could change: not
 // what the device is (its kind, class) nor what IOMMU hardware the host has (a vIOMMU rule on bare
 // metal, an SMMU rule on VT-d; on a host without an IOMMU, no host condition is near).
