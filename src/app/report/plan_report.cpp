@@ -359,13 +359,14 @@ size_t failedConditions(const RuleEvaluation& e) {
 }
 
 // A rule one condition away from matching, when that condition is one a person could change: not
-// what the device is (its kind, class) nor what IOMMU hardware the host has (a vIOMMU rule on bare
-// metal, an SMMU rule on VT-d; on a host without an IOMMU, no host condition is near).
+// what the device is (its kind, class, whether it is untrusted) nor what IOMMU hardware the host has (a vIOMMU rule on
+// bare metal, an SMMU rule on VT-d; on a host without an IOMMU, no host condition is near).
 bool nearly(const RuleEvaluation& e, const HostMode& mode) {
   if (e.matches || failedConditions(e) != 1) return false;
   auto it = std::find_if(e.conditions.begin(), e.conditions.end(), [](const ConditionResult& c) { return !c.holds; });
   if (!mode.present && it->condition.starts_with("host.")) return false;
-  for (const char* fixed : {"kind ", "class ", "host.iommu ", "host.caching-mode ", "host.np-cache ", "host.rwbf "}) {
+  for (const char* fixed :
+       {"kind ", "class ", "untrusted ", "host.iommu ", "host.caching-mode ", "host.np-cache ", "host.rwbf "}) {
     if (it->condition.starts_with(fixed)) return false;
   }
   return true;
