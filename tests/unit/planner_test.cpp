@@ -789,7 +789,8 @@ TEST(Explain, ARuleForOtherIommuHardwareIsNotNearAndUnlessReadsAsTheRule) {
   // The JSON's "nearly" is what the text prints as "nearly matches" (which a long path may wrap).
   auto nearRules = [](const std::string& json) {
     std::vector<std::string> out;
-    for (const auto& r : nlohmann::json::parse(json)["rules"]) {
+    const auto doc = nlohmann::json::parse(json);  // held: a range-for does not keep a temporary's member alive
+    for (const auto& r : doc["rules"]) {
       if (r["nearly"].get<bool>()) out.push_back(r["name"].get<std::string>());
     }
     return out;
