@@ -4,6 +4,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <array>
 #include <set>
 
 #include "app/report/json_writer.hpp"
@@ -365,11 +366,9 @@ bool nearly(const RuleEvaluation& e, const HostMode& mode) {
   if (e.matches || failedConditions(e) != 1) return false;
   auto it = std::find_if(e.conditions.begin(), e.conditions.end(), [](const ConditionResult& c) { return !c.holds; });
   if (!mode.present && it->condition.starts_with("host.")) return false;
-  for (const char* fixed :
-       {"kind ", "class ", "untrusted ", "host.iommu ", "host.caching-mode ", "host.np-cache ", "host.rwbf "}) {
-    if (it->condition.starts_with(fixed)) return false;
-  }
-  return true;
+  static constexpr std::array<std::string_view, 7> kFixed = {
+      "kind ", "class ", "untrusted ", "host.iommu ", "host.caching-mode ", "host.np-cache ", "host.rwbf "};
+  return std::ranges::none_of(kFixed, [&](std::string_view fixed) { return it->condition.starts_with(fixed); });
 }
 
 }  // namespace
