@@ -15,6 +15,7 @@ import errno
 import fcntl
 import os
 import re
+import select
 import struct
 import subprocess
 import sys
@@ -30,31 +31,50 @@ def fail(message):
     failures.append(message)
 
 
+END = "\x1eend of output, status "
+
+
 def on_terminal(argv, env, columns=None):
-    """What argv prints on a pseudo-terminal (its stdin and stdout) COLUMNS wide if given, read
-    until it closes it."""
+    """What argv prints on a pseudo-terminal (its stdin and stdout) COLUMNS wide if given.
+
+    argv runs under a shell that prints END and argv's exit status on the same terminal once argv
+    has ended, and this side keeps the follower open until it has read that mark: the text is read
+    whole without relying on how the terminal hands over what was written just before its last
+    holder closed it (the end-of-file read, EIO, is not an end of data everywhere)."""
     leader, follower = os.openpty()
     if columns is not None:
         fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 50, columns, 0, 0))
-    proc = subprocess.Popen(argv, stdin=follower, stdout=follower, stderr=subprocess.PIPE, env=env)
-    os.close(follower)
+    wrapped = ["sh", "-c", '"$@"; printf "\\036end of output, status %d\\n" $?', "sh"] + argv
+    proc = subprocess.Popen(wrapped, stdin=follower, stdout=follower, stderr=subprocess.PIPE, env=env)
     out = bytearray()
-    while True:
+    mark = END.encode()
+    while mark not in out:
+        # Waits for output; only once the shell has ended without its mark does a second of
+        # silence end the wait (a killed shell), so that the test fails instead of hanging.
+        if not select.select([leader], [], [], 1.0)[0]:
+            if proc.poll() is not None:
+                break
+            continue
         try:
             chunk = os.read(leader, 65536)
-        except OSError as e:  # EIO: every holder of the follower side closed it
+        except OSError as e:  # EIO: the terminal hung up (it cannot while this side holds the follower)
             if e.errno != errno.EIO:
                 raise
             break
-        if not chunk:
-            break
         out += chunk
+    os.close(follower)
     os.close(leader)
     err = proc.stderr.read().decode()
-    if proc.wait() != 0:
-        fail(f"{' '.join(argv)} on a terminal exited {proc.returncode}: {err}")
+    proc.wait()
     # The terminal's line discipline turns each \n into \r\n (onlcr).
-    return out.decode().replace("\r\n", "\n")
+    text = out.decode().replace("\r\n", "\n")
+    if END not in text:
+        fail(f"{' '.join(argv)} on a terminal: its output ended without the shell's end mark: {text[-200:]!r}")
+        return text
+    text, status = text.split(END, 1)
+    if status.strip() != "0":
+        fail(f"{' '.join(argv)} on a terminal exited {status.strip()}: {err}")
+    return text
 
 
 def environment(**changes):

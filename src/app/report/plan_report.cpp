@@ -447,8 +447,10 @@ std::string unfittedExplainText(const PciDevice& d, const Status& s, const Polic
     }
     std::string state = e.matches ? st.green("matches") : st.yellow("nearly matches");
     if (!e.rule->enabled) state = st.dim("disabled by an override");
-    line(fmt::format("  {} ({}) {}, mode {}", st.bold(e.rule->name), e.rule->where.str(), state,
-                     toString(e.rule->mode)));
+    // The verdict beside the name; the file on a line of its own, where a long path cannot push it
+    // onto the next line.
+    line(fmt::format("  {} {}, mode {}", st.bold(e.rule->name), state, toString(e.rule->mode)));
+    line("    " + st.dim("(" + e.rule->where.str() + ")"));
     line("    " + st.dim(wrapText(e.rule->description, 4, st.proseWidth())));
     for (const auto& c : e.conditions) {
       line(fmt::format("    {} {:<44} {}", c.holds ? st.green("yes") : st.red("no "), c.condition, c.actual));
