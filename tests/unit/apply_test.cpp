@@ -5,13 +5,16 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <iterator>
 #include <map>
 #include <tuple>
 
 #include "app/change/planning.hpp"
+#include "app/change/reconcile.hpp"
 #include "app/report/plan_report.hpp"
 #include "config/policy_loader.hpp"
 #include "support/fake_kernel.hpp"
@@ -481,5 +484,335 @@ TEST(Apply, TheTransactionJudgesTheGroupAsItIsWhenItActsNotAsPlanned) {
     EXPECT_EQ(applied[0].result, c.result) << describe(applied);
     EXPECT_NE(applied[0].message.find(c.says), std::string::npos) << applied[0].message;
     EXPECT_TRUE(app::readRecords(b.root, b.ctx.paths).empty());
+  }
+}
+
+// --- every kill point of apply and revert, enumerated ---
+//
+// A process killed at a step is modelled by an exception thrown at that step and caught only by
+// the test: nothing of the Session in memory survives it, what is on disk and in the (fake) kernel
+// does, as after a SIGKILL. The steps are counted, not chosen: every sysfs write and every ethtool
+// set (before and after each), every records file and modprobe.d file written (after each), as
+// the writer, the ethtool port and ApplyContext::hooks see them. A dry run counts K; then for each
+// of the K points a fresh host is killed there, the next writer starts (beginWriting recovers the
+// domain transaction), and:
+// - every device is bound as at the start;
+// - every setting that differs from the start has a record;
+// - revert gives back the start exactly: group types, drivers, parameters, modprobe.d, rings.
+
+namespace {
+
+struct Killed {};
+
+class KillPoints {
+ public:
+  int seen = 0;
+  int killAt = 0;  // 0: never
+  int writes = 0;  // the host's writes (sysfs, ethtool) so far
+  int failAt = 0;  // the write that fails with EIO instead; 0: none
+  void point() {
+    if (++seen == killAt) throw Killed{};
+  }
+  bool fails() { return ++writes == failAt; }
+};
+
+class KillingWriter final : public adapters::sysfs::SysfsWriter {
+ public:
+  KillingWriter(SysfsWriter& inner, KillPoints& points) : inner_(inner), points_(points) {}
+  core::Result<core::Done> write(std::string_view path, std::string_view value) override {
+    points_.point();
+    if (points_.fails()) return core::Error{EIO, std::string(path), "Input/output error (injected)"};
+    auto r = inner_.write(path, value);
+    points_.point();
+    return r;
+  }
+
+ private:
+  SysfsWriter& inner_;
+  KillPoints& points_;
+};
+
+class KillingEthtool final : public app::EthtoolPort {
+ public:
+  KillingEthtool(FakeEthtool& inner, KillPoints& points) : inner_(inner), points_(points) {}
+  core::Result<uint32_t> get(int i, ChangeKind kind, const std::string& key) override {
+    return inner_.get(i, kind, key);
+  }
+  core::Result<core::Done> set(int i, ChangeKind kind, const std::string& key, uint32_t value) override {
+    points_.point();
+    if (points_.fails()) return core::Error{EIO, "", "Input/output error (injected)"};
+    auto r = inner_.set(i, kind, key, value);
+    points_.point();
+    return r;
+  }
+
+ private:
+  FakeEthtool& inner_;
+  KillPoints& points_;
+};
+
+// What a kill may leave changed: each group's type, each device's driver, each module parameter,
+// each modprobe.d file, each ethtool value; keyed by what a record names.
+std::map<std::string, std::string> settingsOf(const Bench& b) {
+  std::map<std::string, std::string> out;
+  const fs::path root = b.host->root();
+  auto each = [&](const fs::path& dir, auto&& f) {
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(root / dir, ec)) f(e.path());
+  };
+  auto text = [](const fs::path& p) {
+    std::ifstream in(p);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+  each("sys/kernel/iommu_groups", [&](const fs::path& g) { out["group " + g.filename().string()] = text(g / "type"); });
+  each("sys/bus/pci/devices", [&](const fs::path& d) {
+    std::error_code ec;
+    out["driver " + d.filename().string()] = fs::read_symlink(d / "driver", ec).filename().string();
+  });
+  each("sys/module", [&](const fs::path& m) {
+    each(fs::relative(m, root) / "parameters",
+         [&](const fs::path& p) { out["param " + m.filename().string() + "." + p.filename().string()] = text(p); });
+  });
+  each("etc/modprobe.d", [&](const fs::path& f) { out["file /etc/modprobe.d/" + f.filename().string()] = text(f); });
+  for (const auto& [k, v] : b.ethtool.values) out["ethtool " + k.second] = std::to_string(v);
+  return out;
+}
+
+// The record that names a setting of settingsOf, if any.
+bool recorded(const std::vector<app::ChangeRecord>& records, const std::string& setting) {
+  return std::any_of(records.begin(), records.end(), [&](const app::ChangeRecord& r) {
+    switch (r.kind) {
+      case ChangeKind::Domain: return r.group && setting == "group " + std::to_string(*r.group);
+      case ChangeKind::ModuleParam: return setting == "param " + r.object;
+      case ChangeKind::ModprobeConf: return setting == "file " + r.object;
+      default: return setting == "ethtool " + r.key;
+    }
+  });
+}
+
+std::string differences(const std::map<std::string, std::string>& a, const std::map<std::string, std::string>& b) {
+  std::string out;
+  for (const auto& [k, v] : b) {
+    auto it = a.find(k);
+    if (it == a.end() || it->second != v)
+      out += "  " + k + ": " + (it == a.end() ? "(none)" : it->second) + " -> " + v + "\n";
+  }
+  for (const auto& [k, v] : a) {
+    if (!b.contains(k)) out += "  " + k + ": " + v + " -> (none)\n";
+  }
+  return out;
+}
+
+struct Sweep {
+  std::function<std::unique_ptr<FakeHost>()> host;
+  std::function<void(FakeEthtool&)> nic;
+  std::string policy;
+  bool killRevert = false;  // kill the revert of a plan applied whole, not the apply
+};
+
+struct SweepResult {
+  int points = 0;                 // kill points, or the host's writes when each fails in turn
+  std::vector<std::string> lost;  // per kill point where anything was lost: what
+};
+
+// One run of the scenario on a fresh host, killed at point `killAt`, or its write `failAt` failing
+// with EIO (0: neither).
+SweepResult runOnce(const Sweep& s, int killAt, int failAt, std::string* problem, int* writesSeen = nullptr) {
+  Bench b(s.host(), {6, 12, 30});
+  if (s.nic) s.nic(b.ethtool);
+  const auto start = settingsOf(b);
+  KillPoints points;
+  KillingWriter writer(b.kernel, points);
+  KillingEthtool ethtool(b.ethtool, points);
+  app::ApplyContext ctx{b.root, writer, &ethtool, b.ctx.paths, b.ctx.now, {}};
+  ctx.hooks.afterStep = [&](std::string_view) { points.point(); };
+  const auto policies = rules(s.policy);
+  auto plan = [&] {
+    auto st = b.status();
+    for (auto& d : st.host.devices) {
+      for (auto& n : d.netdevs) {
+        n.ethtool.read = !b.ethtool.values.empty();
+        for (const auto& [k, v] : b.ethtool.values) n.ethtool.rings[k.second] = v;
+        n.ethtool.ringsMax = {{"rx", 8184}, {"tx", 8184}};
+      }
+    }
+    core::PlanOptions o;
+    o.trigger = core::Trigger::Hotplug;
+    auto p = core::plan({st.host, st.mode, st.findings}, policies, o);
+    app::listInitramfsFor(b.root, p, st);
+    return std::make_pair(p, st.host);
+  };
+  if (s.killRevert) {
+    auto [p, host] = plan();
+    app::applyPlan(p, host, ctx);
+  }
+  points.killAt = killAt == 0 ? 0 : points.seen + killAt;
+  points.failAt = failAt == 0 ? 0 : points.writes + failAt;
+  const int before = points.seen;
+  const int writesBefore = points.writes;
+  try {
+    if (s.killRevert) {
+      app::revertChanges(std::nullopt, b.status().host, ctx);
+    } else {
+      auto [p, host] = plan();
+      app::applyPlan(p, host, ctx);
+    }
+  } catch (const Killed&) {
+  }
+  SweepResult out;
+  out.points = failAt == 0 && killAt == 0 ? points.seen - before : 0;
+  if (writesSeen != nullptr) *writesSeen = points.writes - writesBefore;
+  points.killAt = 0;
+  points.failAt = 0;
+
+  // The next writer: recovery, then what must hold.
+  auto session = app::beginWriting(ctx);
+  if (!session) {
+    *problem = "the next start failed: " + session.error().describe();
+    return out;
+  }
+  const auto after = settingsOf(b);
+  const auto records = app::readRecords(b.root, ctx.paths);
+  for (const auto& [k, v] : after) {
+    auto was = start.find(k);
+    if (was != start.end() && was->second == v) continue;
+    if (k.starts_with("driver "))
+      *problem += "not bound as at the start: " + k + " (" + v + ")\n";
+    else if (!recorded(records, k))
+      *problem += "changed without a record: " + k + " = " + v + "\n";
+  }
+  for (const auto& [k, v] : start) {
+    if (!after.contains(k) && !recorded(records, k)) *problem += "removed without a record: " + k + "\n";
+  }
+  // Revert (the daemon's stop or iommuctl revert) gives back the start.
+  auto st = b.status();
+  auto reverted = app::revertChanges(std::nullopt, st.host, ctx);
+  if (auto d = differences(start, settingsOf(b)); !d.empty()) {
+    *problem += "revert did not give back the start:\n" + d + describe(reverted);
+  }
+  if (!app::readRecords(b.root, ctx.paths).empty()) *problem += "records left after revert\n";
+  return out;
+}
+
+// Each kill point in turn, or (`failures`) each of the host's writes failing in turn.
+SweepResult sweep(const Sweep& s, bool failures = false) {
+  std::string problem;
+  SweepResult result;
+  int writes = 0;
+  result.points = runOnce(s, 0, 0, &problem, &writes).points;
+  EXPECT_EQ(problem, "") << "without a kill";
+  if (failures) result.points = writes;
+  for (int n = 1; n <= result.points; ++n) {
+    std::string p;
+    runOnce(s, failures ? 0 : n, failures ? n : 0, &p);
+    if (!p.empty()) result.lost.push_back((failures ? "write " : "killed at point ") + std::to_string(n) + ":\n" + p);
+  }
+  return result;
+}
+
+// kAtlanticItr's parameters, and both rings to their maximum.
+const std::string kNicEverything = std::string(kAtlanticItr) + "[rule.rings]\nrx = \"max\"\ntx = \"max\"\n";
+
+std::string joined(const std::vector<std::string>& v) {
+  std::string out;
+  for (const auto& s : v) out += s;
+  return out;
+}
+
+}  // namespace
+
+TEST(CrashSweep, ApplyOfTwoDomainChangesLosesNothingAtAnyKillPoint) {
+  auto r = sweep({[] { return twoNvmePairs(); }, nullptr, kNvmeIdentity});
+  EXPECT_GE(r.points, 12) << "two groups of two drives: unbind, type and bind each, and their records";
+  EXPECT_TRUE(r.lost.empty()) << r.lost.size() << " of " << r.points << " kill points lost something:\n"
+                              << joined(r.lost);
+  std::printf("apply, two domain changes: %d kill points, %zu lost\n", r.points, r.lost.size());
+}
+
+TEST(CrashSweep, ApplyOfAParameterAFileAndRingsLosesNothingAtAnyKillPoint) {
+  auto nic = [](FakeEthtool& e) { e.values = {{{ChangeKind::Rings, "rx"}, 2048}, {{ChangeKind::Rings, "tx"}, 4096}}; };
+  auto r = sweep({[] { return thunderboltNicWithModule(); }, nic, kNicEverything});
+  EXPECT_GE(r.points, 6);
+  EXPECT_TRUE(r.lost.empty()) << r.lost.size() << " of " << r.points << " kill points lost something:\n"
+                              << joined(r.lost);
+  std::printf("apply, parameter, modprobe.d and rings: %d kill points, %zu lost\n", r.points, r.lost.size());
+}
+
+TEST(CrashSweep, RevertLosesNothingAtAnyKillPoint) {
+  auto nic = [](FakeEthtool& e) { e.values = {{{ChangeKind::Rings, "rx"}, 2048}, {{ChangeKind::Rings, "tx"}, 4096}}; };
+  for (const auto& s : {Sweep{[] { return twoNvmePairs(); }, nullptr, kNvmeIdentity, true},
+                        Sweep{[] { return thunderboltNicWithModule(); }, nic, kNicEverything, true}}) {
+    auto r = sweep(s);
+    EXPECT_GE(r.points, 4);
+    EXPECT_TRUE(r.lost.empty()) << r.lost.size() << " of " << r.points << " kill points lost something:\n"
+                                << joined(r.lost);
+    std::printf("revert: %d kill points, %zu lost\n", r.points, r.lost.size());
+  }
+}
+
+// The same scenarios with each of the host's writes (sysfs, ethtool) failing with EIO in turn, the
+// process going on: what failed is rolled back or recorded, and revert gives back the start.
+TEST(CrashSweep, AWriteThatFailsAtAnyStepLosesNothing) {
+  auto nic = [](FakeEthtool& e) { e.values = {{{ChangeKind::Rings, "rx"}, 2048}, {{ChangeKind::Rings, "tx"}, 4096}}; };
+  for (const auto& s : {Sweep{[] { return twoNvmePairs(); }, nullptr, kNvmeIdentity, false},
+                        Sweep{[] { return thunderboltNicWithModule(); }, nic, kNicEverything, false},
+                        Sweep{[] { return twoNvmePairs(); }, nullptr, kNvmeIdentity, true},
+                        Sweep{[] { return thunderboltNicWithModule(); }, nic, kNicEverything, true}}) {
+    auto r = sweep(s, true);
+    EXPECT_GE(r.points, 3);
+    EXPECT_TRUE(r.lost.empty()) << r.lost.size() << " of " << r.points << " failed writes lost something:\n"
+                                << joined(r.lost);
+    std::printf("%s, EIO at each write: %d writes, %zu lost\n", s.killRevert ? "revert" : "apply", r.points,
+                r.lost.size());
+  }
+}
+
+// Write-ahead: a change whose record cannot be saved first is not made.
+TEST(Apply, AChangeWhoseRecordCannotBeSavedFirstIsNotMade) {
+  Bench b(twoNvmeOneGroup("6.12.48-1"), {6, 12, 30});
+  fs::create_directories(b.root.hostPath("/run"));
+  std::ofstream(b.root.hostPath(b.ctx.paths.runDir)) << "a file where the run directory should be\n";
+  auto applied = b.apply(rules(kNvmeIdentity));
+  EXPECT_EQ(count(applied, R::Done), 0) << describe(applied);
+  EXPECT_NE(describe(applied).find("not made: its record could not be written first"), std::string::npos)
+      << describe(applied);
+  EXPECT_TRUE(b.kernel.log().empty()) << "nothing may be unbound or written";
+  EXPECT_EQ(b.read("/sys/kernel/iommu_groups/20/type"), "DMA-FQ\n");
+}
+
+// A record a killed process left pending says so in status, and the next apply settles it from
+// what the host shows: made (the type reads what it was writing) or not (it reads the value before).
+TEST(Apply, ARecordLeftPendingIsShownAndSettledByTheNextApply) {
+  for (const char* type : {"identity", "DMA-FQ"}) {
+    SCOPED_TRACE(type);
+    Bench b(twoNvmeOneGroup("6.12.48-1"), {6, 12, 30});
+    app::ChangeRecord r;
+    r.kind = ChangeKind::Domain;
+    r.device = "0000:03:00.0";
+    r.group = 20;
+    r.object = "group 20";
+    r.key = "type";
+    r.original = "DMA-FQ";
+    r.written = "identity";
+    r.rule = "nvme-identity";
+    r.pending = true;
+    r.before = "DMA-FQ";
+    ASSERT_TRUE(adapters::state::saveRecords(b.root, b.ctx.paths.runDir + "/changes.json", {r}).ok());
+    b.host->write("/sys/kernel/iommu_groups/20/type", std::string(type) + "\n");
+    auto st = b.status();
+    st.changes = app::readRecords(b.root, b.ctx.paths);
+    EXPECT_NE(app::statusText(st, false).find("identity (pending: the process making it stopped first"),
+              std::string::npos)
+        << app::statusText(st, false);
+
+    b.apply(rules(""));
+    auto records = app::readRecords(b.root, b.ctx.paths);
+    if (std::string(type) == "identity") {
+      ASSERT_EQ(records.size(), 1U);
+      EXPECT_FALSE(records[0].pending);
+      EXPECT_EQ(records[0].written, "identity");
+    } else {
+      EXPECT_TRUE(records.empty()) << "not made: no record";
+    }
   }
 }

@@ -26,6 +26,10 @@ Json toJson(const ChangeRecord& r) {
             {"irreversible", r.irreversible},
             {"ifindex", r.ifindex}};
   j["group"] = r.group ? Json(*r.group) : Json(nullptr);
+  if (r.pending) {  // only while a change is under way: settled records read as they always did
+    j["pending"] = true;
+    j["before"] = r.before;
+  }
   return j;
 }
 
@@ -55,6 +59,8 @@ std::optional<ChangeRecord> fromJson(const Json& j) {
   r.time = j.value("time", "");
   r.irreversible = j.value("irreversible", false);
   r.ifindex = j.value("ifindex", 0);
+  r.pending = j.value("pending", false);
+  r.before = j.value("before", "");
   return r;
 }
 

@@ -27,6 +27,12 @@ struct ChangeRecord {
   std::string time;  // UTC, ISO 8601
   bool irreversible = false;
   int ifindex = 0;  // ethtool changes: the interface it was made on
+  // Write-ahead: a record is on disk, pending, before its change touches the host, and is settled
+  // by what the host shows once the change is over (app/change/apply.cpp). A pending record that
+  // outlives its process says the change may or may not have been made; `before` is the value the
+  // setting had just before it (for a file, its text; "" when there was none).
+  bool pending = false;
+  std::string before;
 };
 
 /// The records of one file (`/run/iommud/changes.json`, `/var/lib/iommud/changes.json`, ...)

@@ -32,6 +32,7 @@ using core::ChangeKind;
 using OutcomeResult = Outcome::Result;
 
 constexpr const char* kRecordFile = "/changes.json";
+constexpr const char* kNotRecorded = "not made: its record could not be written first (see the failure above)";
 // The runtime records, copied to the state directory: after a reboot cleared /run/iommud, what
 // the copy holds and /run does not is what the reboot undid, and revert says so for each.
 constexpr const char* kRuntimeCopyFile = "/runtime-changes.json";
@@ -50,6 +51,32 @@ core::Result<core::Done> writeModprobeFile(const std::string& path, std::string_
 std::string millis(std::chrono::nanoseconds t) {
   auto tenths = std::chrono::duration_cast<std::chrono::microseconds>(t).count() / 100;
   return std::to_string(tenths / 10) + "." + std::to_string(tenths % 10) + " ms";
+}
+
+// Two readings of one setting are the same value: a parameter as the kernel prints it (Y/1), a
+// file byte for byte, a type or a NIC value without its newline.
+bool sameValue(ChangeKind kind, std::string_view a, std::string_view b) {
+  switch (kind) {
+    case ChangeKind::ModuleParam: return canonicalParam(a) == canonicalParam(b);
+    case ChangeKind::ModprobeConf: return a == b;
+    default: return core::trim(a) == core::trim(b);
+  }
+}
+
+// What becomes of a pending record, from what the host shows for its setting now.
+enum class Settled {
+  Made,     // the setting reads what the change wrote: a record like any other
+  NotMade,  // it reads what it read before the change: the record is as it was before
+  Unknown,  // neither, or it cannot be read: left pending (revert leaves such a value alone)
+};
+
+Settled settle(const ChangeRecord& r, const Observed& now) {
+  if (now.state == Observed::State::Unreadable) return Settled::Unknown;
+  // A removed device, an unloaded module or a group that is gone keeps nothing iommud wrote; a
+  // modprobe.d file that is not there reads as none ("": iommud's own always have text).
+  if (now.state == Observed::State::Gone && r.kind != ChangeKind::ModprobeConf) return Settled::NotMade;
+  if (now.state == Observed::State::Value && sameValue(r.kind, now.value, r.written)) return Settled::Made;
+  return sameValue(r.kind, now.value, r.before) ? Settled::NotMade : Settled::Unknown;
 }
 
 std::string moduleOfFile(const std::string& object) {
@@ -75,6 +102,7 @@ class Session {
   }
 
   std::vector<Outcome> apply(const core::Plan& plan) {
+    settlePending();
     std::set<int> rebound;  // groups whose drivers were rebound: their other settings wait for the next round
     std::map<std::string, std::vector<const core::Change*>> files;
     for (const auto& c : plan.changes) {
@@ -125,13 +153,17 @@ class Session {
            true);
     }
     lost_ = std::move(stillLost);
+    settlePending();
     for (auto* list : {&persistent_, &runtime_}) {
-      std::vector<ChangeRecord> kept;
-      for (size_t i = list->size(); i-- > 0;) {  // newest first
-        const ChangeRecord& r = (*list)[i];
-        if (!concerns(r) || !revertOne(r)) kept.insert(kept.begin(), r);
+      // Newest first, each record dropped and saved as soon as its value is back: a process
+      // stopped in between leaves a record whose value reads as before, which the next revert
+      // drops with nothing to do.
+      for (size_t i = list->size(); i-- > 0;) {
+        const ChangeRecord r = (*list)[i];
+        if (!concerns(r) || !revertOne(r)) continue;
+        list->erase(list->begin() + static_cast<std::ptrdiff_t>(i));
+        save();
       }
-      *list = std::move(kept);
     }
     save();
     return std::move(outcomes_);
@@ -150,13 +182,16 @@ class Session {
     if (!prepared) return out(OutcomeResult::Refused, c, prepared.error().message);
     auto journal = journalOf();
     if (!journal) return out(OutcomeResult::Failed, c, journal.error().describe());
-    auto report =
-        runDomainChange(*prepared, ctx_.root, ctx_.writer, *journal, host_.kernel.upstream.version, ctx_.hooks);
-    if (report.gone) return out(OutcomeResult::Skipped, c, report.summary());
-    if (!report.succeeded) return out(OutcomeResult::Failed, c, report.summary());
     ChangeRecord r = recordOf(c);
     r.irreversible = prepared->live;
-    remember(runtime_, std::move(r));
+    const auto* type = now.group(*c.group)->type ? &*now.group(*c.group)->type : nullptr;
+    if (!intend(runtime_, std::move(r), type != nullptr ? std::string(core::toString(*type)) : c.from))
+      return out(OutcomeResult::Failed, c, kNotRecorded);
+    auto report =
+        runDomainChange(*prepared, ctx_.root, ctx_.writer, *journal, host_.kernel.upstream.version, ctx_.hooks);
+    settleLast(runtime_);
+    if (report.gone) return out(OutcomeResult::Skipped, c, report.summary());
+    if (!report.succeeded) return out(OutcomeResult::Failed, c, report.summary());
     return out(OutcomeResult::Done, c,
                report.summary() + " in " + millis(report.totalTime) + " (" + millis(report.kernelTime) +
                    " of it in the kernel's unbind, bind and type writes); " + c.tradeOff);
@@ -164,13 +199,15 @@ class Session {
 
   bool param(const core::Change& c) {
     const std::string path = moduleParamPath(c.object);
-    if (auto w = ctx_.writer.write(path, c.to); !w) return out(OutcomeResult::Failed, c, w.error().describe());
+    if (!intend(runtime_, recordOf(c), c.from)) return out(OutcomeResult::Failed, c, kNotRecorded);
+    auto w = ctx_.writer.write(path, c.to);
+    settleLast(runtime_);
+    if (!w) return out(OutcomeResult::Failed, c, w.error().describe());
     auto now = ctx_.root.readFile(path);
     if (!now || canonicalParam(*now) != canonicalParam(c.to)) {
       return out(OutcomeResult::Failed, c,
                  "wrote " + c.to + " but it reads " + (now ? std::string(core::trim(*now)) : "nothing"));
     }
-    remember(runtime_, recordOf(c));
     return out(OutcomeResult::Done, c,
                c.object + " " + c.from + " -> " + c.to + (c.note.empty() ? "" : " (" + c.note + ")"));
   }
@@ -188,23 +225,30 @@ class Session {
     const std::string path = ctx_.paths.modprobeDir + "/iommud-" + module + ".conf";
     auto before = ctx_.root.readFile(path);
     const std::string text = modprobeFileText(module, options, rules);
-    if (auto w = writeModprobeFile(ctx_.root.hostPath(path), text); !w) {
-      for (const auto* c : changes) out(OutcomeResult::Failed, *c, w.error().describe());
-      return;
-    }
-    // One record per file: the text before the first change iommud made to it.
+    // One record per file: the text before the first change iommud made to it, moved to the end.
     auto it =
         std::find_if(persistent_.begin(), persistent_.end(), [&](const ChangeRecord& r) { return r.object == path; });
-    if (it == persistent_.end()) {
-      ChangeRecord r = recordOf(*changes.front());
+    ChangeRecord r = recordOf(*changes.front());
+    if (it != persistent_.end()) {
+      r = *it;
+      persistent_.erase(it);
+    } else {
       r.object = path;
       r.key = "(file)";
       r.existed = before.ok();
       r.original = before.valueOr(std::string());
-      r.written = text;
-      remember(persistent_, std::move(r));
-    } else {
-      it->written = text;
+    }
+    r.written = text;
+    if (!intend(persistent_, std::move(r), before.valueOr(std::string()))) {
+      for (const auto* c : changes) out(OutcomeResult::Failed, *c, kNotRecorded);
+      return;
+    }
+    auto w = writeModprobeFile(ctx_.root.hostPath(path), text);
+    step("write " + path);
+    settleLast(persistent_);
+    if (!w) {
+      for (const auto* c : changes) out(OutcomeResult::Failed, *c, w.error().describe());
+      return;
     }
     for (const auto* c : changes) {
       out(OutcomeResult::Done, *c, path + ": " + c->key + "=" + c->to + " (" + c->note + ")");
@@ -231,14 +275,23 @@ class Session {
     };
     auto was = timed([&] { return ctx_.ethtool->get(n->ifindex, c.kind, c.key); });
     if (!was) return out(OutcomeResult::Failed, c, was.error().describe());
+    ChangeRecord r = recordOf(c);
+    r.original = core::formatEthtoolValue(k->type, *was);
+    r.ifindex = n->ifindex;
+    if (!intend(runtime_, r, r.original)) return out(OutcomeResult::Failed, c, kNotRecorded);
     auto set = timed([&] { return ctx_.ethtool->set(n->ifindex, c.kind, c.key, *value); });
-    if (!set) return out(OutcomeResult::Failed, c, set.error().describe());
-    auto now = timed([&] { return ctx_.ethtool->get(n->ifindex, c.kind, c.key); });
-    if (!now || *now != *value) {
+    auto now =
+        set ? timed([&] { return ctx_.ethtool->get(n->ifindex, c.kind, c.key); }) : core::Result<uint32_t>(set.error());
+    if (!set || !now || *now != *value) {
+      if (!set) {
+        settleLast(runtime_);
+        return out(OutcomeResult::Failed, c, set.error().describe());
+      }
       // The driver took the value and keeps another (e1000e's rx-usecs 7000 reads 7142: its ITR
       // has steps): put the one before back, or the NIC stays at a value nobody asked and no
       // record can restore.
       auto back = ctx_.ethtool->set(n->ifindex, c.kind, c.key, *was);
+      settleLast(runtime_);
       const std::string reads =
           now ? core::formatEthtoolValue(k->type, *now) : "nothing (" + now.error().describe() + ")";
       const std::string old = core::formatEthtoolValue(k->type, *was);
@@ -247,21 +300,37 @@ class Session {
           c.object + " " + c.key + ": set " + c.to + " but the driver reads back " + reads +
               (back ? "; put " + old + " back" : "; putting " + old + " back failed: " + back.error().describe()));
     }
-    ChangeRecord r = recordOf(c);
-    r.original = core::formatEthtoolValue(k->type, *was);
-    r.ifindex = n->ifindex;
+    settleLast(runtime_);
     // The clock stops before the message is built: competitors() reads NetworkManager and .link files.
     const auto total = std::chrono::steady_clock::now() - start;
     std::string message = c.object + " " + std::string(core::toString(c.kind)) + " " + c.key + " " + r.original +
                           " -> " + c.to + " in " + millis(total) + " (" + millis(kernel) +
                           " of it in the kernel's read, set and read-back)" + (c.note.empty() ? "" : "; " + c.note);
     message += competitors(c.device, c.object, c.kind, c.key);
-    remember(runtime_, std::move(r));
     return out(OutcomeResult::Done, c, std::move(message));
   }
 
-  // Restores one record; false keeps it (drift, refusal, failure).
+  // Restores one record; false keeps it (drift, refusal, failure, a change still pending).
   bool revertOne(const ChangeRecord& r) {
+    if (r.pending) {
+      return done(r, OutcomeResult::Drift,
+                  describe(r) + ": a process making this change stopped before it was over, and " + r.object + " " +
+                      r.key + " reads neither the value before nor the one it was writing; left alone",
+                  false);
+    }
+    // Restored by a process stopped before it dropped the record: nothing left to do.
+    const auto seen = observe(r);
+    if (seen.state == Observed::State::Value && sameValue(r.kind, seen.value, r.original)) {
+      return done(r, OutcomeResult::Done,
+                  (r.kind == ChangeKind::ModprobeConf
+                       ? r.object + " holds its text from before iommud again"
+                       : describe(r) + ": reads " + std::string(core::trim(seen.value)) + " again") +
+                      ": nothing to do",
+                  true);
+    }
+    if (seen.state == Observed::State::Gone && r.kind == ChangeKind::ModprobeConf && !r.existed) {
+      return done(r, OutcomeResult::Done, r.object + " is already removed: nothing to do", true);
+    }
     switch (r.kind) {
       case ChangeKind::Domain: return revertDomain(r);
       case ChangeKind::ModuleParam: {
@@ -281,6 +350,7 @@ class Session {
                         : ::unlink(ctx_.root.hostPath(r.object).c_str()) == 0
                             ? core::Result<core::Done>(core::Done{})
                             : core::Result<core::Done>(core::errnoError(errno, r.object));
+        step((r.existed ? "write " : "remove ") + r.object);
         if (!restored) return done(r, OutcomeResult::Failed, restored.error().describe(), false);
         return done(r, OutcomeResult::Done, r.object + (r.existed ? " restored" : " removed"), true);
       }
@@ -391,6 +461,65 @@ class Session {
     return it == d->netdevs.end() ? nullptr : &*it;
   }
 
+  // Write-ahead: the record is on disk, pending, before the change touches the host.
+  // False when it could not be saved: then the change must not be made (save said why).
+  [[nodiscard]] bool intend(std::vector<ChangeRecord>& list, ChangeRecord r, std::string before) {
+    auto was = list;
+    r.pending = true;
+    r.before = std::move(before);
+    remember(list, std::move(r));
+    if (save()) return true;
+    list = std::move(was);
+    save();
+    return false;
+  }
+
+  // Settles `list`'s last record (intend's) by what the host shows, once its change is over.
+  void settleLast(std::vector<ChangeRecord>& list) {
+    if (!list.empty() && list.back().pending) settleAt(list, list.size() - 1);
+    save();
+  }
+
+  // The pending records a stopped process left, settled before anything else is done.
+  void settlePending() {
+    for (auto* list : {&runtime_, &persistent_}) {
+      for (size_t i = list->size(); i-- > 0;) {
+        if ((*list)[i].pending) settleAt(*list, i);
+      }
+    }
+    save();
+  }
+
+  void settleAt(std::vector<ChangeRecord>& list, size_t i) {
+    ChangeRecord& r = list[i];
+    switch (settle(r, observe(r))) {
+      case Settled::Made:
+        r.pending = false;
+        r.before.clear();
+        return;
+      case Settled::NotMade:
+        // As before the change: no record if it was the first, else the earlier change's.
+        if (sameValue(r.kind, r.before, r.original)) {
+          list.erase(list.begin() + static_cast<std::ptrdiff_t>(i));
+          return;
+        }
+        r.written = r.before;
+        r.pending = false;
+        r.before.clear();
+        return;
+      case Settled::Unknown: return;
+    }
+  }
+
+  // A step that changed a file on disk, for the tests that kill the process at each one.
+  void step(const std::string& name) const {
+    if (ctx_.hooks.afterStep) ctx_.hooks.afterStep(name);
+  }
+
+  Observed observe(const ChangeRecord& r) const {
+    return observeRecords(ctx_.root, {r}, ctx_.ethtool, "no ethtool access (under --root)").front();
+  }
+
   ChangeRecord recordOf(const core::Change& c) const {
     ChangeRecord r;
     r.kind = c.kind;
@@ -450,20 +579,27 @@ class Session {
   // records is not synced: it only says, after a reboot, what the reboot undid, and a crash may
   // leave it stale or empty (then revert says nothing of what the reboot undid). /run is a tmpfs;
   // the state directory is on disk, where an fsync costs milliseconds at every change.
-  void save() {
+  bool save() {
+    bool saved = true;
     using adapters::state::Durability;
     std::vector<ChangeRecord> copy = lost_;
     copy.insert(copy.end(), runtime_.begin(), runtime_.end());
     const std::vector<ChangeRecord>* lists[] = {&runtime_, &persistent_, &copy};
     const auto paths = recordPaths();
     for (size_t i = 0; i < paths.size(); ++i) {
-      if (onDisk_[i] ? *onDisk_[i] == adapters::state::recordsText(*lists[i]) : lists[i]->empty()) continue;
+      std::string text = adapters::state::recordsText(*lists[i]);
+      if (onDisk_[i] ? *onDisk_[i] == text : lists[i]->empty()) continue;
       if (auto s = saveRecords(ctx_.root, paths[i], *lists[i], i == 2 ? Durability::Unsynced : Durability::Synced);
           !s) {
         outcomes_.push_back(Outcome{OutcomeResult::Failed, ChangeKind::Domain, "", paths[i], "",
                                     "cannot record: " + s.error().describe()});
+        saved = false;
+        continue;
       }
+      onDisk_[i] = std::move(text);
+      step("save " + paths[i]);
     }
+    return saved;
   }
 
   const core::HostFacts& host_;

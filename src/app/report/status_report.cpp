@@ -644,8 +644,9 @@ std::string statusLines(const Status& s, bool color, size_t width, bool brief) {
 }  // namespace
 
 std::string changeText(const ChangeRecord& c) {
-  return c.kind == ChangeKind::ModprobeConf ? c.object + (c.existed ? " rewritten" : " written")
-                                            : c.object + " " + c.key + ": " + c.original + " -> " + c.written;
+  return (c.kind == ChangeKind::ModprobeConf ? c.object + (c.existed ? " rewritten" : " written")
+                                             : c.object + " " + c.key + ": " + c.original + " -> " + c.written) +
+         (c.pending ? " (pending: the process making it stopped first; the next apply or start settles it)" : "");
 }
 
 std::string statusBrief(const Status& s, bool color, size_t width) {
