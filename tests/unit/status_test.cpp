@@ -234,3 +234,14 @@ TEST(StatusText, SaysRootHelpsOnlyWherePermissionStoppedTheRead) {
   EXPECT_NE(app::statusText(status, false).find("\nNot readable (those denied: run as root to see them):\n"),
             std::string::npos);
 }
+
+TEST(StatusText, AnArm64DeviceOutsideEveryGroupIsListedWithWhatItReaches) {
+  // As Debian's arm64 kernels leave QEMU's host bridge and an NVMe whose module is not loaded.
+  auto h = armSmmuV3();
+  h->pci({.address = "0000:00:02.0", .vendor = 0x1b36, .device = 0x0010, .classCode = 0x010802});
+  auto text = app::statusText(statusOf(*h), false);
+  EXPECT_NE(text.find("\nDevices outside any group\n"), std::string::npos) << text;
+  EXPECT_EQ(text.find("(not translated)"), std::string::npos) << text;
+  EXPECT_NE(text.find("0000:00:02.0"), std::string::npos) << text;
+  EXPECT_NE(text.find("exposure: no DMA"), std::string::npos) << text;
+}
