@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "core/cmdline.hpp"
+
 namespace iommud::core {
 namespace {
 
@@ -43,11 +45,67 @@ void groupType(const HostMode& m, const Group& g, const std::vector<DomainChange
                                                        : "")});
 }
 
+// The last `<module>.disable_bypass=` of the command line (the kernel's parameq() takes '-' and
+// '_' alike), as kstrtobool reads it; nullopt when absent or unreadable.
+std::optional<bool> disableBypass(const HostFacts& h, std::string_view module) {
+  std::optional<bool> out;
+  for (const auto& p : parseCmdline(h.kernel.cmdline)) {
+    std::string key = p.key;
+    std::replace(key.begin(), key.end(), '-', '_');
+    if (key == std::string(module) + ".disable_bypass") out = parseKernelBool(p.value.value_or("1"));
+  }
+  return out;
+}
+
+// A device in no group has no domain: what its IOMMU does with a stream it was never told about
+// (docs/kernel.md §4.1).
+Exposure outsideGroups(const HostFacts& h, const HostMode& m, std::vector<Reason>& why) {
+  switch (m.vendor) {
+    case Vendor::ArmSmmuV3:
+      if (disableBypass(h, "arm_smmu_v3") != false) {
+        why.push_back({Src::Device,
+                       "the device is in no IOMMU group (on arm64 a device gets one when a driver binds): the SMMUv3 "
+                       "aborts the DMA of a stream with no domain attached (arm-smmu-v3 disable_bypass, on by "
+                       "default; no bypass at all in later kernels)"});
+        return Exposure::None;
+      }
+      why.push_back({Src::Cmdline,
+                     "arm-smmu-v3.disable_bypass=0 on the command line: the SMMUv3 lets a stream with no domain "
+                     "attached bypass it"});
+      break;
+    case Vendor::ArmSmmu:
+      if (h.kernel.config.contains("CONFIG_ARM_SMMU_DISABLE_BYPASS_BY_DEFAULT") &&
+          h.kernel.config.at("CONFIG_ARM_SMMU_DISABLE_BYPASS_BY_DEFAULT") == "y" &&
+          disableBypass(h, "arm_smmu") != false) {
+        why.push_back({Src::Device,
+                       "the device is in no IOMMU group: the SMMU faults the DMA of an unmatched stream "
+                       "(CONFIG_ARM_SMMU_DISABLE_BYPASS_BY_DEFAULT=y, arm-smmu disable_bypass)"});
+        return Exposure::None;
+      }
+      why.push_back({Src::Config,
+                     "unmatched streams bypass this SMMU unless CONFIG_ARM_SMMU_DISABLE_BYPASS_BY_DEFAULT=y and "
+                     "no arm-smmu.disable_bypass=0 (the kernel config is not known, or says otherwise)"});
+      break;
+    default: break;
+  }
+  why.push_back({Src::Device,
+                 "the device is in no IOMMU group: no IOMMU translates its DMA (not in the "
+                 "firmware table's scope, or its driver bypasses the IOMMU)"});
+  return Exposure::AllMemory;
+}
+
 DeviceExposure exposureOf(const HostFacts& h, const HostMode& m, const PciDevice& d,
                           const std::vector<DomainChangeMade>& changes) {
   DeviceExposure e;
   e.address = d.address;
   auto& why = e.reasons;
+  if (!dmaMaster(d)) {
+    why.push_back({Src::Device,
+                   "a host bridge (class 0x0600): the root complex's own function, which completes DMA "
+                   "and initiates none"});
+    e.level = Exposure::None;
+    return e;
+  }
   if (!m.present) {
     bootDefault(m, why);
     if (h.firmware.ivrs && h.firmware.ivrs->hostTranslationDisabled()) {
@@ -61,10 +119,7 @@ DeviceExposure exposureOf(const HostFacts& h, const HostMode& m, const PciDevice
   }
   const Group* g = d.group ? h.group(*d.group) : nullptr;
   if (g == nullptr) {
-    why.push_back({Src::Device,
-                   "the device is in no IOMMU group: no IOMMU translates its DMA (not in the "
-                   "firmware table's scope, or its driver bypasses the IOMMU)"});
-    e.level = Exposure::AllMemory;
+    e.level = outsideGroups(h, m, why);
     return e;
   }
   if (d.driver == "vfio-pci") {
@@ -133,6 +188,12 @@ std::string_view describe(Exposure exposure) {
     case Exposure::Unknown: break;
   }
   return "unknown";
+}
+
+bool dmaMaster(const PciDevice& d) {
+  // Class 06h/00h, the host bridge: the CPU side of the root complex (PCI Code and ID Assignment
+  // spec), the target of the DMA of others. No other class is certain: an ISA bridge has its 8237.
+  return (d.classCode >> 8) != 0x0600;
 }
 
 std::optional<Exposure> exposureOfType(DomainType type, bool untrusted) {

@@ -12,17 +12,20 @@ namespace iommud::core {
 
 /// What memory a device's DMA can reach, from the state in effect (docs/kernel.md §1.2, §5).
 enum class Exposure {
-  AllMemory,      // no translation: IOMMU off or absent, the group in identity, a device outside any group
+  AllMemory,      // no translation: IOMMU off or absent, the group in identity, outside any group but on SMMUs
   MappedWindow,   // translated with lazy invalidation (DMA-FQ): mapped buffers, and for a while after unmap
   Mapped,         // translated with strict invalidation (DMA): mapped buffers only
   MappedSubPage,  // strict and bounced (an untrusted device): mapped buffers, never their neighbours in a page
-  None,           // a blocking domain: no DMA at all
+  None,           // no DMA at all: a blocking domain, a stream the SMMU aborts, not a DMA master
   Unknown,        // the group's type could not be read, or is not a default domain this version knows
 };
 /// "all-memory", "mapped-window", "mapped", "mapped-subpage", "none", "unknown".
 std::string_view toString(Exposure exposure);
 /// A sentence fragment for people: "can reach all memory", ...
 std::string_view describe(Exposure exposure);
+
+/// Whether the function can initiate DMA at all, from its class code: a host bridge cannot.
+bool dmaMaster(const PciDevice& d);
 
 /// What a device in a group of this default domain type can reach; nullopt for types that are
 /// no default domain (unmanaged, unknown).

@@ -251,6 +251,9 @@ struct HostFacts {
   Swiotlb swiotlb;
   std::map<std::string, Module> modules;  // the drivers' modules and those policies name
   std::vector<Unreadable> unreadable;
+  /// The distinct names of the interrupt chips (/sys/kernel/irq/*/chip_name), read on arm64 only:
+  /// "ITS-MSI" (6.1) or "ITS-PCI-MSIX-<device>" (MSI parents) is an ITS (docs/kernel.md §4.2).
+  std::set<std::string> irqChips;
 
   [[nodiscard]] const PciDevice* device(std::string_view address) const;
   [[nodiscard]] PciDevice* device(std::string_view address);

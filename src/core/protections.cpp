@@ -62,7 +62,20 @@ Protection preBootDma(const HostFacts& h) {
   return p;
 }
 
+bool arm64(const HostFacts& h) {
+  return h.kernel.arch == Arch::Arm64;
+}
+
+// Interrupt remapping and x2APIC are the x86 IOMMUs' and APIC's: arm64 has msi-isolation instead.
+Protection x86Only(std::string id) {
+  return {std::move(id), State::NotApplicable,
+          "an x86 notion: on arm64 the GIC's ITS keeps devices from raising each other's interrupts "
+          "(msi-isolation)",
+          ""};
+}
+
 Protection interruptRemapping(const HostFacts& h) {
+  if (arm64(h)) return x86Only("interrupt-remapping");
   Protection p{"interrupt-remapping", State::Unknown, "", ""};
   const auto& fw = h.firmware;
   bool intremapOff = false;
@@ -95,6 +108,7 @@ Protection interruptRemapping(const HostFacts& h) {
 }
 
 Protection x2apic(const HostFacts& h) {
+  if (arm64(h)) return x86Only("x2apic");
   Protection p{"x2apic", State::Unknown, "", ""};
   if (intelUnits(h)) {
     bool eim = anyIntel(h, &IntelCaps::extendedInterruptMode);
@@ -109,6 +123,40 @@ Protection x2apic(const HostFacts& h) {
     p.text = std::string("the IVRS EFR copy ") + (xt ? "sets" : "does not set") + " XTSup";
   } else {
     p.text = "not told by this IOMMU's attributes or tables";
+  }
+  return p;
+}
+
+// arm64's interrupt remapping: the GICv3/v4 ITS translates a message by the DeviceID the bus
+// gives it, so a device reaches only the interrupts mapped for it (docs/kernel.md §4.2).
+Protection msiIsolation(const HostFacts& h) {
+  Protection p{"msi-isolation", State::Unknown, "", ""};
+  std::string its;
+  std::string others;  // GICv2m ("MSI", "GICv2m-..."), the GICv3 MBI: no DeviceID, no isolation
+  auto add = [](std::string& list, const std::string& chip) { list += (list.empty() ? "" : ", ") + chip; };
+  for (const auto& chip : h.irqChips) {
+    if (chip.starts_with("ITS-")) {
+      add(its, chip);
+    } else if (chip.find("MSI") != std::string::npos || chip.find("v2m") != std::string::npos ||
+               chip.find("MBI") != std::string::npos) {
+      add(others, chip);
+    }
+  }
+  if (!others.empty()) {
+    p.state = State::Off;
+    p.text = "MSIs go through " + others +
+             ", which takes a message from any device for any of its interrupts: a device can raise another's" +
+             (its.empty() ? std::string() : " (others go through the ITS: " + its + ")");
+    p.advice =
+        "VFIO device assignment needs an ITS (or vfio_iommu_type1.allow_unsafe_interrupts); a GICv2m or "
+        "MBI frame cannot isolate";
+  } else if (!its.empty()) {
+    p.state = State::On;
+    p.text = "MSIs go through the GIC's ITS (" + its +
+             "): it takes a device's message only for the interrupts mapped to that device's ID, the "
+             "isolation VFIO asks for";
+  } else {
+    p.text = "no interrupt chip serves MSIs yet (no driver asked for one), or /sys/kernel/irq is not readable";
   }
   return p;
 }
@@ -192,7 +240,7 @@ std::vector<SharedGroup> sharedGroups(const HostFacts& h) {
   return out;
 }
 
-std::vector<VfioReadiness> vfioReadiness(const HostFacts& h, const Protection& ir) {
+std::vector<VfioReadiness> vfioReadiness(const HostFacts& h, const Protection* ir) {
   std::vector<VfioReadiness> out;
   for (const auto& g : h.groups) {
     VfioReadiness v;
@@ -207,7 +255,9 @@ std::vector<VfioReadiness> vfioReadiness(const HostFacts& h, const Protection& i
       }
     }
     if (!endpoint) continue;
-    if (ir.state == State::Off) v.blockers.emplace_back("no interrupt remapping");
+    if (ir != nullptr && ir->state == State::Off) {
+      v.blockers.emplace_back(arm64(h) ? "MSIs not isolated" : "no interrupt remapping");
+    }
     v.viable = v.blockers.empty();
     out.push_back(std::move(v));
   }
@@ -221,6 +271,7 @@ std::string_view toString(Protection::State state) {
     case State::On: return "on";
     case State::Off: return "off";
     case State::Weakened: return "weakened";
+    case State::NotApplicable: return "not-applicable";
     case State::Unknown: break;
   }
   return "unknown";
@@ -229,9 +280,16 @@ std::string_view toString(Protection::State state) {
 Protections protections(const HostFacts& host, const HostMode& /*mode*/) {
   Protections p;
   p.host = {preBootDma(host), interruptRemapping(host), x2apic(host), hostTranslation(host), acsOverride(host)};
+  if (arm64(host)) p.host.push_back(msiIsolation(host));
   p.shared = sharedGroups(host);
-  p.vfio = vfioReadiness(host, p.host[1]);
+  p.vfio = vfioReadiness(host, interruptIsolation(host, p));
   return p;
+}
+
+const Protection* interruptIsolation(const HostFacts& host, const Protections& p) {
+  const std::string id = arm64(host) ? "msi-isolation" : "interrupt-remapping";
+  auto it = std::find_if(p.host.begin(), p.host.end(), [&](const Protection& x) { return x.id == id; });
+  return it == p.host.end() ? nullptr : &*it;
 }
 
 }  // namespace iommud::core

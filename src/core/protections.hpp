@@ -11,8 +11,10 @@ namespace iommud::core {
 
 /// One host protection, read from the state in effect (docs/kernel.md §5, §11).
 struct Protection {
-  enum class State { On, Off, Weakened, Unknown };
-  std::string id;  // "pre-boot-dma", "interrupt-remapping", "x2apic", "host-translation", "acs-isolation"
+  enum class State { On, Off, Weakened, NotApplicable, Unknown };
+  // "pre-boot-dma", "interrupt-remapping", "x2apic", "host-translation", "acs-isolation", and on
+  // arm64 "msi-isolation"
+  std::string id;
   State state = State::Unknown;
   std::string text;    // what is the case and what it means
   std::string advice;  // what to do; empty when nothing is needed
@@ -31,7 +33,7 @@ struct SharedGroup {
 /// Whether a group can be given to a VM with vfio-pci, and what blocks it.
 struct VfioReadiness {
   int group = 0;
-  bool viable = false;                // every device bound to vfio-pci, pcieport or nothing
+  bool viable = false;                // every device bound to vfio-pci, pcieport or nothing, MSIs isolated
   std::vector<std::string> blockers;  // "0000:01:00.1 is bound to snd_hda_intel", ...
 };
 
@@ -40,6 +42,10 @@ struct Protections {
   std::vector<SharedGroup> shared;
   std::vector<VfioReadiness> vfio;  // groups with at least one endpoint
 };
+
+/// The protection that keeps a device from raising another's interrupts: interrupt remapping on
+/// x86, msi-isolation on arm64 (docs/score.md). Null only if `p` lacks it.
+const Protection* interruptIsolation(const HostFacts& host, const Protections& p);
 
 /// Everything above, from the host facts and the derived mode.
 Protections protections(const HostFacts& host, const HostMode& mode);

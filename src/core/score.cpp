@@ -77,8 +77,10 @@ Score score(const HostFacts& host, const std::vector<DeviceExposure>& exposures,
         pool ? (*pool ? "swiotlb has a pool to bounce through" : "no swiotlb pool: untrusted sub-page maps fail")
              : "swiotlb's pool is visible in debugfs only (root)");
   }
-  const auto* ir = protection(p, "interrupt-remapping");
-  add("interrupt-remapping", 2, isOn(ir), ir != nullptr ? ir->text : "");
+  // x86 remaps interrupts, arm64's ITS isolates MSIs: each host is judged by its own.
+  const auto* ir = interruptIsolation(h, p);
+  add(h.kernel.arch == Arch::Arm64 ? "msi-isolation" : "interrupt-remapping", 2, isOn(ir),
+      ir != nullptr ? ir->text : "");
   const auto* acs = protection(p, "acs-isolation");
   add("no-acs-override", 2, acs != nullptr && acs->state != Protection::State::Weakened,
       acs != nullptr ? acs->text : "");

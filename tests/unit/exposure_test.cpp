@@ -56,9 +56,9 @@ TEST(Exposure, PassthroughOnTheCommandLineReachesAllMemoryAndSaysWhy) {
   EXPECT_EQ(nvme.level, Exposure::AllMemory);
   EXPECT_TRUE(says(nvme, Reason::Source::Cmdline, "iommu=pt"));
   EXPECT_TRUE(says(nvme, Reason::Source::Device, "all memory"));
-  // Bridges are not counted: only the two drives and the host bridge.
-  EXPECT_EQ(reachAllMemory(s.host, all), (std::vector<std::string>{"0000:00:00.0", "0000:03:00.0", "0000:04:00.0"}));
-  EXPECT_EQ(app::exposureSummary(s.host, all).substr(0, 33), "3 devices can reach all memory: 0");
+  // Bridges are not counted, and the host bridge masters no DMA: only the two drives.
+  EXPECT_EQ(reachAllMemory(s.host, all), (std::vector<std::string>{"0000:03:00.0", "0000:04:00.0"}));
+  EXPECT_EQ(app::exposureSummary(s.host, all).substr(0, 33), "2 devices can reach all memory: n");
 }
 
 TEST(Exposure, WithoutAnIommuEveryDeviceReachesAllMemory) {
@@ -93,11 +93,69 @@ TEST(Exposure, ADeviceOutsideEveryGroupReachesAllMemoryOnAnIommuHost) {
   EXPECT_TRUE(says(nic, Reason::Source::Device, "in no IOMMU group"));
 }
 
+TEST(Exposure, AHostBridgeMastersNoDmaWhateverItsGroupOrTheIommu) {
+  auto pt = twoNvmeOneGroup();
+  pt->cmdline("BOOT_IMAGE=/vmlinuz root=UUID=abcd ro iommu=pt");
+  pt->write("/sys/kernel/iommu_groups/0/type", "identity\n");
+  auto inIdentity = of(app::exposuresOf(statusOf(*pt)), "0000:00:00.0");
+  EXPECT_EQ(inIdentity.level, Exposure::None);
+  EXPECT_TRUE(says(inIdentity, Reason::Source::Device, "a host bridge (class 0x0600)"));
+  EXPECT_EQ(of(app::exposuresOf(statusOf(*noIommu())), "0000:00:00.0").level, Exposure::None);
+  // Other classes are not guessed: an ISA bridge (0x0601) can master DMA through its 8237.
+  auto h = noIommu();
+  h->pci({.address = "0000:00:1f.0", .device = 0x7a06, .classCode = 0x060100});
+  EXPECT_EQ(of(app::exposuresOf(statusOf(*h)), "0000:00:1f.0").level, Exposure::AllMemory);
+}
+
+namespace {
+
+// armSmmuV3 with an NVMe whose driver is not loaded: on arm64 it gets no group until one binds.
+std::unique_ptr<FakeHost> armWithUnboundNvme() {
+  auto h = armSmmuV3();
+  h->pci({.address = "0000:00:02.0", .vendor = 0x1b36, .device = 0x0010, .classCode = 0x010802});
+  return h;
+}
+
+}  // namespace
+
+TEST(Exposure, TheSmmuV3AbortsTheDmaOfADeviceInNoGroup) {
+  auto s = statusOf(*armWithUnboundNvme());
+  auto nvme = of(app::exposuresOf(s), "0000:00:02.0");
+  EXPECT_EQ(nvme.level, Exposure::None);
+  EXPECT_TRUE(says(nvme, Reason::Source::Device, "the SMMUv3 aborts the DMA of a stream with no domain"));
+  EXPECT_TRUE(reachAllMemory(s.host, app::exposuresOf(s)).empty());
+}
+
+TEST(Exposure, DisableBypassOffLetsAStreamInNoGroupBypassTheSmmuV3) {
+  auto h = armWithUnboundNvme();
+  h->cmdline("BOOT_IMAGE=/vmlinuz root=UUID=abcd ro arm-smmu-v3.disable_bypass=0");
+  auto nvme = of(app::exposuresOf(statusOf(*h)), "0000:00:02.0");
+  EXPECT_EQ(nvme.level, Exposure::AllMemory);
+  EXPECT_TRUE(says(nvme, Reason::Source::Cmdline, "arm-smmu-v3.disable_bypass=0"));
+  h->cmdline("BOOT_IMAGE=/vmlinuz root=UUID=abcd ro arm_smmu_v3.disable_bypass=y");
+  EXPECT_EQ(of(app::exposuresOf(statusOf(*h)), "0000:00:02.0").level, Exposure::None);
+}
+
+TEST(Exposure, AnSmmuV2FaultsUnmatchedStreamsOnlyWhenItsConfigSaysSo) {
+  auto h = std::make_unique<FakeHost>("6.1.0-56-arm64");
+  h->machine("aarch64");
+  h->config({"CONFIG_ARM_SMMU=y", "CONFIG_ARM_SMMU_DISABLE_BYPASS_BY_DEFAULT=y", "CONFIG_IOMMU_DEFAULT_DMA_STRICT=y"});
+  h->otherUnit("smmu.0x0000000009050000");
+  h->pci({.address = "0000:00:01.0", .device = 0x10fb, .classCode = 0x020000, .driver = "ixgbe"});
+  h->pci({.address = "0000:00:02.0", .device = 0x10fb, .classCode = 0x020000});
+  h->group(0, "DMA\n", {"0000:00:01.0"});
+  auto nic = of(app::exposuresOf(statusOf(*h)), "0000:00:02.0");
+  EXPECT_EQ(nic.level, Exposure::None);
+  EXPECT_TRUE(says(nic, Reason::Source::Device, "faults the DMA of an unmatched stream"));
+  h->config({"CONFIG_ARM_SMMU=y", "# CONFIG_ARM_SMMU_DISABLE_BYPASS_BY_DEFAULT is not set"});
+  EXPECT_EQ(of(app::exposuresOf(statusOf(*h)), "0000:00:02.0").level, Exposure::AllMemory);
+}
+
 TEST(Exposure, VfioDevicesAreMappedWhateverTheDefaultDomainSays) {
   auto s = statusOf(*vfioGroup());
   auto all = app::exposuresOf(s);
   EXPECT_EQ(of(all, "0000:01:00.0").level, Exposure::Mapped);
-  EXPECT_EQ(of(all, "0000:00:00.0").level, Exposure::AllMemory);  // identity, from iommu=pt
+  EXPECT_EQ(of(all, "0000:00:00.0").level, Exposure::None);  // a host bridge, in identity from iommu=pt
 }
 
 TEST(Exposure, NamesTheRuleOfAChangeIommudMade) {

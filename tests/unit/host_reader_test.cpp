@@ -213,6 +213,17 @@ TEST(HostReader, ReadsAnArmSmmuV3) {
   EXPECT_EQ(h.device("0000:00:01.0")->sriovNumVfs, 0);
 }
 
+TEST(HostReader, ReadsTheInterruptChipsOnArm64Only) {
+  auto arm = iommud::testing::armSmmuV3();
+  arm->write("/sys/kernel/irq/1/chip_name", "GICv3\n");
+  arm->write("/sys/kernel/irq/2/chip_name", "ITS-MSI\n");
+  arm->write("/sys/kernel/irq/3/chip_name", "ITS-MSI\n");
+  EXPECT_EQ(read(*arm).irqChips, (std::set<std::string>{"GICv3", "ITS-MSI"}));
+  auto x86 = iommud::testing::noIommu();
+  x86->write("/sys/kernel/irq/1/chip_name", "IR-PCI-MSI-0000:00:1f.6\n");
+  EXPECT_TRUE(read(*x86).irqChips.empty());
+}
+
 TEST(HostReader, AnEmptyGroupDirectoryMeansNoTranslation) {
   auto h = read(*iommud::testing::noIommu());
   EXPECT_TRUE(h.groups.empty());

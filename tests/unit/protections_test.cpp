@@ -163,3 +163,41 @@ TEST(Protections, NoIommuInUseMeansNoTranslationWhateverTheTables) {
   EXPECT_EQ(on.state, State::On);
   EXPECT_EQ(on.text, "the IOMMU translates DMA");
 }
+
+namespace {
+
+// armSmmuV3 with its interrupt chips as /sys/kernel/irq names them.
+std::unique_ptr<FakeHost> armWithIrqChips(const std::vector<std::string>& chips) {
+  auto h = armSmmuV3();
+  int irq = 10;
+  for (const auto& c : chips) h->write("/sys/kernel/irq/" + std::to_string(irq++) + "/chip_name", c + "\n");
+  return h;
+}
+
+}  // namespace
+
+TEST(Protections, OnArm64TheItsIsolatesMsisAndTheX86NotionsDoNotApply) {
+  auto p = of(*armWithIrqChips({"GICv3", "ITS-MSI"}));
+  EXPECT_EQ(byId(p, "msi-isolation").state, State::On);
+  EXPECT_NE(byId(p, "msi-isolation").text.find("ITS-MSI"), std::string::npos);
+  EXPECT_EQ(byId(p, "interrupt-remapping").state, State::NotApplicable);
+  EXPECT_EQ(byId(p, "x2apic").state, State::NotApplicable);
+  EXPECT_EQ(toString(State::NotApplicable), "not-applicable");
+  // The MSI-parent names of later kernels: "ITS-" and the device's domain.
+  EXPECT_EQ(byId(of(*armWithIrqChips({"GICv3", "ITS-PCI-MSIX-0000:00:01.0"})), "msi-isolation").state, State::On);
+}
+
+TEST(Protections, AGicV2mDoesNotIsolateMsisAndBlocksVfio) {
+  auto p = of(*armWithIrqChips({"GIC-0", "GICv2m-PCI-MSIX-0000:00:01.0"}));
+  EXPECT_EQ(byId(p, "msi-isolation").state, State::Off);
+  EXPECT_NE(byId(p, "msi-isolation").advice.find("allow_unsafe_interrupts"), std::string::npos);
+  ASSERT_FALSE(p.vfio.empty());
+  EXPECT_EQ(p.vfio.front().blockers.back(), "MSIs not isolated");
+  // No MSI allocated yet: unknown, not off.
+  EXPECT_EQ(byId(of(*armWithIrqChips({"GIC-0"})), "msi-isolation").state, State::Unknown);
+}
+
+TEST(Protections, MsiIsolationIsArm64sOnly) {
+  auto p = of(*twoNvmeOneGroup());
+  EXPECT_TRUE(std::none_of(p.host.begin(), p.host.end(), [](const Protection& x) { return x.id == "msi-isolation"; }));
+}

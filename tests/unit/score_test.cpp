@@ -80,3 +80,33 @@ TEST(Score, AnUntrustedDeviceInLazyModeIsNotContained) {
 TEST(Score, NoIommuIsLevelZero) {
   EXPECT_EQ(app::scoreOf(statusOf(*noIommu())).level, 0);
 }
+
+TEST(Score, Arm64IsJudgedByMsiIsolationNotByInterruptRemapping) {
+  auto h = armSmmuV3();
+  h->write("/sys/kernel/irq/10/chip_name", "ITS-MSI\n");
+  auto s = app::scoreOf(statusOf(*h));
+  EXPECT_EQ(met(s, "msi-isolation"), true);
+  EXPECT_TRUE(std::none_of(s.criteria.begin(), s.criteria.end(),
+                           [](const Criterion& c) { return c.id == "interrupt-remapping"; }));
+  EXPECT_EQ(s.level, 2);  // strict; pre-boot DMA protection is not knowable on arm64
+  h->write("/sys/kernel/irq/10/chip_name", "GICv2m-PCI-MSI\n");
+  s = app::scoreOf(statusOf(*h));
+  EXPECT_EQ(met(s, "msi-isolation"), false);
+  EXPECT_EQ(s.level, 1);
+}
+
+TEST(Score, AnArm64HostBridgeInNoGroupDoesNotReachAllMemory) {
+  // As Debian's arm64 kernels leave QEMU's host bridge: no driver, so no group.
+  auto h = std::make_unique<FakeHost>("6.12.48+deb13-arm64");
+  h->machine("aarch64");
+  h->config({"CONFIG_ARM_SMMU_V3=y", "CONFIG_IOMMU_DEFAULT_DMA_STRICT=y"});
+  h->otherUnit("smmu3.0x0000000009050000");
+  h->pci({.address = "0000:00:00.0", .vendor = 0x1b36, .device = 0x0008, .classCode = 0x060000});
+  h->pci(
+      {.address = "0000:00:01.0", .vendor = 0x1af4, .device = 0x1041, .classCode = 0x020000, .driver = "virtio-pci"});
+  h->group(0, "DMA\n", {"0000:00:01.0"});
+  auto s = app::scoreOf(statusOf(*h));
+  EXPECT_EQ(met(s, "no-device-reaches-all-memory"), true);
+  EXPECT_EQ(met(s, "every-device-judged"), true);
+  EXPECT_EQ(s.level, 1);  // no MSI chip read: msi-isolation unknown
+}

@@ -149,8 +149,10 @@ TEST(StatusText, TheVerdictListsFindingsBySeverityEachWithItsFirstRemedy) {
 }
 
 TEST(StatusText, TheVerdictNamesTheDeviceToWorryAboutFirst) {
-  // No IOMMU: every function can reach all memory; a NIC is named before a host bridge.
-  auto status = statusOf(*noIommu());
+  // No IOMMU: every DMA master can reach all memory; a NIC is named before a GPU.
+  auto h = noIommu();
+  h->pci({.address = "0000:00:02.0", .device = 0x3e92, .classCode = 0x030000, .driver = "i915"});
+  auto status = statusOf(*h);
   const auto brief = app::statusBrief(status, false);
   const auto& first = brief.substr(0, brief.find('\n'));
   EXPECT_EQ(first.rfind("Verdict  protection level 0 of 3; ", 0), 0U) << first;
@@ -231,4 +233,15 @@ TEST(StatusText, SaysRootHelpsOnlyWherePermissionStoppedTheRead) {
   status.host.unreadable.push_back({"/sys/firmware/acpi/tables/DMAR", "Permission denied"});
   EXPECT_NE(app::statusText(status, false).find("\nNot readable (those denied: run as root to see them):\n"),
             std::string::npos);
+}
+
+TEST(StatusText, AnArm64DeviceOutsideEveryGroupIsListedWithWhatItReaches) {
+  // As Debian's arm64 kernels leave QEMU's host bridge and an NVMe whose module is not loaded.
+  auto h = armSmmuV3();
+  h->pci({.address = "0000:00:02.0", .vendor = 0x1b36, .device = 0x0010, .classCode = 0x010802});
+  auto text = app::statusText(statusOf(*h), false);
+  EXPECT_NE(text.find("\nDevices outside any group\n"), std::string::npos) << text;
+  EXPECT_EQ(text.find("(not translated)"), std::string::npos) << text;
+  EXPECT_NE(text.find("0000:00:02.0"), std::string::npos) << text;
+  EXPECT_NE(text.find("exposure: no DMA"), std::string::npos) << text;
 }

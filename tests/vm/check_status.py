@@ -279,15 +279,24 @@ def check(d: Path, prefix: str = "") -> tuple[KernelFacts, list[str]]:
         for address in sorted(a for a in k.removable if k.untrusted(a) and a not in devices):
             problems.append(f"{address}: removable (untrusted) to the kernel, not among iommuctl's devices")
     # What each device can reach follows from the kernel's own group types (docs/score.md,
-    # status-json.md): no IOMMU or no group -> all memory; identity -> all memory; DMA-FQ ->
-    # a window after unmap; DMA -> mapped buffers only, and for an untrusted device (the kernel's own
+    # status-json.md): a host bridge (class 0x0600) masters no DMA -> none; no IOMMU -> all memory;
+    # no group -> on an SMMUv3 the stream aborts (none) unless arm-smmu-v3.disable_bypass=0, on
+    # VT-d and AMD-Vi nothing translates it (all memory); identity -> all memory; DMA-FQ -> a window
+    # after unmap; DMA -> mapped buffers only, and for an untrusted device (the kernel's own
     # removable state, where the guest collected it) mapped buffers with sub-page isolation.
     exposures = {e.get("address"): e.get("level") for e in s.get("exposure", {}).get("devices", [])}
     group_of = {a: gtype for gtype, members in k.groups.values() for a in members}
     by_type = {"identity": "all-memory", "DMA-FQ": "mapped-window", "DMA": "mapped", "blocked": "none"}
+    smmu_aborts = k.vendor == "arm-smmu-v3" and not re.search(
+        r"(^|\s)arm[-_]smmu[-_]v3\.disable_bypass=(0|n|N|f|F|off)(\s|$)", k.cmdline)
     want_all = []
     for address, cls in sorted(k.classes.items()):
-        want_level = by_type.get(group_of[address], "unknown") if k.present and address in group_of else "all-memory"
+        if cls.startswith("0x0600"):
+            want_level = "none"
+        elif k.present and address in group_of:
+            want_level = by_type.get(group_of[address], "unknown")
+        else:
+            want_level = "none" if k.present and smmu_aborts else "all-memory"
         if want_level == "mapped" and k.removable is not None and k.untrusted(address):
             want_level = "mapped-subpage"
         expect(f"exposure of {address}", exposures.get(address), want_level)

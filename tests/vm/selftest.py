@@ -79,6 +79,10 @@ MUTATIONS = {
     "smmu-strict on VT-d": ("vtd-cm1-6.12", lambda d: d["findings"].append({"id": "smmu-strict"}),
                             "finding smmu-strict"),
     "Arm strictness": ("arm64-smmu-6.12", lambda d: d["iommu"].update(strict=False), "iommu.strict"),
+    # The host bridge has no group on arm64: not a DMA master, and the SMMUv3 aborts its stream.
+    "host bridge taken for a DMA master": ("arm64-smmu-6.12",
+                                           lambda d: device(d["exposure"], "0000:00:00.0").update(level="all-memory"),
+                                           "exposure of 0000:00:00.0"),
 }
 
 

@@ -42,6 +42,7 @@ class Reader {
     readNvme();
     readThunderbolt();
     readSwiotlb();
+    if (host_.kernel.arch == Arch::Arm64) readIrqChips();
     for (const auto& d : host_.devices) {
       if (!d.driverModule.empty() && !host_.modules.contains(d.driverModule)) {
         host_.modules.emplace(d.driverModule, readModule(root_, d.driverModule));
@@ -342,6 +343,14 @@ class Reader {
       nd.hasRoute = routed->contains(name);
       nd.hasGlobalAddress = addressed->contains(name);
       dev->netdevs.push_back(std::move(nd));
+    }
+  }
+
+  // Which interrupt chips serve the MSIs: the ITS isolates them (docs/kernel.md §4.2).
+  void readIrqChips() {
+    for (const auto& irq : optionalDir("/sys/kernel/irq").value_or(std::vector<std::string>{})) {
+      auto text = optional("/sys/kernel/irq/" + irq + "/chip_name").value_or("");
+      if (auto name = trim(text); !name.empty()) host_.irqChips.emplace(name);
     }
   }
 

@@ -391,9 +391,9 @@ void protectionLines(const Status& s, const std::vector<DeviceExposure>& exposed
       unmet.empty() ? std::string() : fmt::format("; for {}: {}", level.level + 1, fmt::join(unmet, ", "))));
   for (const auto& p : prot.host) {
     std::string state(toString(p.state));
-    state = p.state == Protection::State::On        ? st.green(state)
-            : p.state == Protection::State::Unknown ? state
-                                                    : st.yellow(state);
+    state = p.state == Protection::State::On                                                       ? st.green(state)
+            : p.state == Protection::State::Unknown || p.state == Protection::State::NotApplicable ? state
+                                                                                                   : st.yellow(state);
     // A hanging indent after "  protection ID STATE: ", measured without the colour codes.
     size_t hang = std::string_view("  protection ").size() + p.id.size() + 1 + toString(p.state).size() + 2;
     line(fmt::format("  protection {} {}: {}", p.id, state, wrapText(p.text, hang, st.proseWidth())));
@@ -466,7 +466,8 @@ void deviceSections(const Status& s, const std::vector<DeviceExposure>& exposed,
   }
   if (ungrouped.empty()) return;
   line("");
-  line(st.bold(s.mode.present ? "Devices outside any group (not translated)" : "Devices (not translated)"));
+  // Untranslated, but on an SMMU not necessarily reaching anything: each line says (docs/score.md).
+  line(st.bold(s.mode.present ? "Devices outside any group" : "Devices (not translated)"));
   for (const auto* d : ungrouped) deviceLines(*d, exposed, st, line);
 }
 
