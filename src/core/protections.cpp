@@ -1,6 +1,7 @@
 #include "core/protections.hpp"
 
 #include <algorithm>
+#include <set>
 
 #include "core/cmdline.hpp"
 
@@ -131,28 +132,39 @@ Protection x2apic(const HostFacts& h) {
 // gives it, so a device reaches only the interrupts mapped for it (docs/kernel.md §4.2).
 Protection msiIsolation(const HostFacts& h) {
   Protection p{"msi-isolation", State::Unknown, "", ""};
-  std::string its;
-  std::string others;  // GICv2m ("MSI", "GICv2m-..."), the GICv3 MBI: no DeviceID, no isolation
-  auto add = [](std::string& list, const std::string& chip) { list += (list.empty() ? "" : ", ") + chip; };
+  // Since 6.2 the chips are per device ("GICv2m-PCI-MSIX-0000:00:01.0", "ITS-PCI-MSI-0000:01:00.0"):
+  // said by their frame ("GICv2m", "ITS") and how many there are, not one by one.
+  std::set<std::string> its;
+  std::set<std::string> others;  // GICv2m ("MSI", "GICv2m-..."), the GICv3 MBI: no DeviceID, no isolation
+  size_t itsChips = 0;
+  size_t otherChips = 0;
   for (const auto& chip : h.irqChips) {
+    const std::string frame = chip.substr(0, chip.find("-PCI"));
     if (chip.starts_with("ITS-")) {
-      add(its, chip);
+      its.insert(frame);
+      ++itsChips;
     } else if (chip.find("MSI") != std::string::npos || chip.find("v2m") != std::string::npos ||
                chip.find("MBI") != std::string::npos) {
-      add(others, chip);
+      others.insert(frame);
+      ++otherChips;
     }
   }
+  auto said = [](const std::set<std::string>& frames, size_t chips) {
+    std::string out;
+    for (const auto& f : frames) out += (out.empty() ? "" : ", ") + f;
+    return chips > frames.size() ? out + " (" + std::to_string(chips) + " interrupt domains)" : out;
+  };
   if (!others.empty()) {
     p.state = State::Off;
-    p.text = "MSIs go through " + others +
+    p.text = "MSIs go through " + said(others, otherChips) +
              ", which takes a message from any device for any of its interrupts: a device can raise another's" +
-             (its.empty() ? std::string() : " (others go through the ITS: " + its + ")");
+             (its.empty() ? std::string() : " (others go through the ITS: " + said(its, itsChips) + ")");
     p.advice =
         "VFIO device assignment needs an ITS (or vfio_iommu_type1.allow_unsafe_interrupts); a GICv2m or "
         "MBI frame cannot isolate";
   } else if (!its.empty()) {
     p.state = State::On;
-    p.text = "MSIs go through the GIC's ITS (" + its +
+    p.text = "MSIs go through the GIC's ITS (" + said(its, itsChips) +
              "): it takes a device's message only for the interrupts mapped to that device's ID, the "
              "isolation VFIO asks for";
   } else {
