@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <chrono>
 #include <ctime>
+#include <iterator>
 #include <map>
 #include <set>
 
@@ -586,7 +587,7 @@ class Session {
     copy.insert(copy.end(), runtime_.begin(), runtime_.end());
     const std::vector<ChangeRecord>* lists[] = {&runtime_, &persistent_, &copy};
     const auto paths = recordPaths();
-    for (size_t i = 0; i < paths.size(); ++i) {
+    for (size_t i = 0; i < std::size(lists); ++i) {  // as many as paths
       std::string text = adapters::state::recordsText(*lists[i]);
       if (onDisk_[i] ? *onDisk_[i] == text : lists[i]->empty()) continue;
       if (auto s = saveRecords(ctx_.root, paths[i], *lists[i], i == 2 ? Durability::Unsynced : Durability::Synced);
