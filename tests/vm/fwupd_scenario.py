@@ -98,7 +98,8 @@ def snapshot_problems(out: Path, prefix: str, label: str, rows: list[dict]) -> l
         probs.append(f"{label}: fwupd's IOMMU attribute is {iommu.get('HsiResult')} {iommu.get('Flags')} "
                      f"with /sys/class/iommu {units}")
     all_memory = status.get("exposure", {}).get("all_memory", [])
-    endpoints = sorted(a for a, cls in k.classes.items() if not cls.startswith("0x0604"))  # as check_status
+    # The DMA masters, as check_status counts them: no PCI-to-PCI bridge (0x0604), no host bridge (0x0600).
+    endpoints = sorted(a for a, cls in k.classes.items() if not cls.startswith(("0x0604", "0x0600")))
     criteria = {c.get("id"): c for c in status.get("score", {}).get("criteria", [])}
     preboot = _attr(fwupd, "org.fwupd.hsi.PrebootDma")
     ours = criteria.get("pre-boot-dma-protection", {}).get("met")
