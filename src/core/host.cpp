@@ -166,6 +166,12 @@ const Group* HostFacts::group(int id) const {
   return it != groups.end() ? &*it : nullptr;
 }
 
+std::vector<std::string> HostFacts::withGroup(const std::string& address) const {
+  const PciDevice* d = device(address);
+  const Group* g = d != nullptr && d->group ? group(*d->group) : nullptr;
+  return g != nullptr ? g->devices : std::vector<std::string>{address};
+}
+
 Vendor HostFacts::vendor() const {
   if (units.empty()) return groups.empty() ? Vendor::None : Vendor::Unknown;
   Vendor v = units.front().vendor;

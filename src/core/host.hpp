@@ -258,6 +258,9 @@ struct HostFacts {
   [[nodiscard]] const PciDevice* device(std::string_view address) const;
   [[nodiscard]] PciDevice* device(std::string_view address);
   [[nodiscard]] const Group* group(int id) const;
+  /// A device and the rest of its IOMMU group, in the group's order (bridges included): what a
+  /// domain type, which is the group's, acts on. Just `address` when it has no group or is unknown.
+  [[nodiscard]] std::vector<std::string> withGroup(const std::string& address) const;
   [[nodiscard]] bool iommuPresent() const { return !units.empty() || !groups.empty(); }
   /// The vendor of the units; Unknown when they disagree or groups exist without units.
   [[nodiscard]] Vendor vendor() const;

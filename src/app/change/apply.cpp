@@ -6,6 +6,7 @@
 #include <array>
 #include <cerrno>
 #include <chrono>
+#include <cstdlib>
 #include <ctime>
 #include <iterator>
 #include <map>
@@ -644,6 +645,20 @@ std::vector<Outcome> applyPlan(const core::Plan& plan, const core::HostFacts& ho
 std::vector<Outcome> revertChanges(const std::optional<std::string>& device, const core::HostFacts& host,
                                    ApplyContext& ctx) {
   return Session(host, ctx).revert(device);
+}
+
+std::optional<std::string> directoryFromEnvironment(const char* name) {
+  const char* v = std::getenv(name);
+  if (v == nullptr || *v == '\0') return std::nullopt;
+  std::string s(v);
+  return s.substr(0, s.find(':'));
+}
+
+StatePaths statePathsFromEnvironment(const std::string& prefix) {
+  StatePaths p;
+  if (auto d = directoryFromEnvironment((prefix + "RUNTIME_DIRECTORY").c_str())) p.runDir = *d;
+  if (auto d = directoryFromEnvironment((prefix + "STATE_DIRECTORY").c_str())) p.stateDir = *d;
+  return p;
 }
 
 std::vector<ChangeRecord> readRecords(const Root& root, const StatePaths& paths) {

@@ -23,6 +23,15 @@ struct StatePaths {
   std::string modprobeDir = "/etc/modprobe.d";
 };
 
+/// The value of an environment variable naming directories, the first of several (systemd passes
+/// them colon-separated); nullopt when it is unset or empty.
+std::optional<std::string> directoryFromEnvironment(const char* name);
+
+/// The state directories as the environment moves them: `<prefix>RUNTIME_DIRECTORY` and
+/// `<prefix>STATE_DIRECTORY` (systemd's for the daemon, prefix ""; IOMMUD_... for iommuctl);
+/// the defaults where they are unset.
+StatePaths statePathsFromEnvironment(const std::string& prefix);
+
 /// The ethtool operations apply and revert need; the real one speaks netlink, tests fake it.
 class EthtoolPort {
  public:
