@@ -131,7 +131,7 @@ std::optional<std::vector<adapters::dbus::Action>> applyOnce(const Globals& glob
   app::ApplyContext ctx{root, writer, nullptr, globals.state, app::utcNow, {}};
   auto lock = startWriting(globals, ctx, "apply", "iommuctl apply --simulate");
   if (!lock) return std::nullopt;
-  auto loaded = loadPolicies(globals, opts.policies);
+  auto loaded = validPolicies(globals, opts.policies);
   if (!loaded) return std::nullopt;
   app::ReconcileRequest request;
   request.trigger = opts.hotplug ? core::Trigger::Hotplug : core::Trigger::Coldplug;

@@ -38,7 +38,7 @@ struct Planning {
 };
 std::optional<Planning> preparePlanning(const Globals& globals, const std::vector<std::string>& policyDirs);
 /// The policies, with every diagnostic printed; nullopt when they are not valid.
-std::optional<config::Loaded> loadPolicies(const Globals& globals, const std::vector<std::string>& policyDirs);
+std::optional<config::Loaded> validPolicies(const Globals& globals, const std::vector<std::string>& policyDirs);
 
 /// The options `plan` and `explain` share.
 struct ReportOptions {

@@ -14,7 +14,7 @@
 
 namespace iommud::ctl {
 
-std::optional<config::Loaded> loadPolicies(const Globals& globals, const std::vector<std::string>& policyDirs) {
+std::optional<config::Loaded> validPolicies(const Globals& globals, const std::vector<std::string>& policyDirs) {
   app::PolicySources sources;
   sources.root = globals.root;
   sources.dirs = policyDirs;
@@ -28,7 +28,7 @@ std::optional<config::Loaded> loadPolicies(const Globals& globals, const std::ve
 }
 
 std::optional<Planning> preparePlanning(const Globals& globals, const std::vector<std::string>& policyDirs) {
-  auto loaded = loadPolicies(globals, policyDirs);
+  auto loaded = validPolicies(globals, policyDirs);
   if (!loaded) return std::nullopt;
   adapters::sysfs::Root root(globals.root);
   auto view = app::readHostView(root, loaded->policies);
