@@ -108,13 +108,7 @@ std::string_view toString(Removable r) {
 }
 
 std::string_view toString(DeviceKind kind) {
-  switch (kind) {
-    case DeviceKind::Nic: return "nic";
-    case DeviceKind::Nvme: return "nvme";
-    case DeviceKind::Bridge: return "bridge";
-    case DeviceKind::Other: break;
-  }
-  return "other";
+  return nameOf(kDeviceKindNames, kind);
 }
 
 DeviceKind PciDevice::kind() const {

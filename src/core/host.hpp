@@ -13,6 +13,7 @@
 #include "core/caps.hpp"
 #include "core/cmdline.hpp"
 #include "core/kernel_version.hpp"
+#include "core/names.hpp"
 #include "core/pci_config.hpp"
 
 namespace iommud::core {
@@ -108,6 +109,11 @@ std::string_view toString(Removable r);
 
 /// What a device is, for people and for policies.
 enum class DeviceKind { Nic, Nvme, Bridge, Other };
+inline constexpr Names<DeviceKind, 4> kDeviceKindNames{{{DeviceKind::Nic, "nic"},
+                                                        {DeviceKind::Nvme, "nvme"},
+                                                        {DeviceKind::Bridge, "bridge"},
+                                                        {DeviceKind::Other, "other"}}};
+static_assert(checkNames(kDeviceKindNames, DeviceKind::Other));
 std::string_view toString(DeviceKind kind);
 
 /// One PCI function.

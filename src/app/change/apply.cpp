@@ -625,17 +625,7 @@ std::string utcNow() {
 }
 
 std::string_view toString(Outcome::Result r) {
-  switch (r) {
-    case OutcomeResult::Done: return "done";
-    case OutcomeResult::Advised: return "advised";
-    case OutcomeResult::Refused: return "refused";
-    case OutcomeResult::Failed: return "failed";
-    case OutcomeResult::Drift: return "drift";
-    case OutcomeResult::Kept: return "kept";
-    case OutcomeResult::Skipped: return "skipped";
-    case OutcomeResult::Lost: return "lost";
-  }
-  return "?";
+  return core::nameOf(kOutcomeResultNames, r);
 }
 
 std::vector<Outcome> applyPlan(const core::Plan& plan, const core::HostFacts& host, ApplyContext& ctx) {

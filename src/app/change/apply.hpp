@@ -9,6 +9,7 @@
 #include "adapters/sysfs/writer.hpp"
 #include "app/change/domain_transaction.hpp"
 #include "app/host/change_record.hpp"
+#include "core/names.hpp"
 #include "core/plan.hpp"
 
 namespace iommud::app {
@@ -65,6 +66,15 @@ struct Outcome {
   bool nextRound = false;                // Kept: its group was just rebound; the next round makes it
   std::vector<std::string> members;      // Domain: the group's devices (PCI addresses) before the change
 };
+inline constexpr core::Names<Outcome::Result, 8> kOutcomeResultNames{{{Outcome::Result::Done, "done"},
+                                                                      {Outcome::Result::Advised, "advised"},
+                                                                      {Outcome::Result::Refused, "refused"},
+                                                                      {Outcome::Result::Failed, "failed"},
+                                                                      {Outcome::Result::Drift, "drift"},
+                                                                      {Outcome::Result::Kept, "kept"},
+                                                                      {Outcome::Result::Skipped, "skipped"},
+                                                                      {Outcome::Result::Lost, "lost"}}};
+static_assert(core::checkNames(kOutcomeResultNames, Outcome::Result::Lost));
 std::string_view toString(Outcome::Result r);
 
 /// The time now, UTC, ISO 8601: what ApplyContext::now records.

@@ -59,7 +59,7 @@ class DaemonWork {
  private:
   bool recover(WorkerReport& report);
   /// The names the request gave that are not on the host; nullopt when the host could not be read.
-  std::optional<std::vector<std::string>> reconcileSome(const ReconcileRequest& request, const WorkerRequest& work,
+  std::optional<std::vector<std::string>> reconcileSome(const ReconcileRequest& asked, const WorkerRequest& work,
                                                         WorkerReport& report, std::optional<Status>* unchanged);
   void runCall(const WorkerRequest& work, WorkerReport& report);
   void revert(const std::string& device, WorkerReport& report);

@@ -9,6 +9,7 @@
 // and not to its list fails the round-trip test), enums by the names of their one table. A
 // missing field, a wrong type or an unknown name is an error, never a default.
 
+// NOLINTBEGIN(readability-identifier-naming): nlohmann finds to_json and from_json by these names
 namespace nlohmann {
 
 // null, or the value.
@@ -82,6 +83,7 @@ void from_json(const Json& j, WorkerCall& c) {
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(CallError, name, message)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(ExportNews, path, error)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(Batch, hot, cold)
+// NOLINTEND(readability-identifier-naming)
 
 namespace {
 
