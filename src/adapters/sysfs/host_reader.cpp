@@ -506,11 +506,13 @@ class Reader {
 }  // namespace
 
 Result<HostFacts> readHost(const Root& root) {
-  return Reader(root).run();
+  const Root held = root.held();
+  return Reader(held).run();
 }
 
 HostFacts rereadGroup(const Root& root, HostFacts planned, int id) {
-  return Reader(root).rereadGroup(std::move(planned), id);
+  const Root held = root.held();
+  return Reader(held).rereadGroup(std::move(planned), id);
 }
 
 Module readModule(const Root& root, const std::string& name) {

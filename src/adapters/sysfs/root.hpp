@@ -1,5 +1,6 @@
 #pragma once
 
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -55,6 +56,11 @@ class Root {
   /// The path on this machine's filesystem that stands for a host path.
   [[nodiscard]] std::string hostPath(std::string_view path) const;
   [[nodiscard]] const std::string& prefix() const { return prefix_; }
+  /// This root with its directory held open, for one read of many files (a whole host): every
+  /// read resolves from the same directory, which costs one open instead of one per read, and a
+  /// tree replaced meanwhile is not mixed into the read. The root itself when it is live (or its
+  /// directory cannot be opened: each read then says why).
+  [[nodiscard]] Root held() const;
   [[nodiscard]] bool isLive() const { return prefix_.empty(); }
 
  private:
@@ -63,6 +69,7 @@ class Root {
 
   std::string prefix_;  // without trailing slash; empty for "/"
   Recorder* recorder_;
+  std::shared_ptr<const Fd> dir_;  // the root's directory, when held()
 };
 
 /// Lexically joins a symlink's directory and its relative target: ("/sys/bus/pci/devices",
