@@ -158,13 +158,12 @@ TEST(ContainedRead, ALinkToADeviceIsRefusedUnderTheLiveRootAndMissingUnderAnothe
 }
 
 // A directory held open (Root::held, Root::within) reads its files by name, and contains them as
-// the path from the root does: a link beside it resolves inside the root, a FIFO is refused
-// without hanging, a link out of the root reads nothing, and the recorder sees the host path.
+// the path from the root does: a link beside it resolves inside the root, a link out of the root
+// reads nothing, and the recorder sees the host path.
 TEST(ContainedRead, AHeldDirectoryContainsWhatItReadsAsTheRootDoes) {
   HostileTree t;
   t.link("/etc/hostname", "/proc/cmdline");
   t.link(t.outsideAbsolute(), "/proc/version");
-  ASSERT_EQ(::mkfifo((t.root() / "proc/fifo").c_str(), 0644), 0);
   std::ofstream(t.root() / "proc/plain") << "plain\n";
   adapters::sysfs::Recorder recorder;
   const Root root(t.root().string(), &recorder);
@@ -175,7 +174,6 @@ TEST(ContainedRead, AHeldDirectoryContainsWhatItReadsAsTheRootDoes) {
     ASSERT_FALSE(out) << "read " << *out;
     EXPECT_EQ(out.error().code, ENOENT);
     EXPECT_EQ(out.error().path, t.root().string() + "/proc/version");
-    EXPECT_TRUE(endsAndHolds([&] { return refused(r.readFile("/proc/fifo"), EPERM, "a FIFO"); }));
     auto missing = r.readFile("/proc/missing");
     ASSERT_FALSE(missing);
     EXPECT_EQ(missing.error().code, ENOENT);
@@ -184,6 +182,17 @@ TEST(ContainedRead, AHeldDirectoryContainsWhatItReadsAsTheRootDoes) {
   }
   ASSERT_FALSE(recorder.captures().empty());
   EXPECT_EQ(recorder.captures().front().path, "/proc/plain");
+}
+
+// Apart from the test above: it forks, which qemu-user cannot (scripts/build-arm64 leaves out
+// ContainedRead.AFifo*).
+TEST(ContainedRead, AFifoBesideAHeldDirectoryIsRefusedWithoutHanging) {
+  HostileTree t;
+  ASSERT_EQ(::mkfifo((t.root() / "proc/fifo").c_str(), 0644), 0);
+  const Root root(t.root().string());
+  for (const Root& r : {root.held(), root.within("/proc")}) {
+    EXPECT_TRUE(endsAndHolds([&] { return refused(r.readFile("/proc/fifo"), EPERM, "a FIFO"); }));
+  }
 }
 
 TEST(ContainedRead, AFileOverTheCapIsRefusedNamingIt) {
