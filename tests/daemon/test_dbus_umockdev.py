@@ -491,6 +491,28 @@ class DbusApi(DaemonTestCase):
         third.close_sync(None)
         self.assertTrue(d.alive())
 
+    def test_a_watch_shares_the_instance_measure_keeps_and_leaves_it_in_place(self):
+        d = self.start_on(SYSTEM_LIKE.format(policy=POLICY_FILE))
+        trace = TraceInstance(self.host, d.proc.pid)
+        trace.counts(NVME_A.address, maps=0, mapped=0, bounces=0, faults=0)
+        # [measure] on at a reload: the daemon arms the instance laid out now, for itself.
+        with open(d.config_file, "a") as f:
+            f.write("\n[measure]\nenabled = true\neffect-window = 5\n")
+        mark = d.log_mark()
+        self.reload(d)
+        d.wait_log(r"measuring the effect of each change in tracing instance .*" + trace.name, start=mark)
+        rates = Signals(self.bus, "DmaRates")
+        since = rates.mark()
+        first = watcher(self.bus)
+        d.wait_log(r"measuring DMA for D-Bus watchers in tracing instance .*" + trace.name, start=mark)
+        trace.counts(NVME_A.address, maps=10, mapped=10 * 4096, bounces=0, faults=0)
+        rates.wait_since("the drive's 10 maps", lambda seen: any(
+            abs(row[2] * seconds - 10) < 1e-6 for seconds, _, devices in seen for row in devices
+            if row[0] == NVME_A.address), since)
+        first.close_sync(None)
+        d.wait_log(r"DMA watch ended; tracing instance .*%s stays for \[measure\]" % trace.name, start=mark)
+        self.assertNotRegex(d.log_text(), r"removed tracing instance .*" + trace.name)
+
     def test_without_tracefs_watch_dma_says_why_in_the_words_of_top(self):
         d = self.start_on(SYSTEM_LIKE.format(policy=POLICY_FILE))
         # Anyone may watch (the shipped bus policy lets nobody through): iommud answers, not the bus.
