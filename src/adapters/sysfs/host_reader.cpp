@@ -448,6 +448,7 @@ class Reader {
       }
       // Hidden per-path disks of native multipath (nvme0c0n1) are reached through their head.
       if (ctrl.empty() || disk.empty() || name.find('c') != std::string::npos) continue;
+      const HeldDir held(*this, base);  // its `dev` read with one path walk instead of two
       BlockDev b;
       b.name = name;
       b.devNum = std::string(trim(optional(base + "/dev").value_or("")));
