@@ -37,7 +37,7 @@ class Reader {
     host_.kernel.iommuCmdline = interpretIommuCmdline(parseCmdline(host_.kernel.cmdline), host_.kernel.arch);
     readGroups();
     if (auto r = readPci(); !r) return r.error();
-    readSharedGroupConfigs();
+    readBridgeConfigs();
     readNetdevs();
     readNvme();
     readThunderbolt();
@@ -159,21 +159,39 @@ class Reader {
   }
 
   // Why devices share a group is told by ACS on their paths (docs/kernel.md §11.3): the config
-  // space of each member of a shared group and of its bridges, read once each.
-  void readSharedGroupConfigs() {
-    std::set<std::string> wanted;
+  // space of each member of a shared group (read with the device, see readPci) and of the bridges
+  // above them, read once each.
+  void readBridgeConfigs() {
+    std::set<std::string> bridges;
     for (const auto& g : host_.groups) {
       if (g.devices.size() < 2) continue;
       for (const auto& a : g.devices) {
-        wanted.insert(a);
-        if (const auto* d = host_.device(a)) wanted.insert(d->bridges.begin(), d->bridges.end());
+        if (const auto* d = host_.device(a)) bridges.insert(d->bridges.begin(), d->bridges.end());
       }
     }
-    for (const auto& a : wanted) {
+    for (const auto& a : bridges) {
       auto* d = host_.device(a);
-      if (d == nullptr) continue;
-      if (auto bytes = optional("/sys/bus/pci/devices/" + a + "/config")) d->config = parsePciConfig(*bytes);
+      if (d == nullptr || inSharedGroup(*d)) continue;  // absent, or read with its group
+      readConfig(*d, "/sys/bus/pci/devices/" + a + "/config");
     }
+    for (auto& [address, note] : configNotes_) host_.unreadable.push_back(std::move(note));
+  }
+
+  // A device's config space from `path`; what makes it unreadable is noted under the device's link,
+  // the notes in the order of the addresses (readBridgeConfigs adds them), wherever it was read.
+  void readConfig(PciDevice& d, const std::string& path) {
+    auto bytes = root_->readFile(path);
+    if (bytes) {
+      d.config = parsePciConfig(*bytes);
+    } else if (const Error& e = bytes.error(); e.code == EACCES || isRefusal(e)) {
+      configNotes_.emplace(d.address,
+                           Unreadable{root_->hostPath("/sys/bus/pci/devices/" + d.address + "/config"), e.message});
+    }
+  }
+
+  bool inSharedGroup(const PciDevice& d) const {
+    const Group* g = d.group ? host_.group(*d.group) : nullptr;
+    return g != nullptr && g->devices.size() >= 2;
   }
 
   void readUnits() {
@@ -243,21 +261,26 @@ class Reader {
       if (addresses.error().code == ENOENT && root_->listDir("/sys").ok()) return true;
       return addresses.error();
     }
-    std::unordered_map<std::string, int> groupOf;
+    std::unordered_map<std::string, const Group*> groupOf;
     for (const auto& g : host_.groups) {
-      for (const auto& d : g.devices) groupOf[d] = g.id;
+      for (const auto& d : g.devices) groupOf[d] = &g;
     }
+    const HeldDir held(*this, "/sys/bus/pci/devices");  // each device's link read from there
     host_.devices.reserve(addresses->size());
     for (const auto& addr : *addresses) {
-      PciDevice d = readPciDevice(addr);
-      if (auto it = groupOf.find(addr); it != groupOf.end()) d.group = it->second;
+      auto it = groupOf.find(addr);
+      const Group* g = it != groupOf.end() ? it->second : nullptr;
+      // A member of a shared group has its config space read with it (see readBridgeConfigs).
+      PciDevice d = readPciDevice(addr, g != nullptr && g->devices.size() >= 2);
+      if (g != nullptr) d.group = g->id;
       host_.devices.push_back(std::move(d));
     }
     return true;
   }
 
-  // One PCI function: its bridges, driver, ids and class, trust and SR-IOV state.
-  PciDevice readPciDevice(const std::string& addr) {
+  // One PCI function: its bridges, driver, ids and class, trust and SR-IOV state, and its config
+  // space when `withConfig` (from its directory, held).
+  PciDevice readPciDevice(const std::string& addr, bool withConfig = false) {
     PciDevice d;
     d.address = addr;
     std::string link = "/sys/bus/pci/devices/" + addr;
@@ -302,6 +325,7 @@ class Reader {
       noteUnreadable(r.error());
     }
     if (auto vfs = root_->readFile(base + "/sriov_numvfs")) d.sriovNumVfs = std::atoi(vfs->c_str());
+    if (withConfig) readConfig(d, base + "/config");
     if (d.driver) d.driverModule = driverModule(*d.driver);
     return d;
   }
@@ -322,6 +346,7 @@ class Reader {
     if (!names) return;
     std::optional<std::set<std::string>> routed;
     std::optional<std::set<std::string>> addressed;
+    const HeldDir classDir(*this, "/sys/class/net");  // each interface's link read from there
     for (const auto& name : *names) {
       std::string link = "/sys/class/net/" + name;
       auto target = root_->readLink(link);
@@ -361,6 +386,7 @@ class Reader {
     if (!ctrlNames || ctrlNames->empty()) return;
     // Controllers are filled here and handed to their PCI functions at the end.
     std::map<std::string, std::pair<std::string, NvmeController>> ctrls;  // name -> (address, controller)
+    const HeldDir classDir(*this, "/sys/class/nvme");
     for (const auto& name : *ctrlNames) {
       std::string link = "/sys/class/nvme/" + name;
       auto target = root_->readLink(link);
@@ -381,6 +407,7 @@ class Reader {
     // /sys/devices/virtual/block), not from listing holders/ of every namespace and partition.
     std::vector<std::pair<std::string, std::string>> nvmeBlocks;  // (name, resolved path)
     std::map<std::string, std::vector<std::string>> holdersOf;
+    const HeldDir blockDir(*this, "/sys/class/block");
     for (const auto& name : optionalDir("/sys/class/block").value_or(std::vector<std::string>{})) {
       std::string link = "/sys/class/block/" + name;
       bool isNvme = name.starts_with("nvme");
@@ -421,6 +448,7 @@ class Reader {
       }
       // Hidden per-path disks of native multipath (nvme0c0n1) are reached through their head.
       if (ctrl.empty() || disk.empty() || name.find('c') != std::string::npos) continue;
+      const HeldDir held(*this, base);  // its `dev` read with one path walk instead of two
       BlockDev b;
       b.name = name;
       b.devNum = std::string(trim(optional(base + "/dev").value_or("")));
@@ -522,6 +550,7 @@ class Reader {
   const Root* root_;
   HostFacts host_;
   std::map<std::string, std::string> moduleOfDriver_;
+  std::map<std::string, Unreadable> configNotes_;  // by PCI address
 };
 
 }  // namespace

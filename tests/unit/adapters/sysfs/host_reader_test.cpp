@@ -1,6 +1,7 @@
 #include "adapters/sysfs/host_reader.hpp"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <fstream>
 
@@ -278,4 +279,28 @@ TEST(HostReader, FollowsStackedDevicesToTheRootFilesystem) {
   EXPECT_TRUE(hasReason(*d, InUseReason::Kind::Held, "nvme0n1p2 is held by dm-0"));
   EXPECT_TRUE(hasReason(*d, InUseReason::Kind::Held, "nvme0n1p2 is held by dm-1"));
   EXPECT_TRUE(hasReason(*d, InUseReason::Kind::RootDevice, "nvme0n1p2 (via dm-1) holds the root filesystem"));
+}
+
+TEST(HostReader, ReadsTheConfigSpaceOfSharedGroupsAndTheirBridgesNotingItInAddressOrder) {
+  // A shared group's members have their config space read with them, the bridges above them after
+  // all devices: what cannot be read is noted under the devices' links, in the order of the addresses.
+  FakeHost h;
+  h.bridge("0000:00:1c.0").bridge("0000:00:1d.0");
+  for (const char* a : {"0000:02:00.0", "0000:02:00.1"}) h.pci({.address = a, .parent = "0000:00:1c.0"});
+  h.pci({.address = "0000:03:00.0", .parent = "0000:00:1d.0"});
+  h.group(1, "DMA", {"0000:00:1c.0"}).group(2, "DMA", {"0000:02:00.0", "0000:02:00.1"});
+  h.group(3, "DMA", {"0000:00:1d.0"}).group(4, "DMA", {"0000:03:00.0"});
+  for (const char* a : {"0000:00:1d.0", "0000:02:00.1", "0000:03:00.0"}) h.pciConfig(a, std::string(64, '\0'));
+  for (const char* a : {"0000:00:1c.0", "0000:02:00.0"}) {  // FIFOs: refused
+    ASSERT_EQ(::mkfifo((h.root() / "sys/bus/pci/devices" / a / "config").c_str(), 0600), 0);
+  }
+  auto facts = read(h);
+  EXPECT_TRUE(facts.device("0000:02:00.1")->config);
+  // Neither in a shared group nor above one: not read.
+  EXPECT_FALSE(facts.device("0000:00:1d.0")->config);
+  EXPECT_FALSE(facts.device("0000:03:00.0")->config);
+  ASSERT_EQ(facts.unreadable.size(), 2U);
+  EXPECT_EQ(facts.unreadable[0].path, (h.root() / "sys/bus/pci/devices/0000:00:1c.0/config").string());
+  EXPECT_EQ(facts.unreadable[1].path, (h.root() / "sys/bus/pci/devices/0000:02:00.0/config").string());
+  EXPECT_EQ(facts.unreadable[1].reason, "a FIFO, not a regular file: refused");
 }
