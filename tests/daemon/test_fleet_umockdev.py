@@ -132,7 +132,8 @@ def samples(text: str) -> dict[str, str]:
 def fleet_hosts() -> str:
     """Writes fleet_hosts' roots into a temporary directory; returns it."""
     out = tempfile.mkdtemp(prefix="iommud-fleet-hosts-")
-    r = subprocess.run([FLEET_HOSTS, out], capture_output=True, text=True, timeout=scaled(600))
+    r = subprocess.run([FLEET_HOSTS, out, "two-nvme-pairs", "synthetic-4096"], capture_output=True, text=True,
+                       timeout=scaled(600))
     if r.returncode != 0:
         shutil.rmtree(out, ignore_errors=True)
         raise AssertionError(f"{FLEET_HOSTS} failed: {r.stderr}")
