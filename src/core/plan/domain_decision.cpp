@@ -62,49 +62,30 @@ class DomainPlanner {
   }
 
  private:
-  void planGroup(const GroupCtx& g, const std::vector<const DeviceCtx*>& wishers) {
-    const Group& group = *g.group;
-    const DeviceCtx& first = *wishers.front();
-    const std::string object = "group " + std::to_string(group.id);
-    const std::string& lead = g.endpoints.empty() ? first.dev->address : g.endpoints.front()->address;
+  // One group's wish: the rules its endpoints' wishes come from (in device order, once each).
+  struct GroupWish {
+    const GroupCtx& g;
+    std::string object;  // "group 14"
+    std::string lead;    // the device the plan names it by
     std::vector<const Rule*> rules;
-    for (const auto* w : wishers) {
-      const Rule* r = w->domainRule;
-      if (!contains(rules, r)) rules.push_back(r);
-    }
-    const Rule& rule = *rules.front();
-    const std::string wanted(toString(*rule.domain));
-    auto refuse = [&](SkipReason reason, const std::string& message) {
-      for (const Rule* r : rules)
-        out_.skip(ChangeKind::Domain, lead, object, "type", std::string(toString(*r->domain)), *r, reason, message);
-    };
+  };
 
-    // The type belongs to the group: every endpoint must want the same.
-    for (const auto* ep : g.endpoints) {
-      if (contextOf(*ep).domainRule == nullptr) {
-        refuse(SkipReason::GroupUncovered, object + " also holds " + ep->displayName() + " (" + ep->address +
-                                               "), which no rule covers; a domain type is set for the whole group");
-        return;
-      }
-    }
-    for (const Rule* r : rules) {
-      if (*r->domain != *rule.domain) {
-        refuse(SkipReason::Conflict, "rules disagree on " + object + ": '" + rule.name + "' wants " + wanted + ", '" +
-                                         r->name + "' wants " + std::string(toString(*r->domain)));
-        return;
-      }
-    }
+  void planGroup(const GroupCtx& g, const std::vector<const DeviceCtx*>& wishers) {
+    const GroupWish w = wishOf(g, wishers);
+    if (!covered(w) || !agreed(w)) return;
+    const Group& group = *g.group;
+    const Rule& rule = *w.rules.front();
     bool untrusted =
         std::any_of(g.endpoints.begin(), g.endpoints.end(), [](const PciDevice* d) { return d->untrusted(); });
     auto target = resolveRequest(*rule.domain, in_.mode, untrusted);
     if (!target) {
-      refuse(SkipReason::Unsupported,
-             object + " has no default domain the kernel lets iommud change (type reads \"" + group.typeText + "\")");
+      refuse(w, SkipReason::Unsupported,
+             w.object + " has no default domain the kernel lets iommud change (type reads \"" + group.typeText + "\")");
       return;
     }
-    std::string targetName(toString(*target));
     if (group.type == target) {
-      out_.plan.satisfied.push_back(Satisfied{ChangeKind::Domain, lead, object, "type", targetName, refOf(rule)});
+      out_.plan.satisfied.push_back(
+          Satisfied{ChangeKind::Domain, w.lead, w.object, "type", std::string(toString(*target)), refOf(rule)});
       return;
     }
     // The safety rules and the kernel's, judged once for the planner and the transaction alike
@@ -112,77 +93,123 @@ class DomainPlanner {
     const auto safety = judgeDomainChange(in_.host, group, *target);
     const bool inUse = safety.refusal == DomainRefusal::InUse || safety.refusal == DomainRefusal::NeverUnbind;
     if (!safety.allowed() && !inUse) {
-      refuse(skipReasonOf(*safety.refusal), safety.message);
+      refuse(w, skipReasonOf(*safety.refusal), safety.message);
       return;
     }
-    const bool live = safety.way.verdict.live;
-    Risk risk = Risk::None;
-    std::string tradeOff;
-    auto names = deviceList(g);
-    if (*target == DomainType::Identity) {
-      risk = Risk::High;
-      tradeOff = object + " (" + names +
-                 ") set to identity: these devices can DMA to all memory; a faulty or compromised device or its "
-                 "firmware is no longer contained";
-    } else if (*target == DomainType::DmaFq) {
-      risk = Risk::Medium;
-      tradeOff = object + " (" + names +
-                 ") set to DMA-FQ: unmapped buffers stay reachable by these devices until the next batched IOTLB "
-                 "flush (about 10 ms)";
-    } else {
-      tradeOff = object + " (" + names + ") set to " + targetName +
-                 ": strict translation, each device reaches only the buffers mapped for it; protection gained";
-    }
-    for (const Rule* r : rules) {
-      if (out_.modeOf(*r) != RuleMode::Apply) continue;
-      auto need = acceptanceFor(*target);
-      if (need && !r->accepted(*need)) {
-        out_.skip(ChangeKind::Domain, lead, object, "type", targetName, *r, SkipReason::NeedsAcceptance,
-                  "rule '" + r->name + "' asks for " + targetName + " but does not accept the trade-off: " + tradeOff +
-                      ". " + howToAccept(*need));
-        return;
-      }
-    }
+    const TradeOff tradeOff = tradeOffOf(*target, w.object, deviceList(g));
+    if (!accepted(w, *target, tradeOff)) return;
     const bool advise =
-        std::any_of(rules.begin(), rules.end(), [&](const Rule* r) { return out_.modeOf(*r) == RuleMode::Advise; });
-    std::string note;
-    if (!live) {
-      if (inUse && advise) {
-        note = "a rebind is needed and " + inUseWhy(*safety.device) +
-               "; apply it where nothing holds the device yet (at boot)";
-      } else if (inUse) {
-        refuse(skipReasonOf(*safety.refusal), safety.message);
-        return;
-      }
-      for (const Rule* r : rules) {
-        if (!out_.allowedNow(*r, true)) {
-          refuse(SkipReason::HotplugOnly,
-                 Recorder::hotplugOnlyMessage(*r, "changing " + object + " rebinds its drivers; it"));
-          return;
-        }
-      }
-    } else {
-      note =
-          "DMA -> DMA-FQ is done with drivers bound and cannot be undone until the devices are unbound or the "
-          "machine reboots";
+        std::any_of(w.rules.begin(), w.rules.end(), [&](const Rule* r) { return out_.modeOf(*r) == RuleMode::Advise; });
+    auto note = whenItActs(w, safety, inUse, advise);
+    if (!note) return;
+    Change ch = changeOf(w, *target, advise, safety.way.verdict.live);
+    ch.risk = tradeOff.risk;
+    ch.tradeOff = tradeOff.text;
+    ch.note = *note;
+    out_.plan.changes.push_back(std::move(ch));
+  }
+
+  GroupWish wishOf(const GroupCtx& g, const std::vector<const DeviceCtx*>& wishers) const {
+    GroupWish w{g,
+                "group " + std::to_string(g.group->id),
+                g.endpoints.empty() ? wishers.front()->dev->address : g.endpoints.front()->address,
+                {}};
+    for (const auto* c : wishers) {
+      if (!contains(w.rules, c->domainRule)) w.rules.push_back(c->domainRule);
     }
+    return w;
+  }
+
+  void refuse(const GroupWish& w, SkipReason reason, const std::string& message) {
+    for (const Rule* r : w.rules) {
+      out_.skip(ChangeKind::Domain, w.lead, w.object, "type", std::string(toString(*r->domain)), *r, reason, message);
+    }
+  }
+
+  // The type belongs to the group: every endpoint must be covered by a rule ...
+  bool covered(const GroupWish& w) {
+    for (const auto* ep : w.g.endpoints) {
+      if (contextOf(*ep).domainRule == nullptr) {
+        refuse(w, SkipReason::GroupUncovered,
+               w.object + " also holds " + ep->displayName() + " (" + ep->address +
+                   "), which no rule covers; a domain type is set for the whole group");
+        return false;
+      }
+    }
+    return true;
+  }
+
+  // ... and every rule want the same.
+  bool agreed(const GroupWish& w) {
+    const Rule& rule = *w.rules.front();
+    for (const Rule* r : w.rules) {
+      if (*r->domain != *rule.domain) {
+        refuse(w, SkipReason::Conflict,
+               "rules disagree on " + w.object + ": '" + rule.name + "' wants " + std::string(toString(*rule.domain)) +
+                   ", '" + r->name + "' wants " + std::string(toString(*r->domain)));
+        return false;
+      }
+    }
+    return true;
+  }
+
+  // Whether every rule that applies accepts the trade-off (advice needs no acceptance).
+  bool accepted(const GroupWish& w, DomainType target, const TradeOff& tradeOff) {
+    const std::string targetName(toString(target));
+    for (const Rule* r : w.rules) {
+      if (out_.modeOf(*r) != RuleMode::Apply) continue;
+      auto need = acceptanceFor(target);
+      if (need && !r->accepted(*need)) {
+        out_.skip(ChangeKind::Domain, w.lead, w.object, "type", targetName, *r, SkipReason::NeedsAcceptance,
+                  "rule '" + r->name + "' asks for " + targetName +
+                      " but does not accept the trade-off: " + tradeOff.text + ". " + howToAccept(*need));
+        return false;
+      }
+    }
+    return true;
+  }
+
+  // The change's note when it may act now, or nullopt (refused): a rebind waits for a moment
+  // nothing holds the devices; a live change cannot be undone.
+  std::optional<std::string> whenItActs(const GroupWish& w, const DomainSafety& safety, bool inUse, bool advise) {
+    if (safety.way.verdict.live) {
+      return "DMA -> DMA-FQ is done with drivers bound and cannot be undone until the devices are unbound or the "
+             "machine reboots";
+    }
+    std::string note;
+    if (inUse && advise) {
+      note = "a rebind is needed and " + inUseWhy(*safety.device) +
+             "; apply it where nothing holds the device yet (at boot)";
+    } else if (inUse) {
+      refuse(w, skipReasonOf(*safety.refusal), safety.message);
+      return std::nullopt;
+    }
+    for (const Rule* r : w.rules) {
+      if (!out_.allowedNow(*r, true)) {
+        refuse(w, SkipReason::HotplugOnly,
+               Recorder::hotplugOnlyMessage(*r, "changing " + w.object + " rebinds its drivers; it"));
+        return std::nullopt;
+      }
+    }
+    return note;
+  }
+
+  static Change changeOf(const GroupWish& w, DomainType target, bool advise, bool live) {
+    const Group& group = *w.g.group;
     Change ch;
     ch.kind = ChangeKind::Domain;
-    ch.device = lead;
-    for (const auto* ep : g.endpoints) ch.devices.push_back(ep->address);
+    ch.device = w.lead;
+    for (const auto* ep : w.g.endpoints) ch.devices.push_back(ep->address);
     ch.group = group.id;
-    ch.object = object;
+    ch.object = w.object;
     ch.key = "type";
     ch.from = std::string(toString(*group.type));
-    ch.to = targetName;
-    ch.rule = refOf(rule);
+    ch.to = std::string(toString(target));
+    ch.rule = refOf(*w.rules.front());
     ch.mode = advise ? RuleMode::Advise : RuleMode::Apply;
-    ch.risk = risk;
-    ch.tradeOff = tradeOff;
     ch.disruptive = !live;
     ch.irreversible = live;
-    ch.note = note;
-    out_.plan.changes.push_back(std::move(ch));
+    return ch;
   }
 
   // devices_ runs parallel to the host's devices.
@@ -196,6 +223,23 @@ class DomainPlanner {
 };
 
 }  // namespace
+
+TradeOff tradeOffOf(DomainType target, const std::string& object, const std::string& devices) {
+  const std::string head = object + " (" + devices + ") set to ";
+  if (target == DomainType::Identity) {
+    return {Risk::High, head +
+                            "identity: these devices can DMA to all memory; a faulty or compromised device or its "
+                            "firmware is no longer contained"};
+  }
+  if (target == DomainType::DmaFq) {
+    return {Risk::Medium, head +
+                              "DMA-FQ: unmapped buffers stay reachable by these devices until the next batched IOTLB "
+                              "flush (about 10 ms)"};
+  }
+  return {Risk::None,
+          head + std::string(toString(target)) +
+              ": strict translation, each device reaches only the buffers mapped for it; protection gained"};
+}
 
 void planDomains(const PlanInput& in, const std::vector<DeviceCtx>& devices, Recorder& out) {
   DomainPlanner(in, devices, out).run();

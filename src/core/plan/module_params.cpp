@@ -95,89 +95,107 @@ class ParamPlanner {
     }
   }
 
+ private:
   void planParam(const ParamWish& w, const std::string& lead, const std::vector<std::string>& devices,
                  const std::string& module, const std::string& name, ParamSetting::At at) {
-    const ParamSetting& p = *w.param;
-    const Rule& r = *w.rule;
     const bool load = at == ParamSetting::At::Load;
-    const ChangeKind kind = load ? ChangeKind::ModprobeConf : ChangeKind::ModuleParam;
-    const std::string object = load ? std::string(kModprobePrefix) + module + ".conf" : module + "." + name;
+    const Rule& r = *w.rule;
+    Change ch;
+    ch.kind = load ? ChangeKind::ModprobeConf : ChangeKind::ModuleParam;
+    ch.device = lead;
+    ch.devices = devices;
+    ch.object = load ? std::string(kModprobePrefix) + module + ".conf" : module + "." + name;
+    ch.key = name;
+    ch.to = w.param->value;
+    ch.rule = refOf(r);
+    ch.mode = out_.modeOf(r);
+    ch.tradeOff = "does not change DMA isolation";
     auto mit = in_.host.modules.find(module);
     const Module* m = mit == in_.host.modules.end() ? nullptr : &mit->second;
+    if (load) {
+      planLoadTime(std::move(ch), w, m, module);
+    } else {
+      planRuntime(std::move(ch), w, m, module);
+    }
+  }
+
+  // A line of /etc/modprobe.d/iommud-MODULE.conf.
+  void planLoadTime(Change ch, const ParamWish& w, const Module* m, const std::string& module) {
+    const std::string& name = ch.key;
+    // The initramfs's /etc is thrown away at switch_root: the daemon writes the file at start
+    // (not disruptive, so a boot rule's line is allowed then).
+    if (out_.options.trigger == Trigger::Boot) return;
+    if (m != nullptr && m->builtin) {
+      skip(ch, *w.rule, SkipReason::Unsupported,
+           module + " is built into the kernel: modprobe.d has no effect; put " + module + "." + name + "=" + ch.to +
+               " on the kernel command line instead");
+      return;
+    }
+    if (m != nullptr && lacksParam(*m, name)) {
+      missing(ch, w, "module " + module + " has no parameter " + name);
+      return;
+    }
+    std::optional<std::string> inFile;
+    if (m != nullptr) {
+      if (auto opt = m->iommudOptions.find(name); opt != m->iommudOptions.end()) inFile = opt->second;
+    }
+    if (inFile && sameValue(*inFile, ch.to)) {
+      satisfied(ch);
+      return;
+    }
+    ch.from = inFile.value_or("(not set)");
+    noteLoadTime(ch, in_.host);
+    out_.plan.changes.push_back(std::move(ch));
+  }
+
+  // A write to /sys/module/MODULE/parameters.
+  void planRuntime(Change ch, const ParamWish& w, const Module* m, const std::string& module) {
+    const std::string& name = ch.key;
     const ModuleParam* cur = nullptr;
     if (m != nullptr) {
       if (auto pit = m->params.find(name); pit != m->params.end()) cur = &pit->second;
     }
-    auto missing = [&](const std::string& message) {
-      if (!p.optional) out_.skip(kind, lead, object, name, p.value, r, SkipReason::ParamMissing, message);
-    };
-    Change ch;
-    ch.kind = kind;
-    ch.device = lead;
-    ch.devices = devices;
-    ch.object = object;
-    ch.key = name;
-    ch.to = p.value;
-    ch.rule = refOf(r);
-    ch.mode = out_.modeOf(r);
-    ch.tradeOff = "does not change DMA isolation";
-    if (load) {
-      // The initramfs's /etc is thrown away at switch_root: the daemon writes the file at start
-      // (not disruptive, so a boot rule's line is allowed then).
-      if (out_.options.trigger == Trigger::Boot) return;
-      if (m != nullptr && m->builtin) {
-        out_.skip(kind, lead, object, name, p.value, r, SkipReason::Unsupported,
-                  module + " is built into the kernel: modprobe.d has no effect; put " + module + "." + name + "=" +
-                      p.value + " on the kernel command line instead");
-        return;
-      }
-      if (m != nullptr && lacksParam(*m, name)) {
-        missing("module " + module + " has no parameter " + name);
-        return;
-      }
-      std::optional<std::string> inFile;
-      if (m != nullptr) {
-        if (auto opt = m->iommudOptions.find(name); opt != m->iommudOptions.end()) inFile = opt->second;
-      }
-      if (inFile && sameValue(*inFile, p.value)) {
-        out_.plan.satisfied.push_back(Satisfied{kind, lead, object, name, p.value, refOf(r)});
-        return;
-      }
-      ch.from = inFile.value_or("(not set)");
-      noteLoadTime(ch, in_.host);
-      out_.plan.changes.push_back(std::move(ch));
-      return;
-    }
     if (m == nullptr || !m->loaded) {
-      missing("module " + module + " is not loaded");
+      missing(ch, w, "module " + module + " is not loaded");
       return;
     }
     if (cur == nullptr) {
-      missing("module " + module + " has no parameter " + name + " (or does not show it in /sys/module)");
+      missing(ch, w, "module " + module + " has no parameter " + name + " (or does not show it in /sys/module)");
       return;
     }
     if (!cur->writable) {
-      out_.skip(kind, lead, object, name, p.value, r, SkipReason::ParamReadOnly,
-                object + " is read-only at runtime; use at = \"load\" to set it in modprobe.d");
+      skip(ch, *w.rule, SkipReason::ParamReadOnly,
+           ch.object + " is read-only at runtime; use at = \"load\" to set it in modprobe.d");
       return;
     }
-    if (sameValue(cur->value, p.value)) {
-      out_.plan.satisfied.push_back(Satisfied{kind, lead, object, name, p.value, refOf(r)});
+    if (sameValue(cur->value, ch.to)) {
+      satisfied(ch);
       return;
     }
-    if (!out_.allowedNow(r, false)) {
-      out_.skip(kind, lead, object, name, p.value, r, SkipReason::HotplugOnly,
-                Recorder::hotplugOnlyMessage(r, "the rule"));
+    if (!out_.allowedNow(*w.rule, false)) {
+      skip(ch, *w.rule, SkipReason::HotplugOnly, Recorder::hotplugOnlyMessage(*w.rule, "the rule"));
       return;
     }
     ch.from = cur->value;
-    if (p.takesEffect == ParamSetting::TakesEffect::Probe) {
+    if (w.param->takesEffect == ParamSetting::TakesEffect::Probe) {
       ch.note = module + " reads it only when it binds a device: it takes effect after a rebind or reload";
     }
     out_.plan.changes.push_back(std::move(ch));
   }
 
- private:
+  void skip(const Change& ch, const Rule& r, SkipReason reason, std::string message) {
+    out_.skip(ch.kind, ch.device, ch.object, ch.key, ch.to, r, reason, std::move(message));
+  }
+
+  // A missing module or parameter, unless the rule says it may be.
+  void missing(const Change& ch, const ParamWish& w, std::string message) {
+    if (!w.param->optional) skip(ch, *w.rule, SkipReason::ParamMissing, std::move(message));
+  }
+
+  void satisfied(const Change& ch) {
+    out_.plan.satisfied.push_back(Satisfied{ch.kind, ch.device, ch.object, ch.key, ch.to, ch.rule});
+  }
+
   const PlanInput& in_;
   Recorder& out_;
 };

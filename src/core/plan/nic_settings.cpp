@@ -1,5 +1,8 @@
 #include "core/plan/nic_settings.hpp"
 
+#include <optional>
+#include <string>
+
 namespace iommud::core::planning {
 
 namespace {
@@ -48,92 +51,122 @@ class NicPlanner {
                       " (this kernel is " + host_.version->str() + ")");
         continue;
       }
-      for (const auto& n : c.dev->netdevs) {
-        planEthtoolValue(c, n, kind, *k, r, value, wanted, disruptive);
-      }
+      for (const auto& n : c.dev->netdevs) planEthtoolValue(Wish{c, n, kind, *k, r, disruptive}, value, wanted);
     }
   }
 
-  void planEthtoolValue(const DeviceCtx& c, const NetDev& n, ChangeKind kind, const EthtoolKey& k, const Rule& r,
-                        std::optional<uint32_t> value, const std::string& wanted, bool disruptive) {
-    const std::string key(k.name);
-    const auto& e = n.ethtool;
-    const auto* current = kind == ChangeKind::Rings      ? &e.rings
-                          : kind == ChangeKind::Channels ? &e.channels
-                                                         : &e.coalesce;
-    const auto* maxima = kind == ChangeKind::Rings      ? &e.ringsMax
-                         : kind == ChangeKind::Channels ? &e.channelsMax
-                                                        : nullptr;
-    std::string from = "unknown";
-    std::string to = wanted;
-    std::string note;
-    if (e.read) {
-      auto cur = current->find(key);
-      if (cur == current->end()) {
-        out_.skip(kind, c.dev->address, n.name, key, wanted, r, SkipReason::Unsupported,
-                  n.name + " (" + c.dev->driver.value_or("no driver") + ") does not report " +
-                      std::string(toString(kind)) + " " + key + ": its driver does not support it");
-        return;
-      }
-      from = formatEthtoolValue(k.type, cur->second);
-      std::optional<uint32_t> max;
-      if (maxima != nullptr) {
-        if (auto m = maxima->find(key); m != maxima->end()) max = m->second;
-      }
-      if (!value) {
-        if (!max) {
-          out_.skip(kind, c.dev->address, n.name, key, wanted, r, SkipReason::Unsupported,
-                    n.name + " reports no maximum for " + key);
-          return;
-        }
-        value = max;
-      } else if (max && *value > *max) {
-        out_.skip(kind, c.dev->address, n.name, key, wanted, r, SkipReason::Unsupported,
-                  n.name + " allows at most " + std::to_string(*max) + " for " + key + "; the kernel would refuse " +
-                      std::to_string(*value));
-        return;
-      }
-      to = formatEthtoolValue(k.type, *value);
-      if (cur->second == *value) {
-        out_.plan.satisfied.push_back(Satisfied{kind, c.dev->address, n.name, key, to, refOf(r)});
-        return;
-      }
-    } else {
-      note = "current values not read (no ethtool access under --root)";
-    }
-    if (!out_.allowedNow(r, disruptive)) {
-      out_.skip(kind, c.dev->address, n.name, key, to, r, SkipReason::HotplugOnly,
-                Recorder::hotplugOnlyMessage(
-                    r, "setting " + std::string(toString(kind)) + " resets the link on many drivers; it"));
+  // One setting of one interface, as a rule wants it.
+  struct Wish {
+    const DeviceCtx& c;
+    const NetDev& n;
+    ChangeKind kind;
+    const EthtoolKey& k;
+    const Rule& r;
+    bool disruptive;
+  };
+  // The setting as it is and as it will be.
+  struct Values {
+    std::string from;
+    std::string to;
+    std::string note;  // why `from` is not known
+  };
+
+  void planEthtoolValue(const Wish& w, std::optional<uint32_t> value, const std::string& wanted) {
+    Values v{"unknown", wanted, {}};
+    if (!w.n.ethtool.read) {
+      v.note = "current values not read (no ethtool access under --root)";
+    } else if (!readValues(w, value, v)) {
       return;
+    }
+    if (!mayActNow(w, v.to)) return;
+    out_.plan.changes.push_back(changeOf(w, v));
+  }
+
+  void skip(const Wish& w, const std::string& value, SkipReason reason, std::string message) {
+    out_.skip(w.kind, w.c.dev->address, w.n.name, std::string(w.k.name), value, w.r, reason, std::move(message));
+  }
+
+  // The value now and the one wanted ("max" resolved), against what the driver reports and allows:
+  // false when the setting is skipped or already has its value.
+  bool readValues(const Wish& w, std::optional<uint32_t> value, Values& v) {
+    const std::string key(w.k.name);
+    const auto& e = w.n.ethtool;
+    const auto* current = w.kind == ChangeKind::Rings      ? &e.rings
+                          : w.kind == ChangeKind::Channels ? &e.channels
+                                                           : &e.coalesce;
+    const auto* maxima = w.kind == ChangeKind::Rings      ? &e.ringsMax
+                         : w.kind == ChangeKind::Channels ? &e.channelsMax
+                                                          : nullptr;
+    auto cur = current->find(key);
+    if (cur == current->end()) {
+      skip(w, v.to, SkipReason::Unsupported,
+           w.n.name + " (" + w.c.dev->driver.value_or("no driver") + ") does not report " +
+               std::string(toString(w.kind)) + " " + key + ": its driver does not support it");
+      return false;
+    }
+    v.from = formatEthtoolValue(w.k.type, cur->second);
+    std::optional<uint32_t> max;
+    if (maxima != nullptr) {
+      if (auto m = maxima->find(key); m != maxima->end()) max = m->second;
+    }
+    if (!value) {
+      if (!max) {
+        skip(w, v.to, SkipReason::Unsupported, w.n.name + " reports no maximum for " + key);
+        return false;
+      }
+      value = max;
+    } else if (max && *value > *max) {
+      skip(w, v.to, SkipReason::Unsupported,
+           w.n.name + " allows at most " + std::to_string(*max) + " for " + key + "; the kernel would refuse " +
+               std::to_string(*value));
+      return false;
+    }
+    v.to = formatEthtoolValue(w.k.type, *value);
+    if (cur->second == *value) {
+      out_.plan.satisfied.push_back(Satisfied{w.kind, w.c.dev->address, w.n.name, key, v.to, refOf(w.r)});
+      return false;
+    }
+    return true;
+  }
+
+  bool mayActNow(const Wish& w, const std::string& to) {
+    const std::string kind(toString(w.kind));
+    if (!out_.allowedNow(w.r, w.disruptive)) {
+      skip(w, to, SkipReason::HotplugOnly,
+           Recorder::hotplugOnlyMessage(w.r, "setting " + kind + " resets the link on many drivers; it"));
+      return false;
     }
     // A safety rule, not a default: at start (package installation, restart, `iommuctl apply`)
     // no rule, not even one saying when = "always", resets the link of a NIC that carries traffic.
-    if (disruptive && out_.options.trigger == Trigger::Coldplug && out_.modeOf(r) == RuleMode::Apply &&
-        !c.dev->inUse.empty()) {
-      out_.skip(kind, c.dev->address, n.name, key, to, r, SkipReason::InUse,
-                n.name + " is in use (" + c.dev->inUse.front().detail + "): setting " + std::string(toString(kind)) +
-                    " resets the link on many drivers, which iommud never does to a NIC in use at start, whatever "
-                    "the rule's `when`; it acts when the device next appears, or now with `iommuctl apply --hotplug "
-                    "--device " +
-                    n.name + "`");
-      return;
+    if (w.disruptive && out_.options.trigger == Trigger::Coldplug && out_.modeOf(w.r) == RuleMode::Apply &&
+        !w.c.dev->inUse.empty()) {
+      skip(w, to, SkipReason::InUse,
+           w.n.name + " is in use (" + w.c.dev->inUse.front().detail + "): setting " + kind +
+               " resets the link on many drivers, which iommud never does to a NIC in use at start, whatever "
+               "the rule's `when`; it acts when the device next appears, or now with `iommuctl apply --hotplug "
+               "--device " +
+               w.n.name + "`");
+      return false;
     }
+    return true;
+  }
+
+  Change changeOf(const Wish& w, Values& v) const {
     Change ch;
-    ch.kind = kind;
-    ch.device = c.dev->address;
-    ch.devices = {c.dev->address};
-    ch.group = c.dev->group;
-    ch.object = n.name;
-    ch.key = key;
-    ch.from = from;
-    ch.to = to;
-    ch.rule = refOf(r);
-    ch.mode = out_.modeOf(r);
+    ch.kind = w.kind;
+    ch.device = w.c.dev->address;
+    ch.devices = {w.c.dev->address};
+    ch.group = w.c.dev->group;
+    ch.object = w.n.name;
+    ch.key = std::string(w.k.name);
+    ch.from = std::move(v.from);
+    ch.to = std::move(v.to);
+    ch.rule = refOf(w.r);
+    ch.mode = out_.modeOf(w.r);
     ch.tradeOff = "does not change DMA isolation";
-    ch.disruptive = disruptive;
-    ch.note = disruptive ? (note.empty() ? "" : note + "; ") + std::string("may reset the link") : note;
-    out_.plan.changes.push_back(std::move(ch));
+    ch.disruptive = w.disruptive;
+    ch.note = w.disruptive ? (v.note.empty() ? "" : v.note + "; ") + std::string("may reset the link") : v.note;
+    return ch;
   }
 
   const HostCtx& host_;
