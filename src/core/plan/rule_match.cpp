@@ -1,6 +1,9 @@
 #include "core/plan/rule_match.hpp"
 
 #include <cstdint>
+#include <optional>
+#include <span>
+#include <string_view>
 
 namespace iommud::core::planning {
 
@@ -24,91 +27,116 @@ std::string listOrOne(const std::string& body, size_t n) {
   return n == 1 ? body : "[" + body + "]";
 }
 
-}  // namespace
-
+// The device conditions of one [rule.match] or [[rule.unless]] entry, in the order explain lists
+// them; globs last: the cheap comparisons rule most devices out first.
 template <bool Collect>
-bool matchDevice(const DeviceMatch& m, const DeviceCtx& c, Eval<Collect>& e, const char* prefix) {
-  const PciDevice& d = *c.dev;
+class DeviceConditions {
+ public:
+  DeviceConditions(const DeviceMatch& m, const DeviceCtx& c, Eval<Collect>& e, const char* prefix)
+      : m_(m), c_(c), d_(*c.dev), e_(e), prefix_(prefix) {}
+
+  bool hold() { return ids() && flags() && group() && globs(); }
+
+ private:
   using P = std::pair<std::string, std::string>;
-  auto ids = [&](const char* key, const std::vector<uint16_t>& want, uint16_t have) {
-    return want.empty() || e(contains(want, have), [&] {
-             return P{std::string(prefix) + key + " = " + listOrOne(joined(want, hex4), want.size()), hex4(have)};
+
+  static std::string quoted(const std::string& s) { return "\"" + s + "\""; }
+  static std::string kindName(DeviceKind k) { return quoted(std::string(toString(k))); }
+
+  bool id(const char* key, const std::vector<uint16_t>& want, uint16_t have) {
+    return want.empty() || e_(contains(want, have), [&] {
+             return P{prefix_ + key + " = " + listOrOne(joined(want, hex4), want.size()), hex4(have)};
            });
-  };
-  auto flag = [&](const char* key, const std::optional<bool>& want, bool have) {
-    return !want || e(*want == have, [&] {
-      return P{std::string(prefix) + key + " = " + (*want ? "true" : "false"), have ? "true" : "false"};
+  }
+
+  bool flag(const char* key, const std::optional<bool>& want, bool have) {
+    return !want || e_(*want == have, [&] {
+      return P{prefix_ + key + " = " + (*want ? "true" : "false"), have ? "true" : "false"};
     });
-  };
-  auto quoted = [](const std::string& s) { return "\"" + s + "\""; };
-  if (!m.kinds.empty() && !e(contains(m.kinds, c.kind), [&] {
-        return P{std::string(prefix) + "kind = " +
-                     listOrOne(joined(m.kinds, [&](DeviceKind k) { return quoted(std::string(toString(k))); }),
-                               m.kinds.size()),
-                 std::string(toString(c.kind))};
-      })) {
-    return false;
   }
-  if (!ids("vendor", m.vendor, d.vendorId) || !ids("device", m.device, d.deviceId) ||
-      !ids("subsystem-vendor", m.subsystemVendor, d.subsystemVendorId) ||
-      !ids("subsystem-device", m.subsystemDevice, d.subsystemDeviceId)) {
-    return false;
+
+  bool ids() {
+    const auto& m = m_;
+    if (!m.kinds.empty() && !e_(contains(m.kinds, c_.kind), [&] {
+          return P{prefix_ + "kind = " + listOrOne(joined(m.kinds, kindName), m.kinds.size()),
+                   std::string(toString(c_.kind))};
+        })) {
+      return false;
+    }
+    if (!id("vendor", m.vendor, d_.vendorId) || !id("device", m.device, d_.deviceId) ||
+        !id("subsystem-vendor", m.subsystemVendor, d_.subsystemVendorId) ||
+        !id("subsystem-device", m.subsystemDevice, d_.subsystemDeviceId)) {
+      return false;
+    }
+    return m.classes.empty() ||
+           e_(std::any_of(m.classes.begin(), m.classes.end(),
+                          [&](const ClassPattern& p) { return p.matches(d_.classCode); }),
+              [&] {
+                auto pattern = [](const ClassPattern& p) {
+                  return quoted(hex6(p.value).substr(static_cast<size_t>(6 - p.digits)));
+                };
+                return P{prefix_ + "class = " + listOrOne(joined(m.classes, pattern), m.classes.size()),
+                         hex6(d_.classCode)};
+              });
   }
-  if (!m.classes.empty() &&
-      !e(std::any_of(m.classes.begin(), m.classes.end(), [&](const ClassPattern& p) { return p.matches(d.classCode); }),
-         [&] {
-           return P{std::string(prefix) + "class = " +
-                        listOrOne(joined(m.classes,
-                                         [&](const ClassPattern& p) {
-                                           return quoted(hex6(p.value).substr(static_cast<size_t>(6 - p.digits)));
-                                         }),
-                                  m.classes.size()),
-                    hex6(d.classCode)};
-         })) {
-    return false;
+
+  bool flags() {
+    return flag("removable", m_.removable, d_.removable == Removable::Removable) &&
+           flag("thunderbolt", m_.thunderbolt, d_.thunderbolt) && flag("untrusted", m_.untrusted, d_.untrusted()) &&
+           flag("in-use", m_.inUse, !d_.inUse.empty());
   }
-  auto globs = [&](const char* key, const std::vector<Glob>& pats, std::span<const std::string_view> names) {
+
+  bool group() {
+    const auto& m = m_;
+    if (m.groupSize && !e_(m.groupSize->contains(c_.groupSize), [&] {
+          return P{prefix_ + "group-size = " + m.groupSize->str(), std::to_string(c_.groupSize)};
+        })) {
+      return false;
+    }
+    if (!flag("shares-group", m.sharesGroup, c_.groupSize > 1)) return false;
+    if (m.sharesGroupWith.empty()) return true;
+    unsigned want = 0;
+    for (auto k : m.sharesGroupWith) want |= kindBit(k);
+    return e_((c_.otherKinds & want) != 0, [&] {
+      std::vector<std::string> others;
+      for (auto k : {DeviceKind::Nic, DeviceKind::Nvme, DeviceKind::Bridge, DeviceKind::Other}) {
+        if ((c_.otherKinds & kindBit(k)) != 0) others.emplace_back(toString(k));
+      }
+      return P{
+          prefix_ + "shares-group-with = " + listOrOne(joined(m.sharesGroupWith, kindName), m.sharesGroupWith.size()),
+          others.empty() ? "(alone)" : joined(others, [](const std::string& s) { return s; })};
+    });
+  }
+
+  bool glob(const char* key, const std::vector<Glob>& pats, std::span<const std::string_view> names) {
     if (pats.empty()) return true;
     bool hit = std::any_of(pats.begin(), pats.end(), [&](const Glob& p) {
       return std::any_of(names.begin(), names.end(), [&](std::string_view n) { return p.matches(n); });
     });
-    return e(hit, [&] {
-      return P{std::string(prefix) + key + " = " +
-                   listOrOne(joined(pats, [&](const Glob& g) { return quoted(g.str()); }), pats.size()),
-               names.empty() ? "(none)" : joined(names, [](std::string_view n) { return std::string(n); })};
+    return e_(hit, [&] {
+      return P{
+          prefix_ + key + " = " + listOrOne(joined(pats, [&](const Glob& g) { return quoted(g.str()); }), pats.size()),
+          names.empty() ? "(none)" : joined(names, [](std::string_view n) { return std::string(n); })};
     });
-  };
-  if (!flag("removable", m.removable, d.removable == Removable::Removable) ||
-      !flag("thunderbolt", m.thunderbolt, d.thunderbolt) || !flag("untrusted", m.untrusted, d.untrusted()) ||
-      !flag("in-use", m.inUse, !d.inUse.empty())) {
-    return false;
   }
-  if (m.groupSize && !e(m.groupSize->contains(c.groupSize), [&] {
-        return P{std::string(prefix) + "group-size = " + m.groupSize->str(), std::to_string(c.groupSize)};
-      })) {
-    return false;
+
+  bool globs() {
+    return glob("address", m_.addresses, c_.address()) && glob("driver", m_.drivers, c_.driver()) &&
+           glob("name", m_.names, c_.names);
   }
-  if (!flag("shares-group", m.sharesGroup, c.groupSize > 1)) return false;
-  if (!m.sharesGroupWith.empty()) {
-    unsigned want = 0;
-    for (auto k : m.sharesGroupWith) want |= kindBit(k);
-    if (!e((c.otherKinds & want) != 0, [&] {
-          std::vector<std::string> others;
-          for (auto k : {DeviceKind::Nic, DeviceKind::Nvme, DeviceKind::Bridge, DeviceKind::Other}) {
-            if ((c.otherKinds & kindBit(k)) != 0) others.emplace_back(toString(k));
-          }
-          return P{
-              std::string(prefix) + "shares-group-with = " +
-                  listOrOne(joined(m.sharesGroupWith, [&](DeviceKind k) { return quoted(std::string(toString(k))); }),
-                            m.sharesGroupWith.size()),
-              others.empty() ? "(alone)" : joined(others, [](const std::string& s) { return s; })};
-        })) {
-      return false;
-    }
-  }
-  // Globs last: the cheap comparisons above rule most devices out first.
-  return globs("address", m.addresses, c.address()) && globs("driver", m.drivers, c.driver()) &&
-         globs("name", m.names, c.names);
+
+  const DeviceMatch& m_;
+  const DeviceCtx& c_;
+  const PciDevice& d_;
+  Eval<Collect>& e_;
+  std::string prefix_;
+};
+
+}  // namespace
+
+template <bool Collect>
+bool matchDevice(const DeviceMatch& m, const DeviceCtx& c, Eval<Collect>& e, const char* prefix) {
+  return DeviceConditions<Collect>(m, c, e, prefix).hold();
 }
 
 template <bool Collect>
