@@ -128,29 +128,25 @@ class DomainPlanner {
 
   // The type belongs to the group: every endpoint must be covered by a rule ...
   bool covered(const GroupWish& w) {
-    for (const auto* ep : w.g.endpoints) {
-      if (contextOf(*ep).domainRule == nullptr) {
-        refuse(w, SkipReason::GroupUncovered,
-               w.object + " also holds " + ep->displayName() + " (" + ep->address +
-                   "), which no rule covers; a domain type is set for the whole group");
-        return false;
-      }
-    }
-    return true;
+    const auto& eps = w.g.endpoints;
+    auto ep =
+        std::find_if(eps.begin(), eps.end(), [&](const PciDevice* d) { return contextOf(*d).domainRule == nullptr; });
+    if (ep == eps.end()) return true;
+    refuse(w, SkipReason::GroupUncovered,
+           w.object + " also holds " + (*ep)->displayName() + " (" + (*ep)->address +
+               "), which no rule covers; a domain type is set for the whole group");
+    return false;
   }
 
   // ... and every rule want the same.
   bool agreed(const GroupWish& w) {
     const Rule& rule = *w.rules.front();
-    for (const Rule* r : w.rules) {
-      if (*r->domain != *rule.domain) {
-        refuse(w, SkipReason::Conflict,
-               "rules disagree on " + w.object + ": '" + rule.name + "' wants " + std::string(toString(*rule.domain)) +
-                   ", '" + r->name + "' wants " + std::string(toString(*r->domain)));
-        return false;
-      }
-    }
-    return true;
+    auto r = std::find_if(w.rules.begin(), w.rules.end(), [&](const Rule* o) { return *o->domain != *rule.domain; });
+    if (r == w.rules.end()) return true;
+    refuse(w, SkipReason::Conflict,
+           "rules disagree on " + w.object + ": '" + rule.name + "' wants " + std::string(toString(*rule.domain)) +
+               ", '" + (*r)->name + "' wants " + std::string(toString(*(*r)->domain)));
+    return false;
   }
 
   // Whether every rule that applies accepts the trade-off (advice needs no acceptance).
