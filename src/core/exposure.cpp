@@ -94,6 +94,31 @@ Exposure outsideGroups(const HostFacts& h, const HostMode& m, std::vector<Reason
   return Exposure::AllMemory;
 }
 
+// What a translated device's exposure means, in words.
+void whatTheLevelMeans(Exposure level, bool untrusted, const std::string& untrustedWhy, std::vector<Reason>& why) {
+  switch (level) {
+    case Exposure::AllMemory:
+      why.push_back({Src::Device, "identity maps all memory 1:1: the device can read and write all memory"});
+      break;
+    case Exposure::MappedWindow:
+      why.push_back({Src::Device, untrusted ? untrustedWhy +
+                                                  ": sub-page mappings are bounced, but lazy invalidation leaves a "
+                                                  "window after unmap"
+                                            : "lazy invalidation (flush queue): a buffer stays reachable for a few "
+                                              "milliseconds after unmap, until the batched IOTLB flush"});
+      break;
+    case Exposure::MappedSubPage:
+      why.push_back({Src::Device, untrustedWhy + ": strict invalidation, and sub-page buffers are bounced through "
+                                                 "swiotlb so the device never sees their neighbours"});
+      break;
+    case Exposure::Mapped:
+      why.push_back({Src::Device, "strict invalidation: a buffer is unreachable once unmapped"});
+      break;
+    case Exposure::None: why.push_back({Src::Device, "a blocking domain: the device can do no DMA"}); break;
+    case Exposure::Unknown: break;
+  }
+}
+
 DeviceExposure exposureOf(const HostFacts& h, const HostMode& m, const PciDevice& d,
                           const std::vector<DomainChangeMade>& changes) {
   DeviceExposure e;
@@ -140,27 +165,7 @@ DeviceExposure exposureOf(const HostFacts& h, const HostMode& m, const PciDevice
   bool untrusted = d.untrusted();
   std::string untrustedWhy = "untrusted (" + (d.thunderbolt ? d.thunderboltWhy : std::string("removable")) + ")";
   e.level = exposureOfType(*g->type, untrusted).value_or(Exposure::Unknown);
-  switch (e.level) {
-    case Exposure::AllMemory:
-      why.push_back({Src::Device, "identity maps all memory 1:1: the device can read and write all memory"});
-      break;
-    case Exposure::MappedWindow:
-      why.push_back({Src::Device, untrusted ? untrustedWhy +
-                                                  ": sub-page mappings are bounced, but lazy invalidation leaves a "
-                                                  "window after unmap"
-                                            : "lazy invalidation (flush queue): a buffer stays reachable for a few "
-                                              "milliseconds after unmap, until the batched IOTLB flush"});
-      break;
-    case Exposure::MappedSubPage:
-      why.push_back({Src::Device, untrustedWhy + ": strict invalidation, and sub-page buffers are bounced through "
-                                                 "swiotlb so the device never sees their neighbours"});
-      break;
-    case Exposure::Mapped:
-      why.push_back({Src::Device, "strict invalidation: a buffer is unreachable once unmapped"});
-      break;
-    case Exposure::None: why.push_back({Src::Device, "a blocking domain: the device can do no DMA"}); break;
-    case Exposure::Unknown: break;
-  }
+  whatTheLevelMeans(e.level, untrusted, untrustedWhy, why);
   return e;
 }
 

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <functional>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <set>
 
@@ -214,11 +216,23 @@ TEST(ShippedPolicies, AllLoadWithoutDiagnostics) {
   }
 }
 
-// --- Safety rules no policy overrides ---
+// --- Safety rules no policy overrides: refusals of a domain change, a table of host, policy and
+// trigger, each case named as a test is ---
 
-TEST(Planner, RefusesIdentityForUntrustedDevice) {
-  auto s = statusOf(*thunderboltNic());
-  auto plan = planOf(s, rules(R"(
+namespace {
+
+struct RefusalCase {
+  const char* name;  // the test's name, a sentence as ever
+  std::function<std::unique_ptr<FakeHost>()> host;
+  const char* policy;  // TOML
+  Trigger trigger;
+  SkipReason reason;
+  const char* says;  // a part of the skip's message; nullptr: the reason is all
+  bool nothingElse;  // and the plan changes nothing
+};
+
+const RefusalCase kRefusals[] = {
+    {"RefusesIdentityForUntrustedDevice", [] { return thunderboltNic(); }, R"(
 [[rule]]
 name = "tb-identity"
 description = "wrong"
@@ -227,17 +241,9 @@ accept = ["no-isolation"]
 [rule.match]
 thunderbolt = true
 kind = "nic"
-)"),
-                     Trigger::Hotplug);
-  EXPECT_TRUE(plan.changes.empty());
-  const auto* skip = skipFor(plan, SkipReason::Untrusted);
-  ASSERT_NE(skip, nullptr);
-  EXPECT_NE(skip->message.find("refuses identity"), std::string::npos) << skip->message;
-}
-
-TEST(Planner, RefusesLazyInvalidationForUntrustedDevice) {
-  auto s = statusOf(*thunderboltNic());
-  auto plan = planOf(s, rules(R"(
+)",
+     Trigger::Hotplug, SkipReason::Untrusted, "refuses identity", true},
+    {"RefusesLazyInvalidationForUntrustedDevice", [] { return thunderboltNic(); }, R"(
 [[rule]]
 name = "tb-lazy"
 description = "wrong"
@@ -246,51 +252,21 @@ accept = ["lazy-invalidation"]
 [rule.match]
 untrusted = true
 kind = "nic"
-)"),
-                     Trigger::Hotplug);
-  EXPECT_TRUE(plan.changes.empty());
-  EXPECT_NE(skipFor(plan, SkipReason::Untrusted), nullptr);
-}
-
-TEST(Planner, RefusesIdentityThatTheRuleDoesNotAccept) {
-  auto s = statusOf(*twoNvmeOneGroup());
-  auto plan = planOf(s, rules(R"(
+)",
+     Trigger::Hotplug, SkipReason::Untrusted, nullptr, true},
+    {"RefusesIdentityThatTheRuleDoesNotAccept", [] { return twoNvmeOneGroup(); }, R"(
 [[rule]]
 name = "nvme-identity"
 description = "identity without accepting it"
 domain = "identity"
 [rule.match]
 kind = "nvme"
-)"),
-                     Trigger::Hotplug);
-  EXPECT_TRUE(plan.changes.empty());
-  const auto* skip = skipFor(plan, SkipReason::NeedsAcceptance);
-  ASSERT_NE(skip, nullptr);
-  EXPECT_NE(skip->message.find("accept = [\"no-isolation\"]"), std::string::npos) << skip->message;
-}
-
-TEST(Planner, AppliesAcceptedIdentityToAWholeGroupAtHotplug) {
-  auto s = statusOf(*twoNvmeOneGroup());
-  auto plan = planOf(s, rules(kAcceptedNvmeIdentity), Trigger::Hotplug);
-  ASSERT_EQ(plan.changes.size(), 1U);
-  const auto& c = plan.changes[0];
-  EXPECT_EQ(c.mode, core::RuleMode::Apply);
-  EXPECT_EQ(c.group, 20);
-  EXPECT_TRUE(c.disruptive);
-  EXPECT_NE(c.tradeOff.find("DMA to all memory"), std::string::npos) << c.tradeOff;
-  EXPECT_EQ(c.rule.where.line, 2);
-}
-
-TEST(Planner, HoldsADomainRebindForHotplugAtStart) {
-  auto s = statusOf(*twoNvmeOneGroup());
-  auto plan = planOf(s, rules(kAcceptedNvmeIdentity), Trigger::Coldplug);
-  EXPECT_TRUE(plan.changes.empty());
-  EXPECT_NE(skipFor(plan, SkipReason::HotplugOnly), nullptr);
-}
-
-TEST(Planner, RefusesARebindOfADeviceInUse) {
-  auto s = statusOf(*intelBareMetal());  // nvme0 holds / and /boot/efi
-  auto plan = planOf(s, rules(R"(
+)",
+     Trigger::Hotplug, SkipReason::NeedsAcceptance, "accept = [\"no-isolation\"]", true},
+    {"HoldsADomainRebindForHotplugAtStart", [] { return twoNvmeOneGroup(); }, kAcceptedNvmeIdentity, Trigger::Coldplug,
+     SkipReason::HotplugOnly, nullptr, true},
+    // nvme0 holds / and /boot/efi
+    {"RefusesARebindOfADeviceInUse", [] { return intelBareMetal(); }, R"(
 [[rule]]
 name = "nvme-identity"
 description = "identity for the root disk"
@@ -299,32 +275,18 @@ accept = ["no-isolation"]
 when = "always"
 [rule.match]
 kind = "nvme"
-)"),
-                     Trigger::Hotplug);
-  EXPECT_TRUE(plan.changes.empty());
-  const auto* skip = skipFor(plan, SkipReason::InUse);
-  ASSERT_NE(skip, nullptr);
-  EXPECT_NE(skip->message.find("mounted at /"), std::string::npos) << skip->message;
-}
-
-TEST(Planner, NeverUnbindsVfio) {
-  auto s = statusOf(*vfioGroup());
-  auto plan = planOf(s, rules(R"(
+)",
+     Trigger::Hotplug, SkipReason::InUse, "mounted at /", true},
+    {"NeverUnbindsVfio", [] { return vfioGroup(); }, R"(
 [[rule]]
 name = "gpu-dma"
 description = "strict for the GPU"
 domain = "DMA"
 [rule.match]
 driver = "vfio-pci"
-)"),
-                     Trigger::Hotplug);
-  EXPECT_TRUE(plan.changes.empty());
-  EXPECT_NE(skipFor(plan, SkipReason::NeverUnbind), nullptr);
-}
-
-TEST(Planner, RefusesAGroupHoldingADeviceNoRuleCovers) {
-  auto s = statusOf(*twoNvmeOneGroup());
-  auto plan = planOf(s, rules(R"(
+)",
+     Trigger::Hotplug, SkipReason::NeverUnbind, nullptr, true},
+    {"RefusesAGroupHoldingADeviceNoRuleCovers", [] { return twoNvmeOneGroup(); }, R"(
 [[rule]]
 name = "nvme0-identity"
 description = "only one of the two"
@@ -332,17 +294,9 @@ domain = "identity"
 accept = ["no-isolation"]
 [rule.match]
 name = "nvme0"
-)"),
-                     Trigger::Hotplug);
-  EXPECT_TRUE(plan.changes.empty());
-  const auto* skip = skipFor(plan, SkipReason::GroupUncovered);
-  ASSERT_NE(skip, nullptr);
-  EXPECT_NE(skip->message.find("nvme1"), std::string::npos) << skip->message;
-}
-
-TEST(Planner, ReportsRulesThatDisagreeOnOneGroup) {
-  auto s = statusOf(*twoNvmeOneGroup());
-  auto plan = planOf(s, rules(R"(
+)",
+     Trigger::Hotplug, SkipReason::GroupUncovered, "nvme1", true},
+    {"ReportsRulesThatDisagreeOnOneGroup", [] { return twoNvmeOneGroup(); }, R"(
 [[rule]]
 name = "a"
 description = "identity for nvme0"
@@ -357,21 +311,44 @@ description = "strict for nvme1"
 domain = "DMA"
 [rule.match]
 name = "nvme1"
-)"),
-                     Trigger::Hotplug);
-  EXPECT_TRUE(plan.changes.empty());
-  const auto* skip = skipFor(plan, SkipReason::Conflict);
-  ASSERT_NE(skip, nullptr);
-  EXPECT_NE(skip->message.find("'a' wants identity, 'b' wants DMA"), std::string::npos) << skip->message;
+)",
+     Trigger::Hotplug, SkipReason::Conflict, "'a' wants identity, 'b' wants DMA", true},
+    {"RefusesAMultiDeviceGroupBeforeLinux64", [] { return twoNvmeOneGroup("6.1.90-1"); }, kAcceptedNvmeIdentity,
+     Trigger::Hotplug, SkipReason::KernelTooOld, "6.4", false},
+};
+
+class PlannerRefuses : public ::testing::TestWithParam<RefusalCase> {};
+
+}  // namespace
+
+TEST_P(PlannerRefuses, TheDomainChangeAndSaysWhy) {
+  const RefusalCase& c = GetParam();
+  auto h = c.host();
+  auto s = statusOf(*h);
+  auto plan = planOf(s, rules(c.policy), c.trigger);
+  if (c.nothingElse) {
+    EXPECT_TRUE(plan.changes.empty());
+  }
+  const auto* skip = skipFor(plan, c.reason);
+  ASSERT_NE(skip, nullptr) << toString(c.reason);
+  if (c.says != nullptr) {
+    EXPECT_NE(skip->message.find(c.says), std::string::npos) << skip->message;
+  }
 }
 
-TEST(Planner, RefusesAMultiDeviceGroupBeforeLinux64) {
-  auto h = twoNvmeOneGroup("6.1.90-1");
-  auto s = statusOf(*h);
+INSTANTIATE_TEST_SUITE_P(Planner, PlannerRefuses, ::testing::ValuesIn(kRefusals),
+                         [](const ::testing::TestParamInfo<RefusalCase>& i) { return std::string(i.param.name); });
+
+TEST(Planner, AppliesAcceptedIdentityToAWholeGroupAtHotplug) {
+  auto s = statusOf(*twoNvmeOneGroup());
   auto plan = planOf(s, rules(kAcceptedNvmeIdentity), Trigger::Hotplug);
-  const auto* skip = skipFor(plan, SkipReason::KernelTooOld);
-  ASSERT_NE(skip, nullptr);
-  EXPECT_NE(skip->message.find("6.4"), std::string::npos) << skip->message;
+  ASSERT_EQ(plan.changes.size(), 1U);
+  const auto& c = plan.changes[0];
+  EXPECT_EQ(c.mode, core::RuleMode::Apply);
+  EXPECT_EQ(c.group, 20);
+  EXPECT_TRUE(c.disruptive);
+  EXPECT_NE(c.tradeOff.find("DMA to all memory"), std::string::npos) << c.tradeOff;
+  EXPECT_EQ(c.rule.where.line, 2);
 }
 
 TEST(Planner, LaterRuleWinsAndTheEarlierIsReportedOverridden) {
