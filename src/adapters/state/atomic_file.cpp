@@ -108,6 +108,11 @@ core::Result<core::Done> writeFileAtomic(const std::string& path, std::string_vi
   return core::Done{};
 }
 
+core::Result<core::Done> removeFile(const std::string& path) {
+  if (::unlink(path.c_str()) != 0) return core::errnoError(errno, path);
+  return core::Done{};
+}
+
 core::Result<std::optional<std::string>> readOwnFile(const std::string& path, size_t maxBytes) {
   const support::UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY));
   if (!fd) {
