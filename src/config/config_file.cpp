@@ -10,6 +10,9 @@
 #include <cstdlib>
 #include <memory>
 
+#include "support/unique_fd.hpp"
+#include "support/whole_file.hpp"
+
 namespace iommud::config::detail {
 namespace {
 
@@ -22,21 +25,6 @@ std::string octal(unsigned mode) {
   std::snprintf(buf.data(), buf.size(), "%04o", mode & 07777U);
   return buf.data();
 }
-
-/// An open file descriptor, closed when it goes.
-class Fd {
- public:
-  explicit Fd(int fd) : fd_(fd) {}
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  ~Fd() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  [[nodiscard]] int get() const { return fd_; }
-
- private:
-  int fd_;
-};
 
 }  // namespace
 
@@ -72,7 +60,7 @@ std::optional<Diagnostic> WriterCheck::judgeDirectory(const std::string& dir, st
 ConfigFileText readConfigFile(const std::string& path, size_t maxBytes, WriterCheck* check, std::string_view what) {
   ConfigFileText out;
   // O_NONBLOCK: a FIFO in its place opens at once, to be refused below, instead of hanging.
-  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK));
+  support::UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK));
   struct stat st {};
   if (fd.get() < 0 || ::fstat(fd.get(), &st) != 0) {
     out.unreadable = core::errnoError(errno, path);
@@ -100,20 +88,13 @@ ConfigFileText readConfigFile(const std::string& path, size_t maxBytes, WriterCh
       return out;
     }
   }
-  std::string text;
-  std::array<char, 65536> buf;  // NOLINT(cppcoreguidelines-pro-type-member-init): filled by read
-  for (;;) {
-    ssize_t n = ::read(fd.get(), buf.data(), buf.size());
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      out.unreadable = core::errnoError(errno, path);
-      return out;
-    }
-    if (n == 0) break;
-    text.append(buf.data(), static_cast<size_t>(n));
-    if (text.size() > maxBytes) break;  // parseToml reports the size
+  // Stopped past the cap, not refused: parseToml reports the size, located like its other errors.
+  auto text = support::readWhole(fd.get(), path, {.bytes = maxBytes, .over = support::OverLimit::Stop});
+  if (!text) {
+    out.unreadable = text.error();
+    return out;
   }
-  out.text = std::move(text);
+  out.text = std::move(text).value();
   return out;
 }
 

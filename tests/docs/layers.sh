@@ -12,10 +12,11 @@ source "$here/../support/failures.sh"
 
 # dir|regex|why: no file under src/DIR includes what REGEX matches.
 rules=(
-  "core|adapters/|app/|config/|bin/|the core is pure: it includes the core only"
+  "core|adapters/|app/|config/|bin/|support/|the core is pure: it includes the core only"
   "core|systemd/|libudev|netlink/|toml|nlohmann/|fmt/|spdlog/|the core uses the standard library only"
-  "config|adapters/|app/|bin/|config uses the core only"
-  "adapters|app/|config/|bin/|adapters use the core (and each other) only"
+  "support|adapters/|app/|config/|bin/|support (the descriptor owner, the whole-file read) uses the core only"
+  "config|adapters/|app/|bin/|config uses the core and support only"
+  "adapters|app/|config/|bin/|adapters use the core and support (and each other) only"
   "app|bin/|app does not know its programs"
   "app|systemd/|libudev|netlink/|toml|app sees no C library of an adapter (the loop is adapters/systemd's EventLoop)"
   "bin|systemd/|libudev|netlink/|toml|the programs see no C library of an adapter"
@@ -56,10 +57,11 @@ violations() {
 
 # A planted tree breaks each rule once: each must be found, and nothing else.
 plant=$work/plant
-mkdir -p "$plant"/src/{core,config,adapters/udev,adapters/sysfs,app/report,app/worker,bin/iommuctl}
+mkdir -p "$plant"/src/{core,support,config,adapters/udev,adapters/sysfs,app/report,app/worker,bin/iommuctl}
 echo '#include "adapters/sysfs/root.hpp"' >"$plant/src/core/a.cpp"
 echo '#include <nlohmann/json.hpp>' >"$plant/src/core/b.cpp"
 echo '#include "app/x.hpp"' >"$plant/src/config/c.cpp"
+echo '#include "adapters/sysfs/root.hpp"' >"$plant/src/support/k.cpp"
 echo '#include "config/x.hpp"' >"$plant/src/adapters/sysfs/d.cpp"
 echo '#include "bin/x.hpp"' >"$plant/src/app/e.cpp"
 echo '#include <systemd/sd-event.h>' >"$plant/src/app/f.cpp"
@@ -69,10 +71,8 @@ echo '#include "app/daemon/daemon.hpp"' >"$plant/src/app/worker/i.cpp"
 echo '#include "app/worker/batch.hpp"' >"$plant/src/bin/iommuctl/j.cpp"
 echo '#include <libudev.h>' >"$plant/src/adapters/udev/ok.cpp"  # its owner: no finding
 found=$(violations "$plant")
-for file in core/a.cpp core/b.cpp config/c.cpp adapters/sysfs/d.cpp app/e.cpp app/f.cpp bin/g.cpp app/report/h.cpp \
-  app/worker/i.cpp bin/iommuctl/j.cpp; do
-  grep -q "src/$file:1:" <<<"$found" || fail "the planted src/$file is not found:"$'\n'"$found"
-done
+planted "$found" core/a.cpp core/b.cpp support/k.cpp config/c.cpp adapters/sysfs/d.cpp app/e.cpp app/f.cpp bin/g.cpp \
+  app/report/h.cpp app/worker/i.cpp bin/iommuctl/j.cpp
 if grep -q "adapters/udev/ok.cpp" <<<"$found"; then fail "libudev in its own adapter is reported: $found"; fi
 
 found=$(violations "$src")

@@ -14,3 +14,12 @@ finish() {
     exit 1
   fi
 }
+# planted FOUND FILE...: fails for each planted src/FILE that FOUND, a check's report on a planted
+# tree (lines "...src/FILE:LINE:..."), does not name.
+planted() {
+  local found=$1 file
+  shift
+  for file in "$@"; do
+    grep -q "src/$file:[0-9]*:" <<<"$found" || fail "the planted src/$file is not found:"$'\n'"$found"
+  done
+}

@@ -5,6 +5,9 @@
 
 #include <cerrno>
 #include <cstring>
+#include <utility>
+
+#include "support/unique_fd.hpp"
 
 namespace iommud::adapters::dbus {
 
@@ -350,6 +353,7 @@ core::Result<core::Done> ManagerService::connect() {
   if (int r = sd_bus_request_name_async(c->bus, nullptr, kBusName, 0, onNameRequested, this); r < 0) {
     return fail(r, "cannot ask for the bus name " + std::string(kBusName));
   }
+  c->socket = sd_bus_get_fd(c->bus);
   conn_ = std::move(c);
   return core::Done{};
 }
@@ -439,8 +443,8 @@ void ManagerService::authorize(sd_bus_message* m, Guarded method, std::function<
                 sd_bus_message_get_allow_interactive_authorization(m) > 0, decide);
 }
 
-int ManagerService::fd() const {
-  return conn_ != nullptr && conn_->bus != nullptr ? sd_bus_get_fd(conn_->bus) : -1;
+void ManagerService::closeInChild() {
+  if (conn_ != nullptr) support::UniqueFd(std::exchange(conn_->socket, -1)).reset();
 }
 
 ManagerService::~ManagerService() {

@@ -103,8 +103,10 @@ class ManagerService {
   /// The DmaRates signal: each device's DMA over the last `seconds`.
   void dmaRates(double seconds, bool mapsAttributed, const std::vector<DmaRateView>& devices);
 
-  /// The bus connection's socket (for a forked child to close: the connection is the daemon's).
-  [[nodiscard]] int fd() const;
+  /// In a forked child (the worker): closes the child's copy of the connection's socket, so that
+  /// a connection the daemon drops goes, not lingers in its worker. Only the socket: sd-bus
+  /// refuses a forked child every call (ECHILD), and its unref would reach the parent's loop.
+  void closeInChild();
 
   /// Used by the sd-bus callbacks.
   const Handlers& handlers() const { return handlers_; }
@@ -140,6 +142,7 @@ class ManagerService {
     sd_bus* bus = nullptr;
     sd_bus_slot* object = nullptr;
     sd_bus_slot* filter = nullptr;
+    int socket = -1;  // the bus's, noted at connect: sd_bus_get_fd says ECHILD in a forked child
   };
   ManagerService(sd_event* loop, Handlers handlers, core::Backoff backoff)
       : loop_(loop), handlers_(std::move(handlers)), backoff_(backoff) {}

@@ -24,36 +24,13 @@ namespace {
 using core::Error;
 using core::Result;
 using Clock = std::chrono::steady_clock;
+using support::UniqueFd;
 
-// A file descriptor closed on scope exit.
-class Fd {
- public:
-  explicit Fd(int fd = -1) : fd_(fd) {}
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  Fd(Fd&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
-  Fd& operator=(Fd&& other) noexcept {
-    if (this != &other) {
-      reset();
-      fd_ = std::exchange(other.fd_, -1);
-    }
-    return *this;
-  }
-  ~Fd() { reset(); }
-  void reset() {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = -1;
-  }
-  [[nodiscard]] int get() const { return fd_; }
-
- private:
-  int fd_;
-};
-
-Result<std::pair<Fd, Fd>> makePipe() {
+Result<std::pair<UniqueFd, UniqueFd>> makePipe() {
   std::array<int, 2> fds{-1, -1};
   if (::pipe2(fds.data(), O_CLOEXEC) != 0) return core::errnoError(errno, "pipe");
-  return std::pair<Fd, Fd>(std::piecewise_construct, std::forward_as_tuple(fds[0]), std::forward_as_tuple(fds[1]));
+  return std::pair<UniqueFd, UniqueFd>(std::piecewise_construct, std::forward_as_tuple(fds[0]),
+                                       std::forward_as_tuple(fds[1]));
 }
 
 // The spawned lister: its own process group, so that a timeout kills the decompressors and cpio
@@ -184,7 +161,7 @@ Result<std::string> listImage(const std::string& path, const ListOptions& option
   // Opening it first gives the plain reason (a 0600 image read by a user) instead of the lister's.
   // Not regular (a FIFO, a device under --root): refused before a lister reads it without end.
   {
-    Fd fd(::open(path.c_str(), sysfs::kReadFlags));
+    UniqueFd fd(::open(path.c_str(), sysfs::kReadFlags));
     if (fd.get() < 0) return core::errnoError(errno, path);
     if (auto regular = sysfs::checkRegular(fd.get(), path); !regular) return regular.error();
   }

@@ -10,6 +10,9 @@
 #include <cinttypes>
 #include <cstdio>
 
+#include "support/unique_fd.hpp"
+#include "support/whole_file.hpp"
+
 namespace iommud::adapters::state {
 
 namespace {
@@ -35,32 +38,28 @@ class Temporary {
   Temporary(const Temporary&) = delete;
   Temporary& operator=(const Temporary&) = delete;
   ~Temporary() {
-    if (fd_ >= 0) ::close(fd_);
+    fd_.reset();
     if (created_ && !renamed_) ::unlink(path_.c_str());
   }
 
   int open() {
     for (int attempt = 0; attempt < 16; ++attempt) {
       path_ = prefix_ + unguessable(attempt);
-      fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
-      if (fd_ >= 0 || errno != EEXIST) break;
+      fd_.reset(::open(path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644));
+      if (fd_ || errno != EEXIST) break;
     }
-    created_ = fd_ >= 0;
-    return fd_;
+    created_ = static_cast<bool>(fd_);
+    return fd_.get();
   }
   // close(2) reports a delayed write error (NFS, quota): it counts.
-  int close() {
-    int r = ::close(fd_);
-    fd_ = -1;
-    return r;
-  }
+  int close() { return fd_.close(); }
   void renamed() { renamed_ = true; }
   [[nodiscard]] const std::string& path() const { return path_; }
 
  private:
   std::string prefix_;
   std::string path_;
-  int fd_ = -1;
+  support::UniqueFd fd_;
   bool created_ = false;
   bool renamed_ = false;
 };
@@ -68,11 +67,10 @@ class Temporary {
 // A rename is durable only once its directory is: without this, a power loss can bring back the
 // old name (and so, of two files renamed in turn, the second without the first).
 core::Result<core::Done> syncDirectory(const std::string& dir) {
-  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return core::errnoError(errno, dir);
-  const int r = ::fsync(fd);
+  const support::UniqueFd fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!fd) return core::errnoError(errno, dir);
+  const int r = ::fsync(fd.get());
   const int err = errno;
-  ::close(fd);
   // EINVAL: a file system that cannot sync a directory (and needs not to).
   if (r != 0 && err != EINVAL) return core::errnoError(err, dir);
   return core::Done{};
@@ -110,32 +108,23 @@ core::Result<core::Done> writeFileAtomic(const std::string& path, std::string_vi
   return core::Done{};
 }
 
+core::Result<core::Done> removeFile(const std::string& path) {
+  if (::unlink(path.c_str()) != 0) return core::errnoError(errno, path);
+  return core::Done{};
+}
+
 core::Result<std::optional<std::string>> readOwnFile(const std::string& path, size_t maxBytes) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY);
-  if (fd < 0) {
+  const support::UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY));
+  if (!fd) {
     if (errno == ENOENT) return std::optional<std::string>{};
     return core::errnoError(errno, path);
   }
-  struct FdCloser {
-    int fd;
-    ~FdCloser() { ::close(fd); }
-  } closer{fd};
   struct stat st {};
-  if (::fstat(fd, &st) != 0) return core::errnoError(errno, path);
+  if (::fstat(fd.get(), &st) != 0) return core::errnoError(errno, path);
   if (!S_ISREG(st.st_mode)) return core::Error{EINVAL, path, "not a regular file"};
-  std::string out;
-  char buf[8192];
-  for (;;) {
-    const ssize_t n = ::read(fd, buf, sizeof buf);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return core::errnoError(errno, path);
-    if (n == 0) break;
-    if (out.size() + static_cast<size_t>(n) > maxBytes) {
-      return core::Error{EFBIG, path, "larger than " + std::to_string(maxBytes) + " bytes"};
-    }
-    out.append(buf, static_cast<size_t>(n));
-  }
-  return std::optional<std::string>{std::move(out)};
+  auto out = support::readWhole(fd.get(), path, {.bytes = maxBytes});
+  if (!out) return out.error();
+  return std::optional<std::string>{std::move(out).value()};
 }
 
 core::Result<core::Done> checkOwnDirectory(const std::string& dir) {

@@ -36,6 +36,9 @@ core::Result<core::Done> writeFileAtomic(const std::string& path, std::string_vi
                                          std::optional<unsigned> mode = std::nullopt, WriteCall call = ::write,
                                          Durability durability = Durability::Synced);
 
+/// Removes a file iommud wrote (a modprobe.d file it created, on revert); errors name `path`.
+core::Result<core::Done> removeFile(const std::string& path);
+
 /// Reads back a file iommud writes (an export), never through a link, never blocking on a FIFO or
 /// reading a device: nullopt when absent; an error when it is not a regular file or holds more
 /// than `maxBytes`.

@@ -10,6 +10,8 @@
 
 #include "adapters/sysfs/contained_read.hpp"
 #include "core/text.hpp"
+#include "support/unique_fd.hpp"
+#include "support/whole_file.hpp"
 
 namespace iommud::adapters::state {
 
@@ -32,22 +34,20 @@ Result<Done> writeAll(int fd, std::string_view data, const std::string& path) {
 // Writes `data` to `path` (truncating or appending) and syncs it before returning.
 Result<Done> writeSynced(const std::string& path, std::string_view data, bool append) {
   int flags = O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW | (append ? O_APPEND : O_TRUNC);
-  int fd = ::open(path.c_str(), flags, 0600);
-  if (fd < 0) return core::errnoError(errno, path);
-  auto written = writeAll(fd, data, path);
-  if (written && ::fsync(fd) != 0) written = core::errnoError(errno, path);
-  ::close(fd);
+  const support::UniqueFd fd(::open(path.c_str(), flags, 0600));
+  if (!fd) return core::errnoError(errno, path);
+  auto written = writeAll(fd.get(), data, path);
+  if (written && ::fsync(fd.get()) != 0) written = core::errnoError(errno, path);
   return written;
 }
 
 // A rename survives a crash once its directory is synced.
 Result<Done> syncDirectoryOf(const std::string& path) {
   auto dir = std::filesystem::path(path).parent_path().string();
-  int fd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return core::errnoError(errno, dir);
+  const support::UniqueFd fd(::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!fd) return core::errnoError(errno, dir);
   Result<Done> synced = Done{};
-  if (::fsync(fd) != 0) synced = core::errnoError(errno, dir);
-  ::close(fd);
+  if (::fsync(fd.get()) != 0) synced = core::errnoError(errno, dir);
   return synced;
 }
 
@@ -159,26 +159,16 @@ Result<Done> Journal::append(std::string_view line) {
 
 Result<std::optional<JournalRecord>> Journal::read() const {
   // Under --root the journal is the tree's: a FIFO there opens at once (O_NONBLOCK) and is refused.
-  int fd = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY);
-  if (fd < 0) {
+  const support::UniqueFd fd(::open(path_.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY));
+  if (!fd) {
     if (errno == ENOENT) return std::optional<JournalRecord>{};
     return core::errnoError(errno, path_);
   }
-  if (auto regular = sysfs::checkRegular(fd, path_); !regular) {
-    ::close(fd);
-    return regular.error();
-  }
-  std::string text;
-  char buf[4096];
-  for (;;) {
-    ssize_t n = ::read(fd, buf, sizeof buf);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    text.append(buf, static_cast<size_t>(n));
-    if (text.size() > (1U << 20U)) break;  // a journal is a few hundred bytes
-  }
-  ::close(fd);
-  auto parsed = parseJournal(text);
+  if (auto regular = sysfs::checkRegular(fd.get(), path_); !regular) return regular.error();
+  // A journal is a few hundred bytes: what is past 1 MiB is left unread and the parser judges the rest.
+  auto text = support::readWhole(fd.get(), path_, {.bytes = 1U << 20U, .over = support::OverLimit::Stop});
+  if (!text) return text.error();
+  auto parsed = parseJournal(*text);
   if (!parsed) return core::Error{parsed.error().code, path_, parsed.error().message};
   return std::optional<JournalRecord>{std::move(parsed).value()};
 }

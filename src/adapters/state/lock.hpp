@@ -3,6 +3,7 @@
 #include <string>
 
 #include "core/result.hpp"
+#include "support/unique_fd.hpp"
 
 namespace iommud::adapters::state {
 
@@ -13,15 +14,10 @@ class WriterLock {
  public:
   /// Takes the lock; with `wait` false, fails at once with EWOULDBLOCK when another process has it.
   static core::Result<WriterLock> acquire(const std::string& path, bool wait);
-  WriterLock(WriterLock&& other) noexcept : fd_(other.fd_) { other.fd_ = -1; }
-  WriterLock& operator=(WriterLock&& other) noexcept;
-  WriterLock(const WriterLock&) = delete;
-  WriterLock& operator=(const WriterLock&) = delete;
-  ~WriterLock();
 
  private:
-  explicit WriterLock(int fd) : fd_(fd) {}
-  int fd_ = -1;
+  explicit WriterLock(support::UniqueFd fd) : fd_(std::move(fd)) {}
+  support::UniqueFd fd_;  // closing the last descriptor releases the flock
 };
 
 /// Creates a directory and its parents with mode 0700 (what iommud keeps in /run and /var/lib is

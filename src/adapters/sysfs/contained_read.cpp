@@ -10,23 +10,12 @@
 #include <cerrno>
 #include <vector>
 
+#include "support/whole_file.hpp"
+
 namespace iommud::adapters::sysfs {
 
 using core::errnoError;
 using core::Error;
-
-Fd& Fd::operator=(Fd&& o) noexcept {
-  if (this != &o) {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = o.fd_;
-    o.fd_ = -1;
-  }
-  return *this;
-}
-
-Fd::~Fd() {
-  if (fd_ >= 0) ::close(fd_);
-}
 
 namespace {
 
@@ -52,8 +41,8 @@ void pushComponents(std::vector<std::string>& todo, std::string_view path) {
 // RESOLVE_IN_ROOT done in user space: each component opened with O_NOFOLLOW beside the
 // directories held so far, so that ".." pops to a held directory (never above the first) and a
 // link's target is pushed back as components, from the root when it is absolute.
-core::Result<Fd> walk(int rootFd, std::string_view path, int flags) {
-  std::vector<Fd> dirs;
+core::Result<UniqueFd> walk(int rootFd, std::string_view path, int flags) {
+  std::vector<UniqueFd> dirs;
   dirs.emplace_back(::openat(rootFd, ".", O_PATH | O_DIRECTORY | O_CLOEXEC));
   if (dirs.back().get() < 0) return errnoError(errno, "");
   std::vector<std::string> todo;
@@ -67,7 +56,7 @@ core::Result<Fd> walk(int rootFd, std::string_view path, int flags) {
       if (dirs.size() > 1) dirs.pop_back();
       continue;
     }
-    Fd next(::openat(dirs.back().get(), name.c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC));
+    UniqueFd next(::openat(dirs.back().get(), name.c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC));
     struct stat st {};
     if (next.get() < 0 || ::fstat(next.get(), &st) != 0) return errnoError(errno, "");
     if (S_ISLNK(st.st_mode)) {
@@ -81,14 +70,14 @@ core::Result<Fd> walk(int rootFd, std::string_view path, int flags) {
     }
     if (todo.empty()) {
       // The last component; a link swapped in since the fstat above fails with ELOOP.
-      Fd fd(::openat(dirs.back().get(), name.c_str(), flags | O_NOFOLLOW | O_CLOEXEC));
+      UniqueFd fd(::openat(dirs.back().get(), name.c_str(), flags | O_NOFOLLOW | O_CLOEXEC));
       if (fd.get() < 0) return errnoError(errno, "");
       return fd;
     }
     if (!S_ISDIR(st.st_mode)) return errnoError(ENOTDIR, "");
     dirs.push_back(std::move(next));
   }
-  Fd fd(::openat(dirs.back().get(), ".", flags | O_CLOEXEC));
+  UniqueFd fd(::openat(dirs.back().get(), ".", flags | O_CLOEXEC));
   if (fd.get() < 0) return errnoError(errno, "");
   return fd;
 }
@@ -103,14 +92,14 @@ const char* kindOf(mode_t mode) {
 
 }  // namespace
 
-core::Result<Fd> openInRoot(int rootFd, std::string_view path, int flags, Resolver resolver) {
+core::Result<UniqueFd> openInRoot(int rootFd, std::string_view path, int flags, Resolver resolver) {
   if (resolver == Resolver::Kernel && !noOpenat2.load(std::memory_order_relaxed)) {
     open_how how{};
     how.flags = static_cast<uint64_t>(flags | O_CLOEXEC);
     how.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS;
     const std::string p(path);
     long fd = ::syscall(SYS_openat2, rootFd, p.c_str(), &how, sizeof how);
-    if (fd >= 0) return Fd(static_cast<int>(fd));
+    if (fd >= 0) return UniqueFd(static_cast<int>(fd));
     // EAGAIN: a rename or mount raced a ".." and the kernel could not vouch for the result
     // (docs/kernel.md §13); the walk holds its directories open and has no such race.
     if (errno == ENOSYS || errno == EPERM) {
@@ -136,26 +125,11 @@ core::Result<core::Done> checkRegularMode(unsigned mode, const std::string& path
 
 core::Result<std::string> readRegularFile(int fd, const std::string& path, size_t limit, bool oneRead) {
   if (auto regular = checkRegular(fd, path); !regular) return regular.error();
-  std::string out;
-  std::array<char, 65536> buf;  // NOLINT(cppcoreguidelines-pro-type-member-init): filled by the syscall
-  for (;;) {
-    ssize_t n = ::read(fd, buf.data(), buf.size());
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return errnoError(errno, path);
-    }
-    if (n == 0) break;
-    if (out.size() + static_cast<size_t>(n) > limit) {
-      return Error{EFBIG, path, "more than " + std::to_string(limit) + " bytes: refused"};
-    }
-    out.append(buf.data(), static_cast<size_t>(n));
-    if (oneRead && static_cast<size_t>(n) < buf.size()) break;
-  }
-  return out;
+  return support::readWhole(fd, path, {.bytes = limit, .oneRead = oneRead});
 }
 
 core::Result<std::string> readBoundedFile(const std::string& path, size_t limit) {
-  Fd fd(::open(path.c_str(), kReadFlags));
+  UniqueFd fd(::open(path.c_str(), kReadFlags));
   if (fd.get() < 0) return errnoError(errno, path);
   return readRegularFile(fd.get(), path, limit);
 }

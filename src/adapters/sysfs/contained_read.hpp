@@ -7,30 +7,11 @@
 #include <string_view>
 
 #include "core/result.hpp"
+#include "support/unique_fd.hpp"
 
 namespace iommud::adapters::sysfs {
 
-/// A file descriptor, closed with its owner.
-class Fd {
- public:
-  Fd() = default;
-  explicit Fd(int fd) : fd_(fd) {}
-  Fd(Fd&& o) noexcept : fd_(o.fd_) { o.fd_ = -1; }
-  Fd& operator=(Fd&& o) noexcept;
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  ~Fd();
-  [[nodiscard]] int get() const { return fd_; }
-  /// Gives the descriptor up (to fdopendir, which closes it with its DIR).
-  int release() {
-    int fd = fd_;
-    fd_ = -1;
-    return fd;
-  }
-
- private:
-  int fd_ = -1;
-};
+using support::UniqueFd;
 
 /// How a path is resolved inside a root: by the kernel (openat2 with RESOLVE_IN_ROOT, Linux 5.6
 /// and later; the walk where the kernel says ENOSYS), or by the walk alone, one component at a
@@ -40,7 +21,7 @@ enum class Resolver { Kernel, Walk };
 /// Opens `path` (absolute or not, taken from `rootFd`) with `flags` as if `rootFd` were "/": ".."
 /// stops at the root and every symlink, absolute or relative, is followed inside it; more than
 /// 40 links is ELOOP (docs/kernel.md §13).
-core::Result<Fd> openInRoot(int rootFd, std::string_view path, int flags, Resolver resolver = Resolver::Kernel);
+core::Result<UniqueFd> openInRoot(int rootFd, std::string_view path, int flags, Resolver resolver = Resolver::Kernel);
 
 /// The flags every whole-file read opens with: O_NONBLOCK, so that opening a FIFO returns at once
 /// (then refused as not regular), and O_NOCTTY, so that a terminal never becomes ours.

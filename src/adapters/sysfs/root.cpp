@@ -25,10 +25,10 @@ std::string Root::hostPath(std::string_view path) const {
 
 Root Root::held() const {
   if (isLive() || dir_) return *this;
-  Fd dir(::open(prefix_.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+  UniqueFd dir(::open(prefix_.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
   if (dir.get() < 0) return *this;
   Root out = *this;
-  out.dir_ = std::make_shared<const Fd>(std::move(dir));
+  out.dir_ = std::make_shared<const UniqueFd>(std::move(dir));
   return out;
 }
 
@@ -36,7 +36,7 @@ Root Root::within(const std::string& dir) const {
   auto fd = open(dir, O_PATH | O_DIRECTORY);
   if (!fd) return *this;
   Root out = *this;
-  out.within_ = std::make_shared<const Fd>(std::move(fd).value());
+  out.within_ = std::make_shared<const UniqueFd>(std::move(fd).value());
   out.withinPath_ = dir;
   return out;
 }
@@ -51,21 +51,21 @@ std::optional<std::string> Root::besideName(std::string_view path) const {
   return name;
 }
 
-std::optional<Result<Fd>> Root::openBeside(std::string_view path, int flags) const {
+std::optional<Result<UniqueFd>> Root::openBeside(std::string_view path, int flags) const {
   auto name = besideName(path);
   if (!name) return std::nullopt;
-  Fd fd(::openat(within_->get(), name->c_str(), flags | O_NOFOLLOW | O_CLOEXEC));
+  UniqueFd fd(::openat(within_->get(), name->c_str(), flags | O_NOFOLLOW | O_CLOEXEC));
   if (fd.get() < 0) {
     // ELOOP: a link, which resolves from the root; anything else is the file's own answer.
     if (errno == ELOOP) return std::nullopt;
-    return Result<Fd>(errnoError(errno, hostPath(path)));
+    return Result<UniqueFd>(errnoError(errno, hostPath(path)));
   }
-  return Result<Fd>(std::move(fd));
+  return Result<UniqueFd>(std::move(fd));
 }
 
-Result<Fd> Root::open(std::string_view path, int flags) const {
+Result<UniqueFd> Root::open(std::string_view path, int flags) const {
   if (isLive()) {
-    Fd fd(::open(std::string(path).c_str(), flags | O_CLOEXEC));
+    UniqueFd fd(::open(std::string(path).c_str(), flags | O_CLOEXEC));
     if (fd.get() < 0) return errnoError(errno, std::string(path));
     return fd;
   }
@@ -76,7 +76,7 @@ Result<Fd> Root::open(std::string_view path, int flags) const {
   }
   // Opened for each call unless held(): a Root is a value and its directory may be replaced
   // between two reads (a test's tree, an unpacked snapshot).
-  Fd root(::open(prefix_.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+  UniqueFd root(::open(prefix_.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
   if (root.get() < 0) return errnoError(errno, hostPath(path));
   auto fd = openInRoot(root.get(), path, flags);
   if (!fd) return Error{fd.error().code, hostPath(path), fd.error().message};

@@ -71,19 +71,19 @@ class Root {
 
  private:
   // Opens a host path inside the root; an error names the path on this machine.
-  [[nodiscard]] Result<Fd> open(std::string_view path, int flags) const;
+  [[nodiscard]] Result<UniqueFd> open(std::string_view path, int flags) const;
 
   std::string prefix_;  // without trailing slash; empty for "/"
   Recorder* recorder_;
   // A file directly in within()'s directory, opened by name (O_NOFOLLOW); nullopt when `path`
   // is not one, or names a link (then it resolves from the root).
-  [[nodiscard]] std::optional<Result<Fd>> openBeside(std::string_view path, int flags) const;
+  [[nodiscard]] std::optional<Result<UniqueFd>> openBeside(std::string_view path, int flags) const;
   // The name of a file directly in within()'s directory; nullopt for any other path.
   [[nodiscard]] std::optional<std::string> besideName(std::string_view path) const;
 
-  std::shared_ptr<const Fd> dir_;     // the root's directory, when held()
-  std::shared_ptr<const Fd> within_;  // within()'s directory
-  std::string withinPath_;            // its host path
+  std::shared_ptr<const UniqueFd> dir_;     // the root's directory, when held()
+  std::shared_ptr<const UniqueFd> within_;  // within()'s directory
+  std::string withinPath_;                  // its host path
 };
 
 /// Lexically joins a symlink's directory and its relative target: ("/sys/bus/pci/devices",

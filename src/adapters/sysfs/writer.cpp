@@ -10,12 +10,11 @@ namespace iommud::adapters::sysfs {
 
 Result<Done> RootWriter::write(std::string_view path, std::string_view value) {
   std::string host = root_.hostPath(path);
-  int fd = ::open(host.c_str(), O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
-  if (fd < 0) return core::errnoError(errno, std::string(path));
+  const UniqueFd fd(::open(host.c_str(), O_WRONLY | O_CLOEXEC | O_NOFOLLOW));
+  if (!fd) return core::errnoError(errno, std::string(path));
   // sysfs takes an attribute in one write; a short write would be a partial value.
-  ssize_t n = ::write(fd, value.data(), value.size());
+  ssize_t n = ::write(fd.get(), value.data(), value.size());
   int err = errno;
-  ::close(fd);
   if (n < 0) return core::errnoError(err, std::string(path));
   if (static_cast<size_t>(n) != value.size()) {
     return core::Error{EIO, std::string(path),

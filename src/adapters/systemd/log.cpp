@@ -15,6 +15,8 @@
 #include <cstdint>
 #include <cstdlib>
 
+#include "support/unique_fd.hpp"
+
 namespace iommud::adapters::systemd {
 
 namespace {
@@ -73,13 +75,12 @@ void writeStderr(const std::string& text) {
 // Opened for each entry: the kernel rate-limits each open file of /dev/kmsg to 10 records in 5 s
 // (printk.devkmsg=ratelimit, the default), and a boot's worth of entries is more than that.
 bool writeKmsg(const std::string& record) {
-  int fd = ::open(kKmsg, O_WRONLY | O_CLOEXEC | O_NOCTTY);
-  if (fd < 0) return false;
+  const support::UniqueFd fd(::open(kKmsg, O_WRONLY | O_CLOEXEC | O_NOCTTY));
+  if (!fd) return false;
   ssize_t n = 0;
   do {
-    n = ::write(fd, record.data(), record.size());
+    n = ::write(fd.get(), record.data(), record.size());
   } while (n < 0 && errno == EINTR);
-  ::close(fd);
   return n == static_cast<ssize_t>(record.size());
 }
 

@@ -88,15 +88,15 @@ core::Result<core::Done> StandingWorker::fork() {
   int fds[2];
   if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0)
     return core::Error{errno, "", std::string("cannot create a socket pair: ") + std::strerror(errno)};
-  Fd ours(fds[0]);
-  Fd theirs(fds[1]);
+  UniqueFd ours(fds[0]);
+  UniqueFd theirs(fds[1]);
   pid_t pid = ::fork();
   if (pid < 0) return core::Error{errno, "", std::string("cannot fork: ") + std::strerror(errno)};
   if (pid == 0) {
-    ours = Fd();
+    ours = UniqueFd();
     serveForever(theirs.get(), handlers_);
   }
-  theirs = Fd();
+  theirs = UniqueFd();
   (void)fcntl(ours.get(), F_SETFL, O_NONBLOCK);
   socket_ = std::move(ours);
   pid_ = pid;
@@ -134,7 +134,7 @@ void StandingWorker::retire() {
   if (pid_ <= 0) return;
   childSource_.reset();
   socketSource_.reset();
-  socket_ = Fd();  // the child reads the end of the socket and exits
+  socket_ = UniqueFd();  // the child reads the end of the socket and exits
   siginfo_t si{};
   while (waitid(P_PID, static_cast<id_t>(pid_), &si, WEXITED) != 0 && errno == EINTR) {
   }
@@ -196,7 +196,7 @@ void StandingWorker::ended(const siginfo_t& si) {
   const Death death{si.si_code == CLD_EXITED, si.si_status, busy_, std::move(reply)};
   childSource_.reset();
   socketSource_.reset();
-  socket_ = Fd();
+  socket_ = UniqueFd();
   reset();
   handlers_.died(death);
 }

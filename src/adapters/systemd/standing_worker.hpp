@@ -79,7 +79,7 @@ class StandingWorker {
   Handlers handlers_;
   pid_t pid_ = 0;
   bool busy_ = false;
-  Fd socket_;
+  UniqueFd socket_;
   EventSource socketSource_;
   EventSource childSource_;
   std::string input_;

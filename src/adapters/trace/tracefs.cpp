@@ -10,6 +10,8 @@
 
 #include "adapters/sysfs/writer.hpp"
 #include "core/text.hpp"
+#include "support/unique_fd.hpp"
+#include "support/whole_file.hpp"
 
 namespace iommud::adapters::trace {
 
@@ -93,24 +95,9 @@ Result<std::string> findTracefs(const sysfs::Root& root) {
 }
 
 Result<std::string> readAll(const sysfs::Root& root, std::string_view path) {
-  std::string full = root.hostPath(path);
-  int fd = ::open(full.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return errnoError(errno, std::string(path));
-  std::string out;
-  std::array<char, 16384> buf;  // NOLINT(cppcoreguidelines-pro-type-member-init): filled by read(2)
-  for (;;) {
-    ssize_t n = ::read(fd, buf.data(), buf.size());
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      int err = errno;
-      ::close(fd);
-      return errnoError(err, std::string(path));
-    }
-    if (n == 0) break;
-    out.append(buf.data(), static_cast<size_t>(n));
-  }
-  ::close(fd);
-  return out;
+  const support::UniqueFd fd(::open(root.hostPath(path).c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd) return errnoError(errno, std::string(path));
+  return support::readWhole(fd.get(), std::string(path));
 }
 
 Result<Done> removeInstance(const sysfs::Root& root, const std::string& instance) {

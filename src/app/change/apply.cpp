@@ -1,7 +1,5 @@
 #include "app/change/apply.hpp"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <array>
 #include <cerrno>
@@ -348,10 +346,8 @@ class Session {
       case ChangeKind::ModprobeConf: {
         auto now = ctx_.root.readFile(r.object);
         if (now.valueOr(std::string()) != r.written) return drift(r, "edited since iommud wrote it");
-        auto restored = r.existed ? writeModprobeFile(ctx_.root.hostPath(r.object), r.original)
-                        : ::unlink(ctx_.root.hostPath(r.object).c_str()) == 0
-                            ? core::Result<core::Done>(core::Done{})
-                            : core::Result<core::Done>(core::errnoError(errno, r.object));
+        const std::string host = ctx_.root.hostPath(r.object);
+        auto restored = r.existed ? writeModprobeFile(host, r.original) : adapters::state::removeFile(host);
         step((r.existed ? "write " : "remove ") + r.object);
         if (!restored) return done(r, OutcomeResult::Failed, restored.error().describe(), false);
         return done(r, OutcomeResult::Done, r.object + (r.existed ? " restored" : " removed"), true);

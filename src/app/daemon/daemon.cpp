@@ -241,8 +241,8 @@ class Daemon {
   // In the worker, once: what only the daemon's loop talks to is not the worker's to keep open
   // (a bus connection the daemon drops must go, not linger in its worker).
   void leaveTheLoop() {
-    if (hotplug_.fd() >= 0) close(hotplug_.fd());
-    if (service_ && service_->fd() >= 0) close(service_->fd());
+    hotplug_.closeInChild();
+    if (service_) service_->closeInChild();
   }
 
   // The next work, most urgent first: the recovery after a worker died, the work it died in, the

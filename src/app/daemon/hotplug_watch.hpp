@@ -30,8 +30,9 @@ class HotplugWatch {
 
   /// Opens the monitor (pci net nvme block thunderbolt) and watches it and the debounce timer on `loop`.
   core::Result<core::Done> start(adapters::systemd::EventLoop& loop);
-  /// The monitor's descriptor (-1 before start()): the worker closes its copy.
-  [[nodiscard]] int fd() const { return monitor_ ? monitor_->fd() : -1; }
+  /// In a forked child (the worker): closes the child's copy of the monitor. The loop's source is
+  /// left as it is: sd-event refuses a forked child, and the child never runs the loop.
+  void closeInChild() { monitor_.reset(); }
   /// From now on the filter is told the daemon stops: nothing new is queued.
   void stopping() { stopping_ = true; }
   /// One timer, at the end of the earliest pending debounce.

@@ -1,10 +1,5 @@
 #include "app/measure/top_run.hpp"
 
-#include <poll.h>
-#include <sys/signalfd.h>
-#include <termios.h>
-#include <unistd.h>
-
 #include <array>
 #include <cerrno>
 #include <chrono>
@@ -13,6 +8,7 @@
 #include <functional>
 #include <optional>
 
+#include "adapters/process/terminal.hpp"
 #include "adapters/sysfs/host_reader.hpp"
 #include "adapters/trace/tracefs.hpp"
 #include "app/report/top.hpp"
@@ -27,82 +23,11 @@ using Clock = std::chrono::steady_clock;
 // Intervals between two full reads of the host when no PCI function came or went.
 constexpr int kRereadEvery = 10;
 
-/// The signals that end top: blocked and read from a signalfd, so that they end the loop (and the
-/// instance is removed) instead of the process. The old mask comes back on destruction.
-class SignalSink {
- public:
-  SignalSink() {
-    sigemptyset(&set_);
-    for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT}) sigaddset(&set_, sig);
-    sigprocmask(SIG_BLOCK, &set_, &old_);
-    fd_ = signalfd(-1, &set_, SFD_CLOEXEC | SFD_NONBLOCK);
-  }
-  SignalSink(const SignalSink&) = delete;
-  SignalSink& operator=(const SignalSink&) = delete;
-  ~SignalSink() {
-    if (fd_ >= 0) ::close(fd_);
-    sigprocmask(SIG_SETMASK, &old_, nullptr);
-  }
-  [[nodiscard]] int fd() const { return fd_; }
-  /// The signal that arrived, or 0.
-  [[nodiscard]] int take() const {
-    signalfd_siginfo info{};
-    return ::read(fd_, &info, sizeof info) == static_cast<ssize_t>(sizeof info) ? static_cast<int>(info.ssi_signo) : 0;
-  }
-
- private:
-  sigset_t set_{};
-  sigset_t old_{};
-  int fd_ = -1;
-};
-
-/// The terminal without line buffering and echo while top runs, so that a key acts at once.
-class RawTerminal {
- public:
-  RawTerminal() {
-    if (::tcgetattr(STDIN_FILENO, &old_) != 0) return;
-    termios raw = old_;
-    raw.c_lflag &= ~static_cast<tcflag_t>(ICANON | ECHO);
-    raw.c_cc[VMIN] = 0;
-    raw.c_cc[VTIME] = 0;
-    active_ = ::tcsetattr(STDIN_FILENO, TCSANOW, &raw) == 0;
-  }
-  RawTerminal(const RawTerminal&) = delete;
-  RawTerminal& operator=(const RawTerminal&) = delete;
-  ~RawTerminal() {
-    if (active_) ::tcsetattr(STDIN_FILENO, TCSANOW, &old_);
-  }
-
- private:
-  termios old_{};
-  bool active_ = false;
-};
-
-enum class Wake { Deadline, Quit, Key };
-
-struct Waited {
-  Wake wake = Wake::Deadline;
-  int signal = 0;
-  char key = 0;
-};
-
-// Waits until `deadline` for a signal or (when `keys`) a key press.
-Waited waitUntil(Clock::time_point deadline, const SignalSink& signals, bool keys) {
-  for (;;) {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
-    if (left <= 0) return {};
-    std::array<pollfd, 2> fds{{{signals.fd(), POLLIN, 0}, {STDIN_FILENO, POLLIN, 0}}};
-    int n = ::poll(fds.data(), keys ? 2 : 1, static_cast<int>(left));
-    if (n < 0 && errno != EINTR) return {};
-    if (n <= 0) continue;
-    if ((fds[0].revents & POLLIN) != 0) return {Wake::Quit, signals.take(), 0};
-    if (keys && (fds[1].revents & (POLLIN | POLLHUP)) != 0) {
-      char c = 0;
-      if (::read(STDIN_FILENO, &c, 1) != 1) return {Wake::Quit, 0, 0};  // end of input
-      return {Wake::Key, 0, c};
-    }
-  }
-}
+using adapters::process::RawTerminal;
+using adapters::process::SignalSink;
+using adapters::process::Waited;
+using adapters::process::waitUntil;
+using adapters::process::Wake;
 
 }  // namespace
 
@@ -130,7 +55,7 @@ int runTop(const adapters::sysfs::Root& root, const TopOptions& options) {
   view.kernel = std::string(core::trim(root.readFile("/proc/sys/kernel/osrelease").valueOr(std::string())));
   view.absent = counters->absent();
 
-  bool interactive = !options.once && !options.json && ::isatty(STDIN_FILENO) == 1 && ::isatty(STDOUT_FILENO) == 1;
+  bool interactive = !options.once && !options.json && adapters::process::interactive();
   std::optional<RawTerminal> raw;
   if (interactive) raw.emplace();
   core::DmaSortKey sort = options.sort;

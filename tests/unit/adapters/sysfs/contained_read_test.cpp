@@ -19,10 +19,10 @@
 #include "support/timeout_scale.hpp"
 
 using namespace iommud;
-using adapters::sysfs::Fd;
 using adapters::sysfs::openInRoot;
 using adapters::sysfs::Resolver;
 using adapters::sysfs::Root;
+using support::UniqueFd;
 namespace fs = std::filesystem;
 
 namespace {
@@ -249,7 +249,7 @@ TEST(ContainedRead, ASnapshotHoldsNoByteFromOutsideTheRootAndIsPrivate) {
 class OpenInRoot : public ::testing::TestWithParam<Resolver> {
  protected:
   [[nodiscard]] core::Result<std::string> read(const HostileTree& t, const std::string& path) const {
-    Fd root(::open(t.root().c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+    UniqueFd root(::open(t.root().c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
     auto fd = openInRoot(root.get(), path, adapters::sysfs::kReadFlags, GetParam());
     if (!fd) return fd.error();
     return adapters::sysfs::readRegularFile(fd->get(), path, 1024);
@@ -275,7 +275,7 @@ TEST_P(OpenInRoot, ResolvesLinksAndDotDotInsideTheRoot) {
   }
   auto loop = read(t, "/proc/loop");
   EXPECT_TRUE(!loop && loop.error().code == ELOOP);
-  Fd root(::open(t.root().c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+  UniqueFd root(::open(t.root().c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
   EXPECT_TRUE(openInRoot(root.get(), "/", O_RDONLY | O_DIRECTORY, GetParam()));
   auto notDir = openInRoot(root.get(), "/etc/hostname/x", O_RDONLY, GetParam());
   EXPECT_TRUE(!notDir && notDir.error().code == ENOTDIR);

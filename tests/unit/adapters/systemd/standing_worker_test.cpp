@@ -181,8 +181,8 @@ TEST(StandingWorker, RetireEndsTheChildAndReapsIt) {
 TEST(StandingWorker, MessagesAreFramedByTheirLength) {
   int fds[2];
   ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, fds), 0);
-  sd::Fd a(fds[0]);
-  sd::Fd b(fds[1]);
+  sd::UniqueFd a(fds[0]);
+  sd::UniqueFd b(fds[1]);
   ASSERT_TRUE(sd::writeMessage(a.get(), ""));
   ASSERT_TRUE(sd::writeMessage(a.get(), std::string("x\0y", 3)));
   std::string got;
@@ -190,6 +190,6 @@ TEST(StandingWorker, MessagesAreFramedByTheirLength) {
   EXPECT_EQ(got, "");
   ASSERT_TRUE(sd::readMessage(b.get(), got));
   EXPECT_EQ(got, std::string("x\0y", 3));
-  a = sd::Fd();
+  a = sd::UniqueFd();
   EXPECT_FALSE(sd::readMessage(b.get(), got));  // the end of the socket
 }

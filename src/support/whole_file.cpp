@@ -1,0 +1,31 @@
+#include "support/whole_file.hpp"
+
+#include <unistd.h>
+
+#include <array>
+#include <cerrno>
+
+namespace iommud::support {
+
+core::Result<std::string> readWhole(int fd, const std::string& path, ReadLimits limits) {
+  std::string out;
+  std::array<char, 65536> buf;  // NOLINT(cppcoreguidelines-pro-type-member-init): filled by the syscall
+  for (;;) {
+    ssize_t n = ::read(fd, buf.data(), buf.size());
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return core::errnoError(errno, path);
+    }
+    if (n == 0) break;
+    const auto got = static_cast<size_t>(n);
+    if (out.size() + got > limits.bytes && limits.over == OverLimit::Refuse) {
+      return core::Error{EFBIG, path, "more than " + std::to_string(limits.bytes) + " bytes: refused"};
+    }
+    out.append(buf.data(), got);
+    if (out.size() > limits.bytes) break;  // OverLimit::Stop
+    if (limits.oneRead && got < buf.size()) break;
+  }
+  return out;
+}
+
+}  // namespace iommud::support
