@@ -1,0 +1,293 @@
+// The IOMMU page (cockpit/README.md): iommud's view of the host.
+//
+// The daemon (org.iommud1 on the system bus) says whether it runs, what it is doing, and when the
+// host changed (PropertiesChanged). Its properties carry no exposure, protection level, remedies
+// or in-use reasons, so the page reads the host in one piece from `iommuctl status --json`
+// (docs/schema/status.schema.json) each time the daemon says something changed, and one device in
+// full from `iommuctl status DEVICE --json` when its row is opened. Never sysfs directly.
+
+/* global cockpit */
+
+const NAME = "org.iommud1";
+const PATH = "/org/iommud1";
+const IFACE = "org.iommud1.Manager";
+const COLUMNS = 7;
+
+const $ = id => document.getElementById(id);
+
+// Every state the page can be in, and the sections each shows.
+const SECTIONS = {
+    loading: ["loading"],
+    loaded: ["verdict", "devices"],
+    "no-iommu": ["verdict", "no-iommu"],
+    "not-running": ["not-running"],
+    failed: ["failed"],
+};
+
+function show(state, message) {
+    const visible = new Set(SECTIONS[state]);
+    for (const id of new Set(Object.values(SECTIONS).flat()))
+        $(id).hidden = !visible.has(id);
+    if (state === "failed")
+        $("failed-message").textContent = message;
+    document.body.dataset.state = state;
+}
+
+// el("td", {class: "x"}, "text", child...): an element with attributes and children.
+function el(tag, attrs = {}, ...children) {
+    const e = document.createElement(tag);
+    for (const [k, v] of Object.entries(attrs))
+        e.setAttribute(k, v);
+    for (const c of children)
+        if (c !== null && c !== undefined)
+            e.append(c);
+    return e;
+}
+
+const NONE = "—";
+
+function iommuctl(...args) {
+    // superuser "try": as root the page sees what root sees (config space, debugfs); otherwise
+    // iommuctl says what it could not read.
+    return cockpit.spawn(["iommuctl", ...args, "--json"], { superuser: "try", err: "message" })
+            .then(out => JSON.parse(out));
+}
+
+// --- the verdict -------------------------------------------------------------------------------
+
+function deviceName(d) {
+    return [...d.netdevs.map(n => n.name), ...d.nvme.map(n => n.name)].join(", ");
+}
+
+function renderVerdict(status) {
+    const score = status.score;
+    const unmet = score.criteria.filter(c => c.level === score.level + 1 && c.met !== true);
+    $("level").replaceChildren(
+        el("span", { class: `level level-${score.level}` }, `${score.level} of 3`),
+        unmet.length
+            ? el("span", { class: "level-next" }, ` — for ${score.level + 1}: ${unmet.map(c => c.text).join("; ")}`)
+            : null);
+
+    const iommu = status.iommu;
+    $("mode").textContent = iommu.present
+        ? `${iommu.mode} (${iommu.vendor}${iommu.strict === false ? ", lazy invalidation" : ""})`
+        : "no IOMMU";
+
+    const names = new Map(status.devices.map(d => [d.address, deviceName(d)]));
+    const all = status.exposure.all_memory;
+    $("all-memory").textContent = all.length
+        ? `${all.length}: ${all.map(a => names.get(a) ? `${a} (${names.get(a)})` : a).join(", ")}`
+        : "none";
+
+    const list = $("findings");
+    list.replaceChildren(...status.findings.map(renderFinding));
+    $("no-findings").hidden = status.findings.length > 0;
+}
+
+function renderFinding(f) {
+    const remedies = f.remedies.length
+        ? el("ul", { class: "remedies", "aria-label": `Remedies for ${f.title}` },
+             ...f.remedies.map(r => el("li", {}, r.action, r.security_cost
+                 ? el("span", { class: "cost" }, ` Costs: ${r.security_cost}`)
+                 : null)))
+        : null;
+    return el("li", { class: `finding severity-${f.severity}`, "data-id": f.id },
+              el("span", { class: "severity" }, f.severity),
+              " ", el("strong", {}, f.title),
+              el("p", {}, f.summary),
+              remedies);
+}
+
+// --- the table ---------------------------------------------------------------------------------
+
+function untrustedText(d) {
+    const why = d.thunderbolt ? "Thunderbolt" : d.removable;
+    return `${d.untrusted ? "yes" : "no"}${why ? ` (${why})` : ""}`;
+}
+
+function inUseText(d) {
+    return d.in_use ? `yes: ${[...new Set(d.in_use_reasons.map(r => r.kind))].join(", ")}` : "no";
+}
+
+function detailId(address) {
+    return `detail-${address.replace(/[:.]/g, "-")}`;
+}
+
+function renderTable(status) {
+    const types = new Map(status.groups.map(g => [g.id, g.type]));
+    const levels = new Map(status.exposure.devices.map(e => [e.address, e.level]));
+    // By group, ungrouped devices last: the members of a group side by side.
+    const devices = [...status.devices].sort((a, b) =>
+        (a.group ?? Infinity) - (b.group ?? Infinity) || a.address.localeCompare(b.address));
+    // What the user had open and where the keyboard was stay so across a read.
+    const open = new Set([...document.querySelectorAll("#device-rows button[aria-expanded=true]")]
+            .map(b => b.closest("tr").dataset.address));
+    const focused = document.activeElement?.closest("#device-rows tr")?.dataset.address;
+    const rows = [];
+    for (const d of devices) {
+        const name = deviceName(d);
+        const button = el("button", { type: "button", class: "disclosure", "aria-expanded": "false",
+                                      "aria-controls": detailId(d.address) },
+                          el("span", { class: "address" }, d.address),
+                          name ? el("span", { class: "name" }, ` ${name}`) : null);
+        const level = levels.get(d.address) ?? NONE;
+        const row = el("tr", { "data-address": d.address },
+                       el("th", { scope: "row" }, button),
+                       el("td", { "data-field": "group" }, d.group === null ? NONE : String(d.group)),
+                       el("td", { "data-field": "type" }, d.group === null ? NONE : types.get(d.group) ?? NONE),
+                       el("td", { "data-field": "exposure" },
+                          el("span", { class: `exposure exposure-${level}` }, level)),
+                       el("td", { "data-field": "untrusted" }, untrustedText(d)),
+                       el("td", { "data-field": "driver" }, d.driver ?? NONE),
+                       el("td", { "data-field": "in-use" }, inUseText(d)));
+        const detail = el("tr", { class: "detail", id: detailId(d.address), hidden: "" },
+                          el("td", { colspan: String(COLUMNS) }));
+        button.addEventListener("click", () => toggle(button, detail, d.address));
+        rows.push(row, detail);
+        if (open.has(d.address))
+            toggle(button, detail, d.address);
+    }
+    $("device-rows").replaceChildren(...rows);
+    if (focused)
+        document.querySelector(`#device-rows tr[data-address="${focused}"] button`)?.focus();
+}
+
+function toggle(button, detail, address) {
+    const expand = button.getAttribute("aria-expanded") !== "true";
+    button.setAttribute("aria-expanded", String(expand));
+    detail.hidden = !expand;
+    if (!expand)
+        return;
+    const cell = detail.firstChild;
+    cell.dataset.state = "loading";
+    cell.replaceChildren(el("p", {}, `Reading ${address}…`));
+    iommuctl("status", address)
+            .then(report => {
+                cell.replaceChildren(renderDevice(report));
+                cell.dataset.state = "loaded";
+            })
+            .catch(ex => {
+                cell.replaceChildren(el("p", { class: "error" }, `iommuctl status ${address}: ${cockpit.message(ex)}`));
+                cell.dataset.state = "failed";
+            });
+}
+
+// --- one device: iommuctl status DEVICE --json (docs/schema/device.schema.json) ----------------
+
+function fact(term, ...value) {
+    return el("div", {}, el("dt", {}, term), el("dd", {}, ...value));
+}
+
+function list(items, render, empty = "none") {
+    return items.length ? el("ul", {}, ...items.map(i => el("li", {}, render(i)))) : empty;
+}
+
+function renderDevice(report) {
+    const d = report.device;
+    const ids = `${d.vendor_id}:${d.device_id} (subsystem ${d.subsystem_vendor_id}:${d.subsystem_device_id}), ` +
+                `class ${d.class}, ${d.kind}`;
+    const facts = [
+        fact("Device", ids),
+        fact("Exposure", report.exposure
+            ? el("div", {}, el("span", { class: `exposure exposure-${report.exposure.level}` }, report.exposure.level),
+                 list(report.exposure.reasons, r => `${r.source}: ${r.text}`, null))
+            : "not judged"),
+        fact("Group", report.group
+            ? `${report.group.id}, ${report.group.type ?? "type unreadable"}: ${report.group.devices.join(", ")}` +
+              (report.group.notes.length ? ` — ${report.group.notes.join("; ")}` : "")
+            : "none: no IOMMU translates its DMA"),
+    ];
+    if (d.bridges.length)
+        facts.push(fact("Upstream bridges", d.bridges.join(" → ")));
+    if (d.thunderbolt)
+        facts.push(fact("Thunderbolt", d.thunderbolt_reason));
+    if (d.netdevs.length)
+        facts.push(fact("Network interfaces",
+                        list(d.netdevs, n => `${n.name} (${n.operstate}${n.master ? `, in ${n.master}` : ""})`)));
+    if (d.nvme.length)
+        facts.push(fact("NVMe",
+                        list(d.nvme, n => `${n.name}: ${n.model}, ${n.namespaces.map(ns => ns.name).join(", ")}`)));
+    facts.push(
+        fact("In use", list(d.in_use_reasons, r => r.detail, "no")),
+        fact("Findings", list(report.findings, f => `${f.severity}: ${f.title}`)),
+        fact("Matching rules", report.rules === null
+            ? "the policies are not valid (iommuctl check says why)"
+            : list(report.rules, r => `${r.name} (${r.file}:${r.line}, ${r.mode})`)),
+        fact("Changes by iommud",
+             list(report.changes, c => `${c.time}: ${c.object} ${c.key} ${c.from} → ${c.to} (rule ${c.rule})`)));
+    return el("dl", { class: "device-facts" }, ...facts);
+}
+
+// --- the daemon --------------------------------------------------------------------------------
+
+// One read of the host at a time; a change during a read asks for another after it. `generation`
+// drops a read the daemon's leaving made stale; the proxy says "changed" when it leaves too.
+let running = false;
+let reading = false;
+let again = false;
+let generation = 0;
+
+function refresh() {
+    if (!running)
+        return;
+    if (reading) {
+        again = true;
+        return;
+    }
+    reading = true;
+    again = false;
+    const mine = generation;
+    iommuctl("status")
+            .then(status => {
+                if (mine !== generation)
+                    return;
+                renderVerdict(status);
+                if (status.iommu.present)
+                    renderTable(status);
+                show(status.iommu.present ? "loaded" : "no-iommu");
+            })
+            .catch(ex => {
+                if (mine === generation)
+                    show("failed", `iommuctl status --json: ${cockpit.message(ex)}`);
+            })
+            .finally(() => {
+                reading = false;
+                if (again)
+                    refresh();
+            });
+}
+
+function daemonLine(manager) {
+    $("daemon-line").textContent = manager.valid
+        ? `iommud ${manager.Version}, ${manager.State}: ${manager.Summary}`
+        : "";
+}
+
+function start() {
+    const client = cockpit.dbus(NAME, { superuser: "try" });
+    const manager = client.proxy(IFACE, PATH);
+    manager.addEventListener("changed", () => {
+        daemonLine(manager);
+        refresh();
+    });
+    // The bridge says who owns the name at first and at every change: null when iommud is gone.
+    client.addEventListener("owner", (_event, owner) => {
+        generation++;
+        running = owner !== null;
+        if (!running) {
+            $("daemon-line").textContent = "";
+            show("not-running");
+            return;
+        }
+        show("loading");
+        manager.wait().then(() => daemonLine(manager));
+        refresh();
+    });
+    client.addEventListener("close", (_event, ex) => {
+        generation++;
+        running = false;
+        show("failed", `The system bus: ${cockpit.message(ex)}`);
+    });
+}
+
+start();
