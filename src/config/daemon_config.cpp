@@ -12,14 +12,7 @@
 namespace iommud::config {
 
 std::string_view toString(LogLevel level) {
-  switch (level) {
-    case LogLevel::Error: return "error";
-    case LogLevel::Warning: return "warning";
-    case LogLevel::Notice: return "notice";
-    case LogLevel::Info: return "info";
-    case LogLevel::Debug: return "debug";
-  }
-  return "info";
+  return core::nameOf(kLogLevelNames, level);
 }
 
 bool LoadedConfig::ok() const {
@@ -118,19 +111,7 @@ class ConfigParser : public detail::Checker {
     return std::nullopt;
   }
 
-  std::optional<LogLevel> logLevel(const toml::value& v) {
-    static constexpr std::array kLevels = {LogLevel::Error, LogLevel::Warning, LogLevel::Notice, LogLevel::Info,
-                                           LogLevel::Debug};
-    std::vector<std::string_view> names;
-    names.reserve(kLevels.size());
-    for (auto l : kLevels) names.push_back(toString(l));
-    return enumValue<LogLevel>(v, "log-level", names, [](std::string_view s) -> std::optional<LogLevel> {
-      for (auto l : kLevels) {
-        if (s == toString(l)) return l;
-      }
-      return std::nullopt;
-    });
-  }
+  std::optional<LogLevel> logLevel(const toml::value& v) { return enumValue(v, "log-level", kLogLevelNames); }
 
   std::vector<std::string> policyDirs(const toml::value& v) {
     const std::string key = "policy-dirs";

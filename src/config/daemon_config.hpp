@@ -7,11 +7,18 @@
 #include <vector>
 
 #include "config/policy_loader.hpp"
+#include "core/names.hpp"
 
 namespace iommud::config {
 
 /// How much the daemon logs, syslog's levels from the most to the least severe.
 enum class LogLevel { Error, Warning, Notice, Info, Debug };
+inline constexpr core::Names<LogLevel, 5> kLogLevelNames{{{LogLevel::Error, "error"},
+                                                          {LogLevel::Warning, "warning"},
+                                                          {LogLevel::Notice, "notice"},
+                                                          {LogLevel::Info, "info"},
+                                                          {LogLevel::Debug, "debug"}}};
+static_assert(core::checkNames(kLogLevelNames, LogLevel::Debug));
 std::string_view toString(LogLevel level);
 
 /// The daemon's settings: what /etc/iommud/iommud.conf says, defaults elsewhere.

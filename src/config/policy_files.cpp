@@ -44,8 +44,8 @@ bool sameFile(const std::string& a, const std::string& b) {
 
 }  // namespace
 
-Loaded loadPolicies(const std::vector<std::string>& dirs, const std::vector<std::string>& files,
-                    const LoadOptions& options) {
+Loaded loadPolicyFiles(const std::vector<std::string>& dirs, const std::vector<std::string>& files,
+                       const LoadOptions& options) {
   std::vector<Diagnostic> diags;
   std::map<std::string, Found> byName;  // file name -> the winner; std::map gives the lexical order
   auto consider = [&](const std::string& name, const std::string& path, const std::string& dir) {

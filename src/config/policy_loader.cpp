@@ -124,16 +124,8 @@ class FileParser : public detail::Checker {
   }
 
   std::vector<core::DeviceKind> kinds(const toml::value& v, const std::string& key) {
-    return list<core::DeviceKind>(v, key, [&](const toml::value& e) {
-      return enumValue<core::DeviceKind>(
-          e, key, {"nic", "nvme", "bridge", "other"}, [](std::string_view s) -> std::optional<core::DeviceKind> {
-            for (auto k :
-                 {core::DeviceKind::Nic, core::DeviceKind::Nvme, core::DeviceKind::Bridge, core::DeviceKind::Other}) {
-              if (s == core::toString(k)) return k;
-            }
-            return std::nullopt;
-          });
-    });
+    return list<core::DeviceKind>(v, key,
+                                  [&](const toml::value& e) { return enumValue(e, key, core::kDeviceKindNames); });
   }
 
   std::optional<core::DeviceMatch> parseDeviceMatch(const toml::value& t, const std::string& where) {
@@ -367,23 +359,12 @@ class FileParser : public detail::Checker {
                    }
                  }
                  if (k == "at") {
-                   if (auto a = enumValue<core::ParamSetting::At>(
-                           v, k, {"runtime", "load"}, [](std::string_view s) -> std::optional<core::ParamSetting::At> {
-                             if (s == "runtime") return core::ParamSetting::At::Runtime;
-                             if (s == "load") return core::ParamSetting::At::Load;
-                             return std::nullopt;
-                           })) {
+                   if (auto a = enumValue(v, k, core::ParamSetting::kAtNames)) {
                      p.at = *a;
                    }
                  }
                  if (k == "takes-effect") {
-                   takesEffect = enumValue<core::ParamSetting::TakesEffect>(
-                       v, k, {"now", "probe"},
-                       [](std::string_view s) -> std::optional<core::ParamSetting::TakesEffect> {
-                         if (s == "now") return core::ParamSetting::TakesEffect::Now;
-                         if (s == "probe") return core::ParamSetting::TakesEffect::Probe;
-                         return std::nullopt;
-                       });
+                   takesEffect = enumValue(v, k, core::ParamSetting::kTakesEffectNames);
                  }
                  if (k == "optional") p.optional = boolean(v, k).value_or(false);
                });
@@ -399,24 +380,9 @@ class FileParser : public detail::Checker {
     return p;
   }
 
-  std::optional<core::RuleMode> ruleMode(const toml::value& v) {
-    return enumValue<core::RuleMode>(v, "mode", {"apply", "advise"},
-                                     [](std::string_view s) -> std::optional<core::RuleMode> {
-                                       if (s == "apply") return core::RuleMode::Apply;
-                                       if (s == "advise") return core::RuleMode::Advise;
-                                       return std::nullopt;
-                                     });
-  }
+  std::optional<core::RuleMode> ruleMode(const toml::value& v) { return enumValue(v, "mode", core::kRuleModeNames); }
 
-  std::optional<core::When> when(const toml::value& v) {
-    return enumValue<core::When>(v, "when", {"hotplug", "always", "boot"},
-                                 [](std::string_view s) -> std::optional<core::When> {
-                                   if (s == "hotplug") return core::When::Hotplug;
-                                   if (s == "always") return core::When::Always;
-                                   if (s == "boot") return core::When::Boot;
-                                   return std::nullopt;
-                                 });
-  }
+  std::optional<core::When> when(const toml::value& v) { return enumValue(v, "when", core::kWhenNames); }
 
   std::vector<core::Acceptance> accepts(const toml::value& v) {
     if (!v.is_array()) {
@@ -425,8 +391,7 @@ class FileParser : public detail::Checker {
     }
     std::vector<core::Acceptance> out;
     for (const auto& e : v.as_array()) {
-      if (auto a = enumValue<core::Acceptance>(e, "accept", {"no-isolation", "lazy-invalidation"},
-                                               [](std::string_view s) { return core::parseAcceptance(s); })) {
+      if (auto a = enumValue(e, "accept", core::kAcceptanceNames)) {
         out.push_back(*a);
       }
     }
@@ -470,9 +435,7 @@ class FileParser : public detail::Checker {
                  if (k == "when") r.when = when(v);
                  if (k == "accept") r.accepts = accepts(v);
                  if (k == "domain") {
-                   r.domain =
-                       enumValue<core::DomainRequest>(v, k, {"identity", "DMA", "DMA-FQ", "auto"},
-                                                      [](std::string_view s) { return core::parseDomainRequest(s); });
+                   r.domain = enumValue(v, k, core::kDomainRequestNames);
                    r.domainWhere = loc(v);
                  }
                  if (k == "match") {

@@ -87,7 +87,7 @@ struct LoadOptions {
 /// files of the same name, a link to /dev/null or an empty file masks them, and the winners are
 /// read in lexical order of their names. `files` are read as well, as if in the highest layer.
 /// Missing directories are normal.
-Loaded loadPolicies(const std::vector<std::string>& dirs, const std::vector<std::string>& files,
-                    const LoadOptions& options);
+Loaded loadPolicyFiles(const std::vector<std::string>& dirs, const std::vector<std::string>& files,
+                       const LoadOptions& options);
 
 }  // namespace iommud::config

@@ -14,6 +14,7 @@
 
 #include "config/line_index.hpp"
 #include "config/policy_loader.hpp"
+#include "core/names.hpp"
 #include "core/result.hpp"
 
 namespace iommud::config::detail {
@@ -88,6 +89,15 @@ class Checker {
     if (auto e = parse(*s)) return e;
     error(v, "'" + key + "' is \"" + *s + "\"; expected one of: " + joinNames(names));
     return std::nullopt;
+  }
+
+  /// An enum's value by the names of its one table (core/names.hpp), every one of them accepted.
+  template <class E, std::size_t N>
+  std::optional<E> enumValue(const toml::value& v, const std::string& key, const core::Names<E, N>& table) {
+    std::vector<std::string_view> names;
+    names.reserve(N);
+    for (const auto& entry : table) names.push_back(entry.second);
+    return enumValue<E>(v, key, names, [&](std::string_view s) { return core::valueNamed(table, s); });
   }
 
  private:

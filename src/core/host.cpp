@@ -108,13 +108,7 @@ std::string_view toString(Removable r) {
 }
 
 std::string_view toString(DeviceKind kind) {
-  switch (kind) {
-    case DeviceKind::Nic: return "nic";
-    case DeviceKind::Nvme: return "nvme";
-    case DeviceKind::Bridge: return "bridge";
-    case DeviceKind::Other: break;
-  }
-  return "other";
+  return nameOf(kDeviceKindNames, kind);
 }
 
 DeviceKind PciDevice::kind() const {
@@ -164,6 +158,12 @@ PciDevice* HostFacts::device(std::string_view address) {
 const Group* HostFacts::group(int id) const {
   auto it = std::find_if(groups.begin(), groups.end(), [id](const Group& g) { return g.id == id; });
   return it != groups.end() ? &*it : nullptr;
+}
+
+std::vector<std::string> HostFacts::withGroup(const std::string& address) const {
+  const PciDevice* d = device(address);
+  const Group* g = d != nullptr && d->group ? group(*d->group) : nullptr;
+  return g != nullptr ? g->devices : std::vector<std::string>{address};
 }
 
 Vendor HostFacts::vendor() const {

@@ -13,6 +13,7 @@
 #include "core/caps.hpp"
 #include "core/cmdline.hpp"
 #include "core/kernel_version.hpp"
+#include "core/names.hpp"
 #include "core/pci_config.hpp"
 
 namespace iommud::core {
@@ -108,6 +109,11 @@ std::string_view toString(Removable r);
 
 /// What a device is, for people and for policies.
 enum class DeviceKind { Nic, Nvme, Bridge, Other };
+inline constexpr Names<DeviceKind, 4> kDeviceKindNames{{{DeviceKind::Nic, "nic"},
+                                                        {DeviceKind::Nvme, "nvme"},
+                                                        {DeviceKind::Bridge, "bridge"},
+                                                        {DeviceKind::Other, "other"}}};
+static_assert(checkNames(kDeviceKindNames, DeviceKind::Other));
 std::string_view toString(DeviceKind kind);
 
 /// One PCI function.
@@ -258,6 +264,9 @@ struct HostFacts {
   [[nodiscard]] const PciDevice* device(std::string_view address) const;
   [[nodiscard]] PciDevice* device(std::string_view address);
   [[nodiscard]] const Group* group(int id) const;
+  /// A device and the rest of its IOMMU group, in the group's order (bridges included): what a
+  /// domain type, which is the group's, acts on. Just `address` when it has no group or is unknown.
+  [[nodiscard]] std::vector<std::string> withGroup(const std::string& address) const;
   [[nodiscard]] bool iommuPresent() const { return !units.empty() || !groups.empty(); }
   /// The vendor of the units; Unknown when they disagree or groups exist without units.
   [[nodiscard]] Vendor vendor() const;

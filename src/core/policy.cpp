@@ -153,52 +153,30 @@ std::optional<ClassPattern> parseClassPattern(std::string_view text) {
 }
 
 std::string_view toString(DomainRequest r) {
-  switch (r) {
-    case DomainRequest::Identity: return "identity";
-    case DomainRequest::Dma: return "DMA";
-    case DomainRequest::DmaFq: return "DMA-FQ";
-    case DomainRequest::Auto: break;
-  }
-  return "auto";
+  return nameOf(kDomainRequestNames, r);
 }
 
 std::optional<DomainRequest> parseDomainRequest(std::string_view text) {
-  for (auto r : {DomainRequest::Identity, DomainRequest::Dma, DomainRequest::DmaFq, DomainRequest::Auto}) {
-    if (text == toString(r)) return r;
-  }
-  return std::nullopt;
+  return valueNamed(kDomainRequestNames, text);
 }
 
 std::string_view toString(RuleMode m) {
-  return m == RuleMode::Apply ? "apply" : "advise";
+  return nameOf(kRuleModeNames, m);
 }
 std::string_view toString(When w) {
-  switch (w) {
-    case When::Hotplug: return "hotplug";
-    case When::Always: return "always";
-    case When::Boot: break;
-  }
-  return "boot";
+  return nameOf(kWhenNames, w);
 }
 
 std::string_view toString(Risk r) {
-  switch (r) {
-    case Risk::None: return "none";
-    case Risk::Low: return "low";
-    case Risk::Medium: return "medium";
-    case Risk::High: break;
-  }
-  return "high";
+  return nameOf(kRiskNames, r);
 }
 
 std::string_view toString(Acceptance a) {
-  return a == Acceptance::NoIsolation ? "no-isolation" : "lazy-invalidation";
+  return nameOf(kAcceptanceNames, a);
 }
 
 std::optional<Acceptance> parseAcceptance(std::string_view text) {
-  if (text == "no-isolation") return Acceptance::NoIsolation;
-  if (text == "lazy-invalidation") return Acceptance::LazyInvalidation;
-  return std::nullopt;
+  return valueNamed(kAcceptanceNames, text);
 }
 
 bool Rule::accepted(Acceptance a) const {

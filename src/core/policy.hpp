@@ -9,6 +9,7 @@
 
 #include "core/host.hpp"
 #include "core/kernel_version.hpp"
+#include "core/names.hpp"
 
 namespace iommud::core {
 
@@ -93,6 +94,11 @@ struct HostMatch {
 
 /// What the domain-type action asks for: a type or `auto` (the boot default).
 enum class DomainRequest { Identity, Dma, DmaFq, Auto };
+inline constexpr Names<DomainRequest, 4> kDomainRequestNames{{{DomainRequest::Identity, "identity"},
+                                                              {DomainRequest::Dma, "DMA"},
+                                                              {DomainRequest::DmaFq, "DMA-FQ"},
+                                                              {DomainRequest::Auto, "auto"}}};
+static_assert(checkNames(kDomainRequestNames, DomainRequest::Auto));
 std::string_view toString(DomainRequest r);
 std::optional<DomainRequest> parseDomainRequest(std::string_view text);
 
@@ -107,8 +113,10 @@ struct Amount {
 /// A module parameter the rule sets: at runtime through /sys/module, or at load through modprobe.d.
 struct ParamSetting {
   enum class At { Runtime, Load };
+  static constexpr Names<At, 2> kAtNames{{{At::Runtime, "runtime"}, {At::Load, "load"}}};
   enum class TakesEffect { Now, Probe };  // probe: read by the driver only when it binds
-  std::string module;                     // empty: the device's driver
+  static constexpr Names<TakesEffect, 2> kTakesEffectNames{{{TakesEffect::Now, "now"}, {TakesEffect::Probe, "probe"}}};
+  std::string module;  // empty: the device's driver
   std::string name;
   std::string value;
   At at = At::Runtime;
@@ -118,18 +126,29 @@ struct ParamSetting {
 };
 
 enum class RuleMode { Apply, Advise };
+inline constexpr Names<RuleMode, 2> kRuleModeNames{{{RuleMode::Apply, "apply"}, {RuleMode::Advise, "advise"}}};
+static_assert(checkNames(kRuleModeNames, RuleMode::Advise));
 std::string_view toString(RuleMode m);
 /// When a rule acts: only when the device has just appeared, or also at start and reload, or at
 /// boot before anything holds the device (`iommud --early`, in the initramfs) and when it appears.
 enum class When { Hotplug, Always, Boot };
+inline constexpr Names<When, 3> kWhenNames{
+    {{When::Hotplug, "hotplug"}, {When::Always, "always"}, {When::Boot, "boot"}}};
+static_assert(checkNames(kWhenNames, When::Boot));
 std::string_view toString(When w);
 
 /// The protection a rule gives up, named so that accepting it is a deliberate act.
 enum class Risk { None, Low, Medium, High };
+inline constexpr Names<Risk, 4> kRiskNames{
+    {{Risk::None, "none"}, {Risk::Low, "low"}, {Risk::Medium, "medium"}, {Risk::High, "high"}}};
+static_assert(checkNames(kRiskNames, Risk::High));
 std::string_view toString(Risk r);
 
 /// Trade-offs a rule may accept: `no-isolation` (identity), `lazy-invalidation` (DMA-FQ).
 enum class Acceptance { NoIsolation, LazyInvalidation };
+inline constexpr Names<Acceptance, 2> kAcceptanceNames{
+    {{Acceptance::NoIsolation, "no-isolation"}, {Acceptance::LazyInvalidation, "lazy-invalidation"}}};
+static_assert(checkNames(kAcceptanceNames, Acceptance::LazyInvalidation));
 std::string_view toString(Acceptance a);
 std::optional<Acceptance> parseAcceptance(std::string_view text);
 

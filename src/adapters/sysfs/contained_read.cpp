@@ -125,10 +125,12 @@ core::Result<Fd> openInRoot(int rootFd, std::string_view path, int flags, Resolv
 core::Result<core::Done> checkRegular(int fd, const std::string& path) {
   struct stat st {};
   if (::fstat(fd, &st) != 0) return errnoError(errno, path);
-  if (S_ISDIR(st.st_mode)) return errnoError(EISDIR, path);  // what read(2) says of one
-  if (!S_ISREG(st.st_mode)) {
-    return Error{EPERM, path, std::string(kindOf(st.st_mode)) + ", not a regular file: refused"};
-  }
+  return checkRegularMode(st.st_mode, path);
+}
+
+core::Result<core::Done> checkRegularMode(unsigned mode, const std::string& path) {
+  if (S_ISDIR(mode)) return errnoError(EISDIR, path);  // what read(2) says of one
+  if (!S_ISREG(mode)) return Error{EPERM, path, std::string(kindOf(mode)) + ", not a regular file: refused"};
   return core::Done{};
 }
 

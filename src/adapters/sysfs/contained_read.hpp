@@ -48,6 +48,8 @@ inline constexpr int kReadFlags = O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY;
 
 /// Refuses (EPERM) what is not a regular file: a FIFO, a device, a socket; a directory is EISDIR.
 core::Result<core::Done> checkRegular(int fd, const std::string& path);
+/// The same for a file mode (st_mode) already at hand.
+core::Result<core::Done> checkRegularMode(unsigned mode, const std::string& path);
 
 /// Reads an open file whole, refusing what is not a regular file (checkRegular) and more than `limit` bytes (EFBIG);
 /// errors name `path`. The cap counts bytes read, never st_size, which sysfs gives as 4096 and procfs as 0. `oneRead`

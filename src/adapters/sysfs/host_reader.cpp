@@ -20,10 +20,10 @@ constexpr size_t kRouteReadLimit = size_t{512} << 20U;
 
 class Reader {
  public:
-  explicit Reader(const Root& root) : root_(root) {}
+  explicit Reader(const Root& root) : root_(&root) {}
 
   Result<HostFacts> run() {
-    auto release = root_.readFile("/proc/sys/kernel/osrelease");
+    auto release = root_->readFile("/proc/sys/kernel/osrelease");
     if (!release) {
       return Error{release.error().code, release.error().path,
                    release.error().message + " (is " + displayRoot() + " a host root or an unpacked snapshot?)"};
@@ -45,7 +45,7 @@ class Reader {
     if (host_.kernel.arch == Arch::Arm64) readIrqChips();
     for (const auto& d : host_.devices) {
       if (!d.driverModule.empty() && !host_.modules.contains(d.driverModule)) {
-        host_.modules.emplace(d.driverModule, readModule(root_, d.driverModule));
+        host_.modules.emplace(d.driverModule, readModule(*root_, d.driverModule));
       }
     }
     detectTunnels(host_);
@@ -58,13 +58,13 @@ class Reader {
     host_ = std::move(planned);
     auto& groups = host_.groups;
     auto at = std::find_if(groups.begin(), groups.end(), [id](const Group& g) { return g.id == id; });
-    if (!root_.listDir("/sys/kernel/iommu_groups/" + std::to_string(id)).ok()) {
+    if (!root_->listDir("/sys/kernel/iommu_groups/" + std::to_string(id)).ok()) {
       if (at != groups.end()) groups.erase(at);  // gone with its devices
       return std::move(host_);
     }
     Group fresh = readGroup(id);
     for (const auto& addr : fresh.devices) {
-      if (!root_.readLink("/sys/bus/pci/devices/" + addr).ok()) continue;  // not PCI, or just removed
+      if (!root_->readLink("/sys/bus/pci/devices/" + addr).ok()) continue;  // not PCI, or just removed
       PciDevice now = readPciDevice(addr);
       now.group = id;
       if (PciDevice* was = host_.device(addr)) {
@@ -93,17 +93,17 @@ class Reader {
   }
 
  private:
-  std::string displayRoot() const { return root_.isLive() ? "/" : root_.prefix(); }
+  std::string displayRoot() const { return root_->isLive() ? "/" : root_->prefix(); }
 
   // An optional file: absent is normal, unreadable (or refused as unsafe to read) is reported.
   std::optional<std::string> optional(std::string_view path, size_t limit = kReadLimit) {
-    auto r = root_.readFile(path, limit);
+    auto r = root_->readFile(path, limit);
     if (r) return std::move(r).value();
     noteUnreadable(r.error());
     return std::nullopt;
   }
   std::optional<std::vector<std::string>> optionalDir(std::string_view path) {
-    auto r = root_.listDir(path);
+    auto r = root_->listDir(path);
     if (r) return std::move(r).value();
     noteUnreadable(r.error());
     return std::nullopt;
@@ -129,7 +129,7 @@ class Reader {
         k.config = parseKconfig(*text, isIommuConfigSymbol);
         k.configSource = "/proc/config.gz";
       } else {
-        host_.unreadable.push_back({root_.hostPath("/proc/config.gz"), text.error().message});
+        host_.unreadable.push_back({root_->hostPath("/proc/config.gz"), text.error().message});
       }
     }
   }
@@ -185,7 +185,7 @@ class Reader {
       u.vendor = vendorFromUnitName(name);
       std::string base = "/sys/class/iommu/" + name;
       // Record the class link so a snapshot can store the unit's files where they live.
-      if (auto target = root_.readLink(base)) base = resolveLink(base, *target);
+      if (auto target = root_->readLink(base)) base = resolveLink(base, *target);
       if (u.vendor == Vendor::Intel) {
         auto cap = optional(base + "/intel-iommu/cap");
         auto ecap = optional(base + "/intel-iommu/ecap");
@@ -237,10 +237,10 @@ class Reader {
   static uint16_t hex16(std::string_view s) { return static_cast<uint16_t>(parseHex64(s).value_or(0)); }
 
   Result<bool> readPci() {
-    auto addresses = root_.listDir("/sys/bus/pci/devices");
+    auto addresses = root_->listDir("/sys/bus/pci/devices");
     if (!addresses) {
       // No PCI bus (some Arm boards) is a host without PCI devices, not a failure.
-      if (addresses.error().code == ENOENT && root_.listDir("/sys").ok()) return true;
+      if (addresses.error().code == ENOENT && root_->listDir("/sys").ok()) return true;
       return addresses.error();
     }
     std::unordered_map<std::string, int> groupOf;
@@ -262,7 +262,7 @@ class Reader {
     d.address = addr;
     std::string link = "/sys/bus/pci/devices/" + addr;
     std::string base = link;
-    if (auto target = root_.readLink(link)) {
+    if (auto target = root_->readLink(link)) {
       base = resolveLink(link, *target);
       // ".../pci0000:00/0000:00:1c.0/0000:02:00.0": the components between the host bridge
       // and the device itself are its upstream bridges.
@@ -272,6 +272,7 @@ class Reader {
         }
       }
     }
+    const HeldDir held(*this, base);  // its attributes read by name from its directory
     // uevent carries driver, ids and class in one read instead of five.
     if (auto ev = optional(base + "/uevent")) {
       for (auto line : split(*ev, '\n')) {
@@ -294,13 +295,13 @@ class Reader {
       }
     }
     // `removable` appeared in 5.14; before that the kernel's verdict is invisible.
-    if (auto r = root_.readFile(base + "/removable")) {
+    if (auto r = root_->readFile(base + "/removable")) {
       auto v = trim(*r);
       d.removable = v == "removable" ? Removable::Removable : v == "fixed" ? Removable::Fixed : Removable::Unknown;
     } else {
       noteUnreadable(r.error());
     }
-    if (auto vfs = root_.readFile(base + "/sriov_numvfs")) d.sriovNumVfs = std::atoi(vfs->c_str());
+    if (auto vfs = root_->readFile(base + "/sriov_numvfs")) d.sriovNumVfs = std::atoi(vfs->c_str());
     if (d.driver) d.driverModule = driverModule(*d.driver);
     return d;
   }
@@ -309,7 +310,7 @@ class Reader {
   std::string driverModule(const std::string& driver) {
     auto [it, fresh] = moduleOfDriver_.try_emplace(driver, driver);
     if (fresh) {
-      if (auto target = root_.readLink("/sys/bus/pci/drivers/" + driver + "/module")) {
+      if (auto target = root_->readLink("/sys/bus/pci/drivers/" + driver + "/module")) {
         it->second = std::string(baseName(*target));
       }
     }
@@ -323,7 +324,7 @@ class Reader {
     std::optional<std::set<std::string>> addressed;
     for (const auto& name : *names) {
       std::string link = "/sys/class/net/" + name;
-      auto target = root_.readLink(link);
+      auto target = root_->readLink(link);
       if (!target || target->find("/virtual/") != std::string::npos) continue;
       std::string base = resolveLink(link, *target);
       auto* dev = host_.device(core::pciFunctionOf(base));
@@ -333,13 +334,14 @@ class Reader {
                                       optional("/proc/net/ipv6_route", kRouteReadLimit).value_or(""));
         addressed = parseGlobalInet6Interfaces(optional("/proc/net/if_inet6").value_or(""));
       }
+      const HeldDir held(*this, base);
       NetDev nd;
       nd.name = name;
       nd.ifindex = std::atoi(optional(base + "/ifindex").value_or("0").c_str());
       nd.up = (parseHex64(optional(base + "/flags").value_or("0")).value_or(0) & 0x1U) != 0;  // IFF_UP
       nd.operstate = std::string(trim(optional(base + "/operstate").value_or("")));
       nd.mac = std::string(trim(optional(base + "/address").value_or("")));
-      if (auto m = root_.readLink(base + "/master")) nd.master = std::string(baseName(*m));
+      if (auto m = root_->readLink(base + "/master")) nd.master = std::string(baseName(*m));
       nd.hasRoute = routed->contains(name);
       nd.hasGlobalAddress = addressed->contains(name);
       dev->netdevs.push_back(std::move(nd));
@@ -361,11 +363,12 @@ class Reader {
     std::map<std::string, std::pair<std::string, NvmeController>> ctrls;  // name -> (address, controller)
     for (const auto& name : *ctrlNames) {
       std::string link = "/sys/class/nvme/" + name;
-      auto target = root_.readLink(link);
+      auto target = root_->readLink(link);
       if (!target) continue;
       std::string base = resolveLink(link, *target);
       std::string address = core::pciFunctionOf(base);
       if (host_.device(address) == nullptr) continue;  // fabrics controllers have no PCI function
+      const HeldDir held(*this, base);
       NvmeController c;
       c.name = name;
       c.model = std::string(trim(optional(base + "/model").value_or("")));
@@ -382,7 +385,7 @@ class Reader {
       std::string link = "/sys/class/block/" + name;
       bool isNvme = name.starts_with("nvme");
       if (!isNvme && !name.starts_with("dm-") && !name.starts_with("md") && !name.starts_with("bcache")) continue;
-      auto target = root_.readLink(link);
+      auto target = root_->readLink(link);
       if (!target) continue;
       std::string base = resolveLink(link, *target);
       if (isNvme) {
@@ -459,7 +462,7 @@ class Reader {
     for (const auto& name : *names) {
       if (!name.starts_with("domain")) continue;
       std::string link = "/sys/bus/thunderbolt/devices/" + name;
-      auto target = root_.readLink(link);
+      auto target = root_->readLink(link);
       std::string base = target ? resolveLink(link, *target) : link;
       ThunderboltDomain t;
       t.name = name;
@@ -472,7 +475,7 @@ class Reader {
   void readSwiotlb() {
     // debugfs is root-only; one unreadable note is enough.
     auto num = [&](const char* file) -> std::optional<uint64_t> {
-      auto r = root_.readFile(std::string("/sys/kernel/debug/swiotlb/") + file);
+      auto r = root_->readFile(std::string("/sys/kernel/debug/swiotlb/") + file);
       if (!r) {
         if (file == std::string_view("io_tlb_nslabs")) noteUnreadable(r.error());
         return std::nullopt;
@@ -483,13 +486,13 @@ class Reader {
     // The kernel creates the directory always and its files only for a pool that exists: an
     // empty directory means no pool (docs/kernel.md §6), not an unknown one.
     if (!host_.swiotlb.nslabs) {
-      auto dir = root_.listDir("/sys/kernel/debug/swiotlb");
+      auto dir = root_->listDir("/sys/kernel/debug/swiotlb");
       if (dir && dir->empty()) host_.swiotlb.nslabs = 0;
       // The mount point sysfs keeps for debugfs, empty: debugfs is not mounted, which is a reason
       // the swiotlb line is missing, not an absence of swiotlb.
-      auto debug = root_.listDir("/sys/kernel/debug");
+      auto debug = root_->listDir("/sys/kernel/debug");
       if (debug && debug->empty()) {
-        host_.unreadable.push_back({root_.hostPath("/sys/kernel/debug"),
+        host_.unreadable.push_back({root_->hostPath("/sys/kernel/debug"),
                                     "debugfs is not mounted (mount it with: mount -t debugfs none /sys/kernel/debug)"});
       }
       return;
@@ -498,7 +501,25 @@ class Reader {
     host_.swiotlb.usedHiwater = num("io_tlb_used_hiwater");
   }
 
-  const Root& root_;
+  // Reads through a directory held open (Root::within) while it lives: the files directly in it
+  // are opened by name, without walking their whole path from the root each time.
+  class HeldDir {
+   public:
+    HeldDir(Reader& reader, const std::string& dir)
+        : reader_(reader), saved_(reader.root_), held_(saved_->within(dir)) {
+      reader_.root_ = &held_;
+    }
+    ~HeldDir() { reader_.root_ = saved_; }
+    HeldDir(const HeldDir&) = delete;
+    HeldDir& operator=(const HeldDir&) = delete;
+
+   private:
+    Reader& reader_;
+    const Root* saved_;
+    Root held_;
+  };
+
+  const Root* root_;
   HostFacts host_;
   std::map<std::string, std::string> moduleOfDriver_;
 };
@@ -506,11 +527,13 @@ class Reader {
 }  // namespace
 
 Result<HostFacts> readHost(const Root& root) {
-  return Reader(root).run();
+  const Root held = root.held();
+  return Reader(held).run();
 }
 
 HostFacts rereadGroup(const Root& root, HostFacts planned, int id) {
-  return Reader(root).rereadGroup(std::move(planned), id);
+  const Root held = root.held();
+  return Reader(held).rereadGroup(std::move(planned), id);
 }
 
 Module readModule(const Root& root, const std::string& name) {

@@ -1,5 +1,7 @@
 #pragma once
 
+#include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -55,6 +57,16 @@ class Root {
   /// The path on this machine's filesystem that stands for a host path.
   [[nodiscard]] std::string hostPath(std::string_view path) const;
   [[nodiscard]] const std::string& prefix() const { return prefix_; }
+  /// This root with its directory held open, for one read of many files (a whole host): every
+  /// read resolves from the same directory, which costs one open instead of one per read, and a
+  /// tree replaced meanwhile is not mixed into the read. The root itself when it is live (or its
+  /// directory cannot be opened: each read then says why).
+  [[nodiscard]] Root held() const;
+  /// This root with the directory `dir` (a host path) held open as well: a file directly in it
+  /// (`dir + "/uevent"`) is opened by its name from there, without walking the whole path again;
+  /// a name that is a link, and every other path, resolve from the root as before. The root itself
+  /// when `dir` cannot be opened.
+  [[nodiscard]] Root within(const std::string& dir) const;
   [[nodiscard]] bool isLive() const { return prefix_.empty(); }
 
  private:
@@ -63,6 +75,15 @@ class Root {
 
   std::string prefix_;  // without trailing slash; empty for "/"
   Recorder* recorder_;
+  // A file directly in within()'s directory, opened by name (O_NOFOLLOW); nullopt when `path`
+  // is not one, or names a link (then it resolves from the root).
+  [[nodiscard]] std::optional<Result<Fd>> openBeside(std::string_view path, int flags) const;
+  // The name of a file directly in within()'s directory; nullopt for any other path.
+  [[nodiscard]] std::optional<std::string> besideName(std::string_view path) const;
+
+  std::shared_ptr<const Fd> dir_;     // the root's directory, when held()
+  std::shared_ptr<const Fd> within_;  // within()'s directory
+  std::string withinPath_;            // its host path
 };
 
 /// Lexically joins a symlink's directory and its relative target: ("/sys/bus/pci/devices",

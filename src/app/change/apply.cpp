@@ -6,6 +6,7 @@
 #include <array>
 #include <cerrno>
 #include <chrono>
+#include <cstdlib>
 #include <ctime>
 #include <iterator>
 #include <map>
@@ -624,17 +625,7 @@ std::string utcNow() {
 }
 
 std::string_view toString(Outcome::Result r) {
-  switch (r) {
-    case OutcomeResult::Done: return "done";
-    case OutcomeResult::Advised: return "advised";
-    case OutcomeResult::Refused: return "refused";
-    case OutcomeResult::Failed: return "failed";
-    case OutcomeResult::Drift: return "drift";
-    case OutcomeResult::Kept: return "kept";
-    case OutcomeResult::Skipped: return "skipped";
-    case OutcomeResult::Lost: return "lost";
-  }
-  return "?";
+  return core::nameOf(kOutcomeResultNames, r);
 }
 
 std::vector<Outcome> applyPlan(const core::Plan& plan, const core::HostFacts& host, ApplyContext& ctx) {
@@ -644,6 +635,20 @@ std::vector<Outcome> applyPlan(const core::Plan& plan, const core::HostFacts& ho
 std::vector<Outcome> revertChanges(const std::optional<std::string>& device, const core::HostFacts& host,
                                    ApplyContext& ctx) {
   return Session(host, ctx).revert(device);
+}
+
+std::optional<std::string> directoryFromEnvironment(const char* name) {
+  const char* v = std::getenv(name);
+  if (v == nullptr || *v == '\0') return std::nullopt;
+  std::string s(v);
+  return s.substr(0, s.find(':'));
+}
+
+StatePaths statePathsFromEnvironment(const std::string& prefix) {
+  StatePaths p;
+  if (auto d = directoryFromEnvironment((prefix + "RUNTIME_DIRECTORY").c_str())) p.runDir = *d;
+  if (auto d = directoryFromEnvironment((prefix + "STATE_DIRECTORY").c_str())) p.stateDir = *d;
+  return p;
 }
 
 std::vector<ChangeRecord> readRecords(const Root& root, const StatePaths& paths) {

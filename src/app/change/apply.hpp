@@ -9,6 +9,7 @@
 #include "adapters/sysfs/writer.hpp"
 #include "app/change/domain_transaction.hpp"
 #include "app/host/change_record.hpp"
+#include "core/names.hpp"
 #include "core/plan.hpp"
 
 namespace iommud::app {
@@ -22,6 +23,15 @@ struct StatePaths {
   std::string stateDir = "/var/lib/iommud";
   std::string modprobeDir = "/etc/modprobe.d";
 };
+
+/// The value of an environment variable naming directories, the first of several (systemd passes
+/// them colon-separated); nullopt when it is unset or empty.
+std::optional<std::string> directoryFromEnvironment(const char* name);
+
+/// The state directories as the environment moves them: `<prefix>RUNTIME_DIRECTORY` and
+/// `<prefix>STATE_DIRECTORY` (systemd's for the daemon, prefix ""; IOMMUD_... for iommuctl);
+/// the defaults where they are unset.
+StatePaths statePathsFromEnvironment(const std::string& prefix);
 
 /// The ethtool operations apply and revert need; the real one speaks netlink, tests fake it.
 class EthtoolPort {
@@ -56,6 +66,15 @@ struct Outcome {
   bool nextRound = false;                // Kept: its group was just rebound; the next round makes it
   std::vector<std::string> members;      // Domain: the group's devices (PCI addresses) before the change
 };
+inline constexpr core::Names<Outcome::Result, 8> kOutcomeResultNames{{{Outcome::Result::Done, "done"},
+                                                                      {Outcome::Result::Advised, "advised"},
+                                                                      {Outcome::Result::Refused, "refused"},
+                                                                      {Outcome::Result::Failed, "failed"},
+                                                                      {Outcome::Result::Drift, "drift"},
+                                                                      {Outcome::Result::Kept, "kept"},
+                                                                      {Outcome::Result::Skipped, "skipped"},
+                                                                      {Outcome::Result::Lost, "lost"}}};
+static_assert(core::checkNames(kOutcomeResultNames, Outcome::Result::Lost));
 std::string_view toString(Outcome::Result r);
 
 /// The time now, UTC, ISO 8601: what ApplyContext::now records.

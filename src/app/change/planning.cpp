@@ -16,8 +16,8 @@ config::Loaded loadPolicies(const PolicySources& sources) {
   config::LoadOptions options;
   options.requireOwner = configOwner();
   if (!sources.dirs.empty() || !sources.files.empty())
-    return config::loadPolicies(sources.dirs, sources.files, options);
-  return config::loadPolicies(policyLayers(sources.root), {}, options);
+    return config::loadPolicyFiles(sources.dirs, sources.files, options);
+  return config::loadPolicyFiles(policyLayers(sources.root), {}, options);
 }
 
 void readPolicyModules(const adapters::sysfs::Root& root, const core::PolicySet& policies, core::HostFacts& host) {

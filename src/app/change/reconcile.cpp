@@ -1,6 +1,7 @@
 #include "app/change/reconcile.hpp"
 
 #include <algorithm>
+#include <cerrno>
 #include <ctime>
 #include <tuple>
 
@@ -61,23 +62,32 @@ void merge(core::Plan& into, core::Plan&& from) {
   }
 }
 
+// The request's devices on this read of the host, by address, each planned with its trigger and
+// the plans merged; names not on the host in `absent`.
 core::Plan planFor(const HostView& view, const core::PolicySet& policies, const ReconcileRequest& request,
-                   std::vector<std::string>* absent) {
+                   Reconciled* names) {
   core::PlanOptions po;
   po.trigger = request.trigger;
   po.adviseOnly = request.adviseOnly;
   const core::PlanInput in{view.status.host, view.status.mode, view.status.findings};
-  if (request.devices.empty()) return core::plan(in, policies, po);
+  if (request.devices.empty() && request.cold.empty()) return core::plan(in, policies, po);
   core::Plan merged;
   merged.trigger = request.trigger;
-  for (const auto& address : request.devices) {
-    if (view.status.host.device(address) == nullptr) {
-      if (absent != nullptr) absent->push_back(address);
-      continue;
+  auto some = [&](const std::vector<std::string>& devices, core::Trigger trigger, std::vector<std::string>* decided) {
+    po.trigger = trigger;
+    for (const auto& name : devices) {
+      const auto* d = findDevice(view.status.host, name);
+      if (d == nullptr) {
+        if (names != nullptr) names->absent.push_back(name);
+        continue;
+      }
+      if (names != nullptr) decided->push_back(d->address);
+      po.device = d->address;
+      merge(merged, core::plan(in, policies, po));
     }
-    po.device = address;
-    merge(merged, core::plan(in, policies, po));
-  }
+  };
+  some(request.devices, request.trigger, names != nullptr ? &names->decided : nullptr);
+  some(request.cold, core::Trigger::Coldplug, names != nullptr ? &names->decidedCold : nullptr);
   return merged;
 }
 
@@ -104,7 +114,7 @@ core::Result<Reconciled> reconcile(const core::PolicySet& policies, const Reconc
   for (int round = 0; round < 2; ++round) {
     auto view = readHostView(ctx.root, policies);
     if (!view) return view.error();
-    auto plan = planFor(*view, policies, request, round == 0 ? &out.absent : nullptr);
+    auto plan = planFor(*view, policies, request, round == 0 ? &out : nullptr);
     listInitramfsFor(ctx.root, plan, view->status);
     ctx.ethtool = view->ethtool.get();
     auto outcomes = applyPlan(plan, view->status.host, ctx);
@@ -126,6 +136,24 @@ core::Result<Reconciled> reconcile(const core::PolicySet& policies, const Reconc
     }
     if (!again) break;
   }
+  return out;
+}
+
+core::Result<Reverted> revertNamed(const std::string& name, ApplyContext& ctx) {
+  auto host = adapters::sysfs::readHost(ctx.root);
+  if (!host) return core::Error{host.error().code, "", "cannot read the host: " + host.error().describe()};
+  std::optional<std::string> only;
+  if (!name.empty()) {
+    const auto* d = findDevice(*host, name);
+    if (d == nullptr) return core::Error{ENODEV, "", "no device " + name + " on this host"};
+    only = d->address;
+  }
+  auto ethtool = NetlinkEthtool::open(host->kernel.upstream.version);
+  ctx.ethtool = ethtool ? ethtool->get() : nullptr;
+  Reverted out;
+  out.outcomes = revertChanges(only, *host, ctx);
+  ctx.ethtool = nullptr;
+  out.host = std::move(host).value();
   return out;
 }
 

@@ -36,18 +36,22 @@ struct HostView {
 };
 core::Result<HostView> readHostView(const adapters::sysfs::Root& root, const core::PolicySet& policies);
 
-/// What to reconcile: the whole host as at start (coldplug), or devices that just appeared.
+/// What to reconcile: the whole host as at start (coldplug), or devices by name: those that just
+/// appeared, or one a caller named, and in the same batch devices that were there before.
 struct ReconcileRequest {
-  core::Trigger trigger = core::Trigger::Coldplug;
-  std::vector<std::string> devices;  // PCI addresses; empty: every device
-  bool adviseOnly = false;           // every change is advice
+  core::Trigger trigger = core::Trigger::Coldplug;  // the whole host's, or `devices'`
+  std::vector<std::string> devices;                 // any name findDevice takes; empty, with `cold`: every device
+  std::vector<std::string> cold;                    // decided as at start (Trigger::Coldplug), in the same read
+  bool adviseOnly = false;                          // every change is advice
 };
 
 struct Reconciled {
   std::vector<Outcome> outcomes;           // what the policies want and will not happen (Skipped), then what apply did
   std::vector<core::Satisfied> satisfied;  // settings that already hold
   core::HostFacts host;                    // as read before the first round
-  std::vector<std::string> absent;         // requested devices that are not on the host (removed meanwhile)
+  std::vector<std::string> decided;        // the PCI addresses of the request's `devices` on that read
+  std::vector<std::string> decidedCold;    // and of its `cold` ones
+  std::vector<std::string> absent;         // names requested that are not on the host (removed meanwhile)
   /// The host as the last round read it, while nothing done since has changed it (no outcome
   /// done or failed): what a view of the host after the work can use instead of reading again.
   std::optional<Status> unchanged;
@@ -57,5 +61,15 @@ struct Reconciled {
 /// change rebinds drivers: what else the plan has for that group is planned again on the fresh
 /// devices, in a second round.
 core::Result<Reconciled> reconcile(const core::PolicySet& policies, const ReconcileRequest& request, ApplyContext& ctx);
+
+/// What a revert did, and the host as it read it before.
+struct Reverted {
+  std::vector<Outcome> outcomes;
+  core::HostFacts host;
+};
+
+/// Reverts what iommud changed on the device called `name` (any name findDevice takes), or on
+/// every device when `name` is empty, on one read of the host; ENODEV when no device has that name.
+core::Result<Reverted> revertNamed(const std::string& name, ApplyContext& ctx);
 
 }  // namespace iommud::app

@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <chrono>
 #include <csignal>
-#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <utility>
@@ -39,16 +38,8 @@ using Priority = sd::Priority;
 
 DaemonPaths daemonPathsFromEnvironment() {
   DaemonPaths p;
-  // systemd may pass several colon-separated directories; the first is ours.
-  auto first = [](const char* name) -> std::optional<std::string> {
-    const char* v = std::getenv(name);
-    if (v == nullptr || *v == '\0') return std::nullopt;
-    std::string s(v);
-    return s.substr(0, s.find(':'));
-  };
-  if (auto d = first("CONFIGURATION_DIRECTORY")) p.configFile = *d + "/iommud.conf";
-  if (auto d = first("RUNTIME_DIRECTORY")) p.state.runDir = *d;
-  if (auto d = first("STATE_DIRECTORY")) p.state.stateDir = *d;
+  if (auto d = directoryFromEnvironment("CONFIGURATION_DIRECTORY")) p.configFile = *d + "/iommud.conf";
+  p.state = statePathsFromEnvironment("");
   return p;
 }
 

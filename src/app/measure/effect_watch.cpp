@@ -53,11 +53,8 @@ std::vector<core::EffectSubject> effectSubjects(const std::vector<Outcome>& outc
   for (const Outcome& o : outcomes) {
     if (o.result != Outcome::Result::Done || o.device.empty()) continue;
     std::vector<std::string> concerned{o.device};
-    const core::PciDevice* d = host.device(o.device);
-    if (d != nullptr && d->group) {
-      for (const core::PciDevice& other : host.devices)
-        if (other.group == d->group) concerned.push_back(other.address);
-    }
+    const auto group = host.withGroup(o.device);
+    concerned.insert(concerned.end(), group.begin(), group.end());
     concerned.insert(concerned.end(), o.members.begin(), o.members.end());
     std::optional<bool> after;
     if (o.kind == core::ChangeKind::Domain) {

@@ -1,5 +1,6 @@
 #include "app/worker/daemon_work.hpp"
 
+#include <cerrno>
 #include <chrono>
 #include <ctime>
 
@@ -28,12 +29,7 @@ namespace {
 // not counted); anything else is the device's own.
 std::vector<std::string> endpoints(const core::HostFacts& host, const std::string& address, core::ChangeKind kind) {
   std::vector<std::string> out;
-  const auto* d = host.device(address);
-  const core::Group* group = nullptr;
-  for (const auto& g : host.groups) {
-    if (kind == core::ChangeKind::Domain && d != nullptr && d->group == g.id) group = &g;
-  }
-  for (const auto& a : group != nullptr ? group->devices : std::vector<std::string>{address}) {
+  for (const auto& a : kind == core::ChangeKind::Domain ? host.withGroup(address) : std::vector<std::string>{address}) {
     const auto* m = host.device(a);
     if (m != nullptr && m->kind() != core::DeviceKind::Bridge) out.push_back(a);
   }
@@ -87,34 +83,33 @@ bool DaemonWork::recover(WorkerReport& report) {
 }
 
 // Runs in the child (or in this process with --once): reconciles, logs every outcome and
-// reports what became of each device; false when the host could not be read.
+// reports what became of each device; false when the host could not be read. One read of the
+// host, whatever the batch holds: its hot and cold devices are planned on the same read.
 bool DaemonWork::reconcileBatch(const WorkerRequest& work, WorkerReport& report, std::optional<Status>* unchanged) {
   const Batch& batch = work.batch;
-  if (batch.whole()) {
-    return reconcileSome(early_ ? core::Trigger::Boot : core::Trigger::Coldplug, {}, work, report, unchanged);
-  }
-  bool ok = true;
-  if (!batch.hot.empty()) ok = reconcileSome(core::Trigger::Hotplug, batch.hot, work, report, unchanged);
-  if (!batch.cold.empty()) ok = reconcileSome(core::Trigger::Coldplug, batch.cold, work, report, unchanged) && ok;
-  return ok;
+  ReconcileRequest request;
+  request.trigger = batch.whole() ? (early_ ? core::Trigger::Boot : core::Trigger::Coldplug) : core::Trigger::Hotplug;
+  request.devices = batch.hot;
+  request.cold = batch.cold;
+  return reconcileSome(request, work, report, unchanged).has_value();
 }
 
-bool DaemonWork::reconcileSome(core::Trigger trigger, const std::vector<std::string>& devices,
-                               const WorkerRequest& work, WorkerReport& report, std::optional<Status>* unchanged) {
-  ReconcileRequest request;
-  request.trigger = trigger;
-  request.devices = devices;
+std::optional<std::vector<std::string>> DaemonWork::reconcileSome(const ReconcileRequest& asked,
+                                                                  const WorkerRequest& work, WorkerReport& report,
+                                                                  std::optional<Status>* unchanged) {
+  ReconcileRequest request = asked;
   request.adviseOnly = config_.adviseOnly;
   ApplyContext ctx{root_, writer_, nullptr, state_, utcNow, {}};
   auto start = Clock::now();
   auto done = reconcile(policies_, request, ctx);
   if (!done) {
     log_.error(done.error().describe() + ", ignoring");
-    return false;
+    return std::nullopt;
   }
+  const auto count = request.devices.size() + request.cold.size();
   log_.debug("worker: read, planned and applied " +
-             (devices.empty() ? std::string("the whole host") : std::to_string(devices.size()) + " device(s)") +
-             " in " + std::to_string(std::chrono::duration<double, std::milli>(Clock::now() - start).count()) + " ms");
+             (count == 0 ? std::string("the whole host") : std::to_string(count) + " device(s)") + " in " +
+             std::to_string(std::chrono::duration<double, std::milli>(Clock::now() - start).count()) + " ms");
   auto line = [&](DeviceNews news, const std::string& address) {
     const auto* d = done->host.device(address);
     report.devices.push_back({news, address, d != nullptr ? d->identity() : ""});
@@ -123,10 +118,12 @@ bool DaemonWork::reconcileSome(core::Trigger trigger, const std::vector<std::str
     for (const auto& a : endpoints(done->host, address, kind)) line(news, a);
   };
   // The daemon forgets what it knew of every device this batch decides on, before the news.
-  for (const auto& address : devices) {
-    for (const auto& a : endpoints(done->host, address, core::ChangeKind::Domain)) line(DeviceNews::Forget, a);
+  for (const auto* decided : {&done->decided, &done->decidedCold}) {
+    for (const auto& address : *decided) {
+      for (const auto& a : endpoints(done->host, address, core::ChangeKind::Domain)) line(DeviceNews::Forget, a);
+    }
   }
-  for (const auto& address : trigger == core::Trigger::Hotplug ? devices : std::vector<std::string>{}) {
+  for (const auto& address : request.trigger == core::Trigger::Hotplug ? done->decided : std::vector<std::string>{}) {
     const auto* d = done->host.device(address);
     if (d == nullptr) continue;
     if (auto it = work.departed.find(d->identity()); it != work.departed.end()) {
@@ -155,7 +152,7 @@ bool DaemonWork::reconcileSome(core::Trigger trigger, const std::vector<std::str
     log_.debug(s.object + " " + s.key + " is already " + s.value + " (rule " + s.rule.name + ")");
     tally(DeviceNews::Tuned, s.device, s.kind);
   }
-  return true;
+  return std::move(done->absent);
 }
 
 // Runs in the child: the work's report for the daemon; nullopt when the host could not be read.
@@ -189,32 +186,27 @@ std::optional<WorkerReport> DaemonWork::run(const WorkerRequest& work) {
   return report;
 }
 
+// A D-Bus call, on the host as its own work reads it (once): a device is named as the caller
+// named it, and found on that read.
 void DaemonWork::runCall(const WorkerRequest& work, WorkerReport& report) {
   const WorkerCall& call = work.call;
-  auto host = adapters::sysfs::readHost(root_);
-  if (!host) {
-    callError(bus::kErrorFailed, "cannot read the host: " + host.error().describe(), report);
-    return;
-  }
-  std::vector<std::string> devices;
-  if (!call.device.empty()) {
-    const auto* d = findDevice(*host, call.device);
-    if (d == nullptr) {
-      callError(bus::kErrorNoSuchDevice, "no device " + call.device + " on this host", report);
-      return;
-    }
-    devices.push_back(d->address);
-  }
   const auto trigger = call.hotplug ? core::Trigger::Hotplug : core::Trigger::Coldplug;
   std::optional<Status> unchanged;  // the host as Apply read it, while nothing it did changed it
   switch (call.kind) {
-    case WorkerCall::Kind::Apply:
-      if (!reconcileSome(trigger, devices, work, report, &unchanged)) {
+    case WorkerCall::Kind::Apply: {
+      ReconcileRequest request;
+      request.trigger = trigger;
+      if (!call.device.empty()) request.devices.push_back(call.device);
+      auto absent = reconcileSome(request, work, report, &unchanged);
+      if (!absent) {
         callError(bus::kErrorFailed, "cannot read the host", report);
+      } else if (!absent->empty()) {
+        callError(bus::kErrorNoSuchDevice, "no device " + call.device + " on this host", report);
       }
       break;
-    case WorkerCall::Kind::Revert: revert(devices, *host, report); break;
-    case WorkerCall::Kind::Plan: plan(trigger, devices, report); return;  // changes nothing: no view
+    }
+    case WorkerCall::Kind::Revert: revert(call.device, report); break;
+    case WorkerCall::Kind::Plan: plan(trigger, call.device, report); return;  // changes nothing: no view
   }
   if (work.wantsView && unchanged && !report.error) {  // as after a batch: when it needs no read
     Counters counters = work.counters;
@@ -223,15 +215,17 @@ void DaemonWork::runCall(const WorkerRequest& work, WorkerReport& report) {
   }
 }
 
-void DaemonWork::revert(const std::vector<std::string>& devices, const core::HostFacts& host, WorkerReport& report) {
+void DaemonWork::revert(const std::string& device, WorkerReport& report) {
   ApplyContext ctx{root_, writer_, nullptr, state_, utcNow, {}};
-  auto ethtool = NetlinkEthtool::open(host.kernel.upstream.version);
-  if (ethtool) ctx.ethtool = ethtool->get();
-  std::optional<std::string> only;
-  if (!devices.empty()) only = devices.front();
-  auto reverted = revertChanges(only, host, ctx);
-  report.changed = effectSubjects(reverted, host);
-  for (const auto& o : reverted) {
+  auto reverted = revertNamed(device, ctx);
+  if (!reverted) {
+    const bool unknown = reverted.error().code == ENODEV;
+    callError(unknown ? bus::kErrorNoSuchDevice : bus::kErrorFailed, reverted.error().describe(), report);
+    return;
+  }
+  const core::HostFacts& host = reverted->host;
+  report.changed = effectSubjects(reverted->outcomes, host);
+  for (const auto& o : reverted->outcomes) {
     log_.write(journalEntry(o, host, OutcomeOf::Revert));
     addOutcome(o, true, report);
     if (o.result != OutcomeKind::Done || o.device.empty()) continue;
@@ -242,16 +236,23 @@ void DaemonWork::revert(const std::vector<std::string>& devices, const core::Hos
   }
 }
 
-void DaemonWork::plan(core::Trigger trigger, const std::vector<std::string>& devices, WorkerReport& report) {
+void DaemonWork::plan(core::Trigger trigger, const std::string& device, WorkerReport& report) {
   auto view = readHostView(root_, policies_);
   if (!view) {
-    callError(bus::kErrorFailed, "cannot read the host: " + view.error().describe(), report);
+    callError(bus::kErrorFailed, view.error().describe(), report);
     return;
   }
   core::PlanOptions po;
   po.trigger = trigger;
   po.adviseOnly = config_.adviseOnly;
-  if (!devices.empty()) po.device = devices.front();
+  if (!device.empty()) {
+    const auto* d = findDevice(view->status.host, device);
+    if (d == nullptr) {
+      callError(bus::kErrorNoSuchDevice, "no device " + device + " on this host", report);
+      return;
+    }
+    po.device = d->address;
+  }
   const auto& st = view->status;
   auto plan = core::plan({st.host, st.mode, st.findings}, policies_, po);
   listInitramfsFor(root_, plan, view->status);
@@ -260,20 +261,27 @@ void DaemonWork::plan(core::Trigger trigger, const std::vector<std::string>& dev
 
 std::vector<ExportResult> DaemonWork::revertAtStop(Counters& counters) {
   ApplyContext ctx{root_, writer_, nullptr, state_, utcNow, {}};
-  auto host = adapters::sysfs::readHost(root_);
-  if (!host) {
-    log_.error("cannot revert on stop: " + host.error().describe());
+  auto reverted = revertNamed("", ctx);
+  if (!reverted) {
+    log_.error("cannot revert on stop: " + reverted.error().describe());
     return {};
   }
-  for (const auto& o : revertChanges(std::nullopt, *host, ctx)) {
-    log_.write(journalEntry(o, *host, OutcomeOf::Revert));
+  bool changed = false;
+  for (const auto& o : reverted->outcomes) {
+    log_.write(journalEntry(o, reverted->host, OutcomeOf::Revert));
     if (auto counter = counterKey(o, true)) counters.add(*counter);
+    changed = changed || o.result == OutcomeKind::Done || o.result == OutcomeKind::Failed;
   }
   const auto targets = app::exportTargets(config_);
   if (!targets.any()) return {};
-  auto after = adapters::sysfs::readHost(root_);
-  if (!after) return {};
-  return writeExports(targets, buildStatus(std::move(after).value()), counters, std::time(nullptr));
+  // What the exports say after the revert: its own read while the revert changed nothing.
+  core::HostFacts after = std::move(reverted->host);
+  if (changed) {
+    auto again = adapters::sysfs::readHost(root_);
+    if (!again) return {};
+    after = std::move(again).value();
+  }
+  return writeExports(targets, buildStatus(std::move(after)), counters, std::time(nullptr));
 }
 
 // Writes the fleet exports that changed; the daemon logs their errors.

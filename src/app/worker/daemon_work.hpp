@@ -10,6 +10,7 @@
 #include "adapters/trace/tracefs.hpp"
 #include "app/change/apply.hpp"
 #include "app/change/domain_transaction.hpp"
+#include "app/change/reconcile.hpp"
 #include "app/fleet/fleet_export.hpp"
 #include "app/fleet/fleet_files.hpp"
 #include "app/host/status.hpp"
@@ -57,11 +58,12 @@ class DaemonWork {
 
  private:
   bool recover(WorkerReport& report);
-  bool reconcileSome(core::Trigger trigger, const std::vector<std::string>& devices, const WorkerRequest& work,
-                     WorkerReport& report, std::optional<Status>* unchanged);
+  /// The names the request gave that are not on the host; nullopt when the host could not be read.
+  std::optional<std::vector<std::string>> reconcileSome(const ReconcileRequest& asked, const WorkerRequest& work,
+                                                        WorkerReport& report, std::optional<Status>* unchanged);
   void runCall(const WorkerRequest& work, WorkerReport& report);
-  void revert(const std::vector<std::string>& devices, const core::HostFacts& host, WorkerReport& report);
-  void plan(core::Trigger trigger, const std::vector<std::string>& devices, WorkerReport& report);
+  void revert(const std::string& device, WorkerReport& report);
+  void plan(core::Trigger trigger, const std::string& device, WorkerReport& report);
   void addExports(const Status& status, const Counters& counters, WorkerReport& report);
   bool addView(const WorkerRequest& work, const Counters& counters, WorkerReport& report,
                std::optional<Status> read = std::nullopt);

@@ -10,6 +10,7 @@
 #include "app/fleet/fleet_export.hpp"
 #include "app/worker/batch.hpp"
 #include "core/measured_effect.hpp"
+#include "core/names.hpp"
 #include "core/result.hpp"
 
 namespace iommud::app {
@@ -26,6 +27,15 @@ enum class DeviceNews {
   Rebound,    // the worker rebound its driver: its bind events are no hotplug
   Reverted,   // a revert restored it: leave it alone until a re-plug or a reload
 };
+inline constexpr core::Names<DeviceNews, 8> kDeviceNewsNames{{{DeviceNews::Forget, "forget"},
+                                                              {DeviceNews::Tuned, "tuned"},
+                                                              {DeviceNews::Advised, "advised"},
+                                                              {DeviceNews::Refused, "refused"},
+                                                              {DeviceNews::Failed, "failed"},
+                                                              {DeviceNews::Replugged, "replugged"},
+                                                              {DeviceNews::Rebound, "rebound"},
+                                                              {DeviceNews::Reverted, "reverted"}}};
+static_assert(core::checkNames(kDeviceNewsNames, DeviceNews::Reverted));
 
 struct DeviceEvent {
   DeviceNews news = DeviceNews::Forget;
@@ -66,11 +76,14 @@ struct WorkerReport {
 /// A D-Bus method the worker does.
 struct WorkerCall {
   enum class Kind { Plan, Apply, Revert };
+  static constexpr core::Names<Kind, 3> kKindNames{
+      {{Kind::Plan, "plan"}, {Kind::Apply, "apply"}, {Kind::Revert, "revert"}}};
   Kind kind = Kind::Apply;
   bool hotplug = false;
   std::string device;  // a PCI address or a name (netdev, NVMe controller); empty: every device
   bool operator==(const WorkerCall&) const = default;
 };
+static_assert(core::checkNames(WorkerCall::kKindNames, WorkerCall::Kind::Revert));
 
 /// One piece of work the daemon hands its worker, and what of the daemon's state the work needs
 /// (the worker stays, so it holds none of its own). It crosses the socket as encodeRequest()'s
@@ -82,6 +95,8 @@ struct WorkerRequest {
     View,     // a read of the host for the D-Bus properties and the fleet exports
     Recover,  // the transaction a worker that died left half-done, finished or rolled back
   };
+  static constexpr core::Names<Kind, 4> kKindNames{
+      {{Kind::Batch, "batch"}, {Kind::Call, "call"}, {Kind::View, "view"}, {Kind::Recover, "recover"}}};
   Kind kind = Kind::Batch;
   Batch batch;
   WorkerCall call;
@@ -91,6 +106,7 @@ struct WorkerRequest {
   std::map<std::string, std::string> departed;  // identity of a tuned device that went -> its address
   bool operator==(const WorkerRequest&) const = default;
 };
+static_assert(core::checkNames(WorkerRequest::kKindNames, WorkerRequest::Kind::Recover));
 
 /// A batch's devices, the hot ones first.
 std::vector<std::string> devicesOf(const Batch& batch);

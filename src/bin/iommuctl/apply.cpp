@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <memory>
 
@@ -130,19 +131,14 @@ std::optional<std::vector<adapters::dbus::Action>> applyOnce(const Globals& glob
   app::ApplyContext ctx{root, writer, nullptr, globals.state, app::utcNow, {}};
   auto lock = startWriting(globals, ctx, "apply", "iommuctl apply --simulate");
   if (!lock) return std::nullopt;
-  auto loaded = loadPolicies(globals, opts.policies);
+  auto loaded = validPolicies(globals, opts.policies);
   if (!loaded) return std::nullopt;
   app::ReconcileRequest request;
   request.trigger = opts.hotplug ? core::Trigger::Hotplug : core::Trigger::Coldplug;
-  if (!opts.device.empty()) {
-    auto host = adapters::sysfs::readHost(root);
-    if (!host) return fail("cannot read the host: " + host.error().describe());
-    const auto* d = deviceNamed(*host, opts.device);
-    if (d == nullptr) return std::nullopt;
-    request.devices.push_back(d->address);
-  }
+  if (!opts.device.empty()) request.devices.push_back(opts.device);
   auto done = app::reconcile(loaded->policies, request, ctx);
   if (!done) return fail(done.error().describe());
+  if (!done->absent.empty()) return fail(noSuchDevice(opts.device));
   return actionsOf(done->outcomes);
 }
 
@@ -154,11 +150,8 @@ std::vector<std::string> changedDevices(const std::vector<adapters::dbus::Action
   for (const auto& a : actions) {
     if (a.result != app::toString(app::Outcome::Result::Done) || a.device.empty()) continue;
     out.push_back(a.device);
-    const auto* d = host.device(a.device);
-    if (d == nullptr || !d->group) continue;
-    for (const auto& g : host.groups) {
-      if (g.id == *d->group) out.insert(out.end(), g.devices.begin(), g.devices.end());
-    }
+    const auto group = host.withGroup(a.device);
+    out.insert(out.end(), group.begin(), group.end());
   }
   return out;
 }
@@ -247,24 +240,15 @@ void addRevert(CLI::App& app, const Globals& globals, int& code) {
       code = 1;
       return;
     }
-    auto host = adapters::sysfs::readHost(root);
-    if (!host) {
-      std::fprintf(stderr, "iommuctl: cannot read the host: %s\n", host.error().describe().c_str());
+    auto reverted = app::revertNamed(*device, ctx);
+    if (!reverted) {
+      std::fprintf(
+          stderr, "iommuctl: %s\n",
+          reverted.error().code == ENODEV ? noSuchDevice(*device).c_str() : reverted.error().describe().c_str());
       code = 1;
       return;
     }
-    std::optional<std::string> only;
-    if (!device->empty()) {
-      const auto* d = deviceNamed(*host, *device);
-      if (d == nullptr) {
-        code = 1;
-        return;
-      }
-      only = d->address;
-    }
-    auto ethtool = app::NetlinkEthtool::open(host->kernel.upstream.version);
-    if (ethtool) ctx.ethtool = ethtool->get();
-    code = report(actionsOf(app::revertChanges(only, *host, ctx)));
+    code = report(actionsOf(reverted->outcomes));
   });
 }
 

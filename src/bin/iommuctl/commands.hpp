@@ -13,12 +13,6 @@
 
 namespace iommud::ctl {
 
-/// Where iommuctl keeps its lock, transaction journal and records: /run/iommud and /var/lib/iommud,
-/// or IOMMUD_RUNTIME_DIRECTORY and IOMMUD_STATE_DIRECTORY when set (those of an iommud that runs
-/// with other directories; a test's own). Not systemd's RUNTIME_DIRECTORY: another service that
-/// runs iommuctl has its own, and a lock there would not exclude iommud.
-app::StatePaths statePathsFromEnvironment();
-
 /// Options every subcommand shares.
 struct Globals {
   std::string root = "/";
@@ -44,7 +38,7 @@ struct Planning {
 };
 std::optional<Planning> preparePlanning(const Globals& globals, const std::vector<std::string>& policyDirs);
 /// The policies, with every diagnostic printed; nullopt when they are not valid.
-std::optional<config::Loaded> loadPolicies(const Globals& globals, const std::vector<std::string>& policyDirs);
+std::optional<config::Loaded> validPolicies(const Globals& globals, const std::vector<std::string>& policyDirs);
 
 /// The options `plan` and `explain` share.
 struct ReportOptions {
@@ -66,6 +60,8 @@ std::optional<core::PlanOptions> planOptions(const core::HostFacts& host, core::
 
 /// The device named on the command line, or nullptr after saying it is not on this host.
 const core::PciDevice* deviceNamed(const core::HostFacts& host, const std::string& name);
+/// What iommuctl says of a device name no device has.
+std::string noSuchDevice(const std::string& name);
 
 /// Adds `--policies DIR` (repeatable) to a subcommand.
 void addPoliciesOption(CLI::App* cmd, std::vector<std::string>& dirs);

@@ -34,7 +34,9 @@ int main(int argc, char** argv) {
     app.fallthrough();
     app.set_version_flag("-V,--version", "iommuctl " IOMMUD_VERSION_TEXT);
     iommud::ctl::Globals globals;
-    globals.state = iommud::ctl::statePathsFromEnvironment();
+    // IOMMUD_*, not systemd's RUNTIME_DIRECTORY: another service that runs iommuctl has its own,
+    // and a lock there would not exclude iommud.
+    globals.state = iommud::app::statePathsFromEnvironment("IOMMUD_");
     app.add_option("--root", globals.root, "Read the host under DIR (a snapshot or a synthetic root)")
         ->option_text("DIR")
         ->check(CLI::ExistingDirectory);

@@ -14,16 +14,7 @@
 
 namespace iommud::ctl {
 
-app::StatePaths statePathsFromEnvironment() {
-  app::StatePaths p;
-  const char* run = std::getenv("IOMMUD_RUNTIME_DIRECTORY");
-  if (run != nullptr && *run != '\0') p.runDir = run;
-  const char* state = std::getenv("IOMMUD_STATE_DIRECTORY");
-  if (state != nullptr && *state != '\0') p.stateDir = state;
-  return p;
-}
-
-std::optional<config::Loaded> loadPolicies(const Globals& globals, const std::vector<std::string>& policyDirs) {
+std::optional<config::Loaded> validPolicies(const Globals& globals, const std::vector<std::string>& policyDirs) {
   app::PolicySources sources;
   sources.root = globals.root;
   sources.dirs = policyDirs;
@@ -37,7 +28,7 @@ std::optional<config::Loaded> loadPolicies(const Globals& globals, const std::ve
 }
 
 std::optional<Planning> preparePlanning(const Globals& globals, const std::vector<std::string>& policyDirs) {
-  auto loaded = loadPolicies(globals, policyDirs);
+  auto loaded = validPolicies(globals, policyDirs);
   if (!loaded) return std::nullopt;
   adapters::sysfs::Root root(globals.root);
   auto view = app::readHostView(root, loaded->policies);
@@ -62,9 +53,13 @@ std::optional<core::PlanOptions> planOptions(const core::HostFacts& host, core::
   return po;
 }
 
+std::string noSuchDevice(const std::string& name) {
+  return "no device " + name + " on this host (try `iommuctl status`)";
+}
+
 const core::PciDevice* deviceNamed(const core::HostFacts& host, const std::string& name) {
   const auto* d = app::findDevice(host, name);
-  if (d == nullptr) std::fprintf(stderr, "iommuctl: no device %s on this host (try `iommuctl status`)\n", name.c_str());
+  if (d == nullptr) std::fprintf(stderr, "iommuctl: %s\n", noSuchDevice(name).c_str());
   return d;
 }
 

@@ -40,8 +40,8 @@ bool printDevice(const Globals& globals, const Options& opts, const app::Status&
                  near.empty() ? "" : fmt::format("; the nearest: {}", fmt::join(near, ", ")).c_str());
     return false;
   }
-  // Policies that are not valid leave the rest worth printing: loadPolicies said why.
-  auto loaded = loadPolicies(globals, opts.policies);
+  // Policies that are not valid leave the rest worth printing: validPolicies said why.
+  auto loaded = validPolicies(globals, opts.policies);
   std::vector<core::RuleEvaluation> evaluations;
   if (loaded) {
     evaluations = core::evaluateRules({status.host, status.mode, status.findings}, loaded->policies, *d);

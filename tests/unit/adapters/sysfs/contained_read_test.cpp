@@ -157,6 +157,44 @@ TEST(ContainedRead, ALinkToADeviceIsRefusedUnderTheLiveRootAndMissingUnderAnothe
   }));
 }
 
+// A directory held open (Root::held, Root::within) reads its files by name, and contains them as
+// the path from the root does: a link beside it resolves inside the root, a link out of the root
+// reads nothing, and the recorder sees the host path.
+TEST(ContainedRead, AHeldDirectoryContainsWhatItReadsAsTheRootDoes) {
+  HostileTree t;
+  t.link("/etc/hostname", "/proc/cmdline");
+  t.link(t.outsideAbsolute(), "/proc/version");
+  std::ofstream(t.root() / "proc/plain") << "plain\n";
+  adapters::sysfs::Recorder recorder;
+  const Root root(t.root().string(), &recorder);
+  for (const Root& r : {root.held(), root.within("/proc"), root.held().within("/proc")}) {
+    EXPECT_EQ(r.readFile("/proc/plain").valueOr(std::string("failed")), "plain\n");
+    EXPECT_EQ(r.readFile("/proc/cmdline").valueOr(std::string("failed")), "inside\n");
+    auto out = r.readFile("/proc/version");
+    ASSERT_FALSE(out) << "read " << *out;
+    EXPECT_EQ(out.error().code, ENOENT);
+    EXPECT_EQ(out.error().path, t.root().string() + "/proc/version");
+    auto missing = r.readFile("/proc/missing");
+    ASSERT_FALSE(missing);
+    EXPECT_EQ(missing.error().code, ENOENT);
+    EXPECT_EQ(missing.error().path, t.root().string() + "/proc/missing");
+    EXPECT_EQ(r.readLink("/proc/cmdline").valueOr(std::string("failed")), "/etc/hostname");
+  }
+  ASSERT_FALSE(recorder.captures().empty());
+  EXPECT_EQ(recorder.captures().front().path, "/proc/plain");
+}
+
+// Apart from the test above: it forks, which qemu-user cannot (scripts/build-arm64 leaves out
+// ContainedRead.AFifo*).
+TEST(ContainedRead, AFifoBesideAHeldDirectoryIsRefusedWithoutHanging) {
+  HostileTree t;
+  ASSERT_EQ(::mkfifo((t.root() / "proc/fifo").c_str(), 0644), 0);
+  const Root root(t.root().string());
+  for (const Root& r : {root.held(), root.within("/proc")}) {
+    EXPECT_TRUE(endsAndHolds([&] { return refused(r.readFile("/proc/fifo"), EPERM, "a FIFO"); }));
+  }
+}
+
 TEST(ContainedRead, AFileOverTheCapIsRefusedNamingIt) {
   HostileTree t;
   fs::path big = t.root() / "proc/self/mountinfo";

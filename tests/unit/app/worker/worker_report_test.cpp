@@ -68,19 +68,50 @@ TEST(WorkerReport, EveryTruncationIsAnErrorNotAPartialReport) {
   }
 }
 
-TEST(WorkerReport, GarbageAndWrongTypesAreErrors) {
-  for (const char* bytes :
-       {"", "\x01\x02\xff", "[]", "null", "42", "{}",
-        R"({"devices":[["Q","a",""]],"actions":[],"counters":[0,0,0,0,0,0,0],"exports":[]})",
-        R"({"devices":[["TT","a",""]],"actions":[],"counters":[0,0,0,0,0,0,0],"exports":[]})",
-        R"({"devices":[],"actions":[["t","done","a"]],"counters":[0,0,0,0,0,0,0],"exports":[]})",
-        R"({"devices":[],"actions":[],"counters":[0,0,0],"exports":[]})",
-        R"({"devices":[],"actions":[],"counters":[-1,0,0,0,0,0,0],"exports":[]})",
-        R"({"devices":{},"actions":[],"counters":[0,0,0,0,0,0,0],"exports":[]})",
-        R"({"devices":[],"actions":[],"counters":[0,0,0,0,0,0,0],"exports":[],"host":{"vendor":1}})",
-        R"({"devices":[],"actions":[],"counters":[0,0,0,0,0,0,0],"exports":[],"changed":[["a","b","yes",null]]})",
-        R"({"devices":[],"actions":[],"counters":[0,0,0,0,0,0,0],"exports":[],"changed":{}})",
-        "T\t0000:02:00.0\tidentity\n"}) {
+// A report as the wire spells it: fields by name, in any order.
+constexpr const char* kMinimal =
+    R"({"complete":true,"exports":[],"counters":{"drift":0,"done":1,"advised":0,"refused":0,"failed":0,)"
+    R"("reverted":0,"revertFailed":0},"actions":[],"devices":[{"identity":"","address":"a","news":"tuned"}]})";
+
+TEST(WorkerReport, FieldsAreReadByNameInAnyOrder) {
+  auto back = app::decodeReport(kMinimal);
+  ASSERT_TRUE(back) << back.error().describe();
+  EXPECT_EQ(back->counters.done, 1U);
+  ASSERT_EQ(back->devices.size(), 1U);
+  EXPECT_EQ(back->devices[0].news, app::DeviceNews::Tuned);
+  EXPECT_EQ(back->devices[0].address, "a");
+}
+
+TEST(WorkerReport, GarbageWrongTypesMissingFieldsAndUnknownNamesAreErrors) {
+  const std::string minimal = kMinimal;
+  auto with = [&](const std::string& from, const std::string& to) {
+    auto at = minimal.find(from);
+    EXPECT_NE(at, std::string::npos) << from;
+    return std::string(minimal).replace(at, from.size(), to);
+  };
+  for (const std::string& bytes :
+       {std::string(),
+        std::string("\x01\x02\xff"),
+        std::string("[]"),
+        std::string("null"),
+        std::string("42"),
+        std::string("{}"),
+        with(R"("news":"tuned")", R"("news":"T")"),  // the old wire's letter
+        with(R"("news":"tuned")", R"("news":"Tuned")"),
+        with(R"("news":"tuned")", R"("news":7)"),
+        with(R"("news":"tuned")", R"("newz":"tuned")"),
+        with(R"("done":1)", R"("done":-1)"),
+        with(R"("done":1,)", ""),
+        with(R"("done":1)", R"("done":"1")"),
+        with(R"("counters":{)", R"("counters":[{)"),
+        with(R"("devices":[)", R"("devices":{"x":)"),
+        with(R"("complete":true,)", ""),
+        with(R"("actions":[])", R"("actions":[{"time":"t","result":"done","device":"a"}])"),
+        with(R"("exports":[])", R"("exports":[],"host":{"vendor":1})"),
+        with(R"("exports":[])", R"("exports":[],"changed":[{"device":"a","name":"b","translatedBefore":"yes",)"
+                                R"("translatedAfter":null}])"),
+        with(R"("exports":[])", R"("exports":[],"changed":{})"),
+        std::string("T\t0000:02:00.0\tidentity\n")}) {
     auto back = app::decodeReport(bytes);
     EXPECT_FALSE(back) << "decoded: " << bytes;
     if (!back) {
@@ -127,8 +158,11 @@ TEST(WorkerRequest, TruncationsGarbageAndUnknownKindsAreErrors) {
   const auto bytes = app::encodeRequest(r);
   for (size_t n = 0; n < bytes.size(); ++n) EXPECT_FALSE(app::decodeRequest(bytes.substr(0, n))) << n;
   auto bad = bytes;
-  bad.replace(bad.find("\"kind\":0"), 8, "\"kind\":9");
+  bad.replace(bad.find("\"kind\":\"batch\""), 14, "\"kind\":\"batcj\"");
   EXPECT_FALSE(app::decodeRequest(bad));
+  auto badCall = bytes;
+  badCall.replace(badCall.find("\"kind\":\"apply\""), 14, "\"kind\":\"appl\"");
+  EXPECT_FALSE(app::decodeRequest(badCall));
   EXPECT_FALSE(app::decodeRequest("[]"));
-  EXPECT_FALSE(app::decodeRequest("{\"kind\":\"0\"}"));
+  EXPECT_FALSE(app::decodeRequest("{\"kind\":0}"));
 }

@@ -246,7 +246,7 @@ TEST(PolicyLayers, AdminFileReplacesTheShippedFileOfTheSameName) {
   Layers l;
   l.write("usr", "50-x.toml", rule("shipped"));
   l.write("etc", "50-x.toml", rule("admin"));
-  auto loaded = config::loadPolicies(l.dirs(), {}, {});
+  auto loaded = config::loadPolicyFiles(l.dirs(), {}, {});
   ASSERT_TRUE(loaded.ok());
   EXPECT_EQ(ruleNames(loaded), (std::vector<std::string>{"admin@etc"}));
   ASSERT_EQ(loaded.policies.files.size(), 1U);
@@ -259,7 +259,7 @@ TEST(PolicyLayers, RuntimeFileReplacesShippedButNotAdmin) {
   l.write("run", "50-x.toml", rule("runtime"));
   l.write("run", "60-y.toml", rule("runtime-y"));
   l.write("etc", "60-y.toml", rule("admin-y"));
-  auto loaded = config::loadPolicies(l.dirs(), {}, {});
+  auto loaded = config::loadPolicyFiles(l.dirs(), {}, {});
   EXPECT_EQ(ruleNames(loaded), (std::vector<std::string>{"runtime@run", "admin-y@etc"}));
 }
 
@@ -270,7 +270,7 @@ TEST(PolicyLayers, ALinkToDevNullOrAnEmptyFileMasks) {
   l.write("usr", "50-c.toml", rule("c"));
   fs::create_symlink("/dev/null", l.root() / "etc" / "30-a.toml");
   l.write("run", "40-b.toml", "");
-  auto loaded = config::loadPolicies(l.dirs(), {}, {});
+  auto loaded = config::loadPolicyFiles(l.dirs(), {}, {});
   ASSERT_TRUE(loaded.ok());
   EXPECT_EQ(ruleNames(loaded), (std::vector<std::string>{"c@usr"}));
   EXPECT_TRUE(loaded.policies.files[0].masked);
@@ -284,12 +284,12 @@ TEST(PolicyLayers, FilesAreReadInLexicalOrderAcrossLayersAndOnlyTomlCounts) {
   l.write("run", "50-mid.toml", rule("mid"));
   l.write("etc", "README", "not a policy");
   l.write("etc", "20-x.toml.disabled", rule("disabled"));
-  auto loaded = config::loadPolicies(l.dirs(), {}, {});
+  auto loaded = config::loadPolicyFiles(l.dirs(), {}, {});
   EXPECT_EQ(ruleNames(loaded), (std::vector<std::string>{"early@etc", "mid@run", "late@usr"}));
 }
 
 TEST(PolicyLayers, AMissingDirectoryIsNormal) {
-  auto loaded = config::loadPolicies({"/nonexistent/iommud"}, {}, {});
+  auto loaded = config::loadPolicyFiles({"/nonexistent/iommud"}, {}, {});
   EXPECT_TRUE(loaded.ok());
   EXPECT_TRUE(loaded.policies.rules.empty());
 }
@@ -299,7 +299,7 @@ TEST(PolicyLayers, ADropInOverrideTurnsShippedAdviceIntoApply) {
   l.write("usr", "40-nvme.toml", rule("nvme-identity", "mode = \"advise\"\n"));
   l.write("etc", "90-local.toml",
           "[[override]]\nrule = \"nvme-identity\"\nmode = \"apply\"\naccept = [\"no-isolation\"]\n");
-  auto loaded = config::loadPolicies(l.dirs(), {}, {});
+  auto loaded = config::loadPolicyFiles(l.dirs(), {}, {});
   ASSERT_TRUE(loaded.ok());
   const auto& r = loaded.policies.rules.at(0);
   EXPECT_EQ(r.mode, core::RuleMode::Apply);
@@ -312,7 +312,7 @@ TEST(PolicyLayers, AnOverrideCannotReachARuleOfALaterFile) {
   Layers l;
   l.write("etc", "10-override.toml", "[[override]]\nrule = \"later\"\nenabled = false\n");
   l.write("usr", "50-rules.toml", rule("later"));
-  auto loaded = config::loadPolicies(l.dirs(), {}, {});
+  auto loaded = config::loadPolicyFiles(l.dirs(), {}, {});
   EXPECT_FALSE(loaded.ok());
 }
 
@@ -320,7 +320,7 @@ TEST(PolicyLayers, ADuplicateRuleNameAcrossFilesIsAnError) {
   Layers l;
   l.write("usr", "10-a.toml", rule("same"));
   l.write("usr", "20-b.toml", rule("same"));
-  auto loaded = config::loadPolicies(l.dirs(), {}, {});
+  auto loaded = config::loadPolicyFiles(l.dirs(), {}, {});
   ASSERT_EQ(loaded.errors(), 1U);
   EXPECT_NE(loaded.diagnostics[0].message.find("10-a.toml:1:1"), std::string::npos) << loaded.diagnostics[0].str();
 }
@@ -330,7 +330,7 @@ TEST(PolicyLayers, RefusesAFileOwnedBySomeoneElse) {
   auto p = l.write("etc", "50-x.toml", rule("x"));
   config::LoadOptions strict;
   strict.requireOwner = ::geteuid() + 1;  // the file is ours, so not that user's
-  auto loaded = config::loadPolicies(l.dirs(), {}, strict);
+  auto loaded = config::loadPolicyFiles(l.dirs(), {}, strict);
   EXPECT_FALSE(loaded.ok());
   EXPECT_TRUE(loaded.policies.rules.empty());
   bool named = std::any_of(loaded.diagnostics.begin(), loaded.diagnostics.end(), [&](const Diagnostic& d) {
@@ -346,7 +346,7 @@ TEST(PolicyLayers, RefusesAFileWritableByGroupOrOthers) {
   config::LoadOptions strict;
   strict.requireOwner = ::geteuid();
   fs::permissions(l.root() / "etc", fs::perms::group_write | fs::perms::others_write, fs::perm_options::remove);
-  auto loaded = config::loadPolicies(l.dirs(), {}, strict);
+  auto loaded = config::loadPolicyFiles(l.dirs(), {}, strict);
   ASSERT_EQ(loaded.errors(), 1U) << lines(loaded.diagnostics)[0];
   EXPECT_NE(loaded.diagnostics[0].message.find("chmod go-w"), std::string::npos);
 }
@@ -369,7 +369,7 @@ TEST(PolicyLayers, LoadsFilesOnlyTheirOwnerCanWriteWhenStrict) {
   onlyOwnerWrites(l);
   config::LoadOptions strict;
   strict.requireOwner = ::geteuid();
-  auto loaded = config::loadPolicies(l.dirs(), {}, strict);
+  auto loaded = config::loadPolicyFiles(l.dirs(), {}, strict);
   EXPECT_TRUE(loaded.ok()) << ::testing::PrintToString(lines(loaded.diagnostics));
   EXPECT_EQ(loaded.policies.rules.size(), 1U);
 }
@@ -381,7 +381,7 @@ TEST(PolicyLayers, RefusesAFileWritableByOthers) {
   onlyOwnerWrites(l);
   config::LoadOptions strict;
   strict.requireOwner = ::geteuid();
-  auto loaded = config::loadPolicies(l.dirs(), {}, strict);
+  auto loaded = config::loadPolicyFiles(l.dirs(), {}, strict);
   EXPECT_FALSE(loaded.ok());
   EXPECT_TRUE(loaded.policies.rules.empty());
   EXPECT_TRUE(refuses(loaded, p, "refusing a policy file writable by group or others (mode 0646)"))
@@ -396,7 +396,7 @@ TEST(PolicyLayers, RefusesALayerDirectoryGroupOrOthersCanWrite) {
     fs::permissions(l.root() / "etc", mode);
     config::LoadOptions strict;
     strict.requireOwner = ::geteuid();
-    auto loaded = config::loadPolicies(l.dirs(), {}, strict);
+    auto loaded = config::loadPolicyFiles(l.dirs(), {}, strict);
     EXPECT_FALSE(loaded.ok());
     EXPECT_TRUE(refuses(loaded, l.root() / "etc", "refusing a policy directory writable by group or others"))
         << ::testing::PrintToString(lines(loaded.diagnostics));
@@ -410,7 +410,7 @@ TEST(PolicyLayers, RefusesASymlinkToAFileOwnedBySomeoneElseAndNamesTheTarget) {
   fs::create_symlink(target, link);
   config::LoadOptions strict;
   strict.requireOwner = ::geteuid() + 1;  // ours, so not that user's
-  auto loaded = config::loadPolicies({(l.root() / "etc").string()}, {}, strict);
+  auto loaded = config::loadPolicyFiles({(l.root() / "etc").string()}, {}, strict);
   EXPECT_FALSE(loaded.ok());
   EXPECT_TRUE(loaded.policies.rules.empty());
   EXPECT_TRUE(refuses(loaded, link, "a symlink to " + target.string() + ": refusing a policy file owned by uid"))
@@ -425,7 +425,7 @@ TEST(PolicyLayers, RefusesASymlinkIntoADirectoryOthersCanWrite) {
   fs::create_symlink(target, l.root() / "etc" / "50-x.toml");
   config::LoadOptions strict;
   strict.requireOwner = ::geteuid();
-  auto loaded = config::loadPolicies({(l.root() / "etc").string()}, {}, strict);
+  auto loaded = config::loadPolicyFiles({(l.root() / "etc").string()}, {}, strict);
   EXPECT_FALSE(loaded.ok());
   EXPECT_TRUE(refuses(loaded, l.root() / "usr", "writable by group or others (mode 0777)"))
       << ::testing::PrintToString(lines(loaded.diagnostics));
@@ -439,7 +439,7 @@ TEST(PolicyLayers, AcceptsAMaskLinkEvenWhenStrict) {
   for (const char* d : {"etc", "run", "usr"}) {
     fs::permissions(l.root() / d, fs::perms::group_write | fs::perms::others_write, fs::perm_options::remove);
   }
-  auto loaded = config::loadPolicies(l.dirs(), {}, strict);
+  auto loaded = config::loadPolicyFiles(l.dirs(), {}, strict);
   EXPECT_TRUE(loaded.ok()) << lines(loaded.diagnostics)[0];
 }
 

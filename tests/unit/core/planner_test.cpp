@@ -24,7 +24,7 @@ namespace {
 const std::string kShipped = std::string(IOMMUD_TEST_DATA) + "/../../policies";
 
 core::PolicySet shipped() {
-  auto loaded = config::loadPolicies({kShipped}, {}, {});
+  auto loaded = config::loadPolicyFiles({kShipped}, {}, {});
   for (const auto& d : loaded.diagnostics) ADD_FAILURE() << d.str();
   return loaded.policies;
 }
@@ -202,7 +202,7 @@ TEST(ShippedPolicies, DefaultOnHostWithLazyNicIsAlreadyAsAdvised) {
 }
 
 TEST(ShippedPolicies, AllLoadWithoutDiagnostics) {
-  auto loaded = config::loadPolicies({kShipped}, {}, {});
+  auto loaded = config::loadPolicyFiles({kShipped}, {}, {});
   EXPECT_TRUE(loaded.diagnostics.empty());
   EXPECT_GE(loaded.policies.rules.size(), 5U);
   for (const auto& r : loaded.policies.rules) {
