@@ -11,14 +11,14 @@
 const NAME = "org.iommud1";
 const PATH = "/org/iommud1";
 const IFACE = "org.iommud1.Manager";
-const COLUMNS = 7;
+const COLUMNS = 8;
 
 const $ = id => document.getElementById(id);
 
 // Every state the page can be in, and the sections each shows.
 const SECTIONS = {
     loading: ["loading"],
-    loaded: ["verdict", "devices"],
+    loaded: ["verdict", "devices", "plan"],
     "no-iommu": ["verdict", "no-iommu"],
     "not-running": ["not-running"],
     failed: ["failed"],
@@ -123,6 +123,7 @@ function renderTable(status) {
     const open = new Set([...document.querySelectorAll("#device-rows button[aria-expanded=true]")]
             .map(b => b.closest("tr").dataset.address));
     const focused = document.activeElement?.closest("#device-rows tr")?.dataset.address;
+    const method = document.activeElement?.dataset.method;  // Apply or Revert: stays on it
     const rows = [];
     for (const d of devices) {
         const name = deviceName(d);
@@ -139,7 +140,11 @@ function renderTable(status) {
                           el("span", { class: `exposure exposure-${level}` }, level)),
                        el("td", { "data-field": "untrusted" }, untrustedText(d)),
                        el("td", { "data-field": "driver" }, d.driver ?? NONE),
-                       el("td", { "data-field": "in-use" }, inUseText(d)));
+                       el("td", { "data-field": "in-use" }, inUseText(d)),
+                       el("td", { "data-field": "actions" },
+                          actionButton("Apply", d.address, "Apply the policies to"),
+                          " ",
+                          actionButton("Revert", d.address, "Revert iommud's changes on")));
         const detail = el("tr", { class: "detail", id: detailId(d.address), hidden: "" },
                           el("td", { colspan: String(COLUMNS) }));
         button.addEventListener("click", () => toggle(button, detail, d.address));
@@ -149,7 +154,8 @@ function renderTable(status) {
     }
     $("device-rows").replaceChildren(...rows);
     if (focused)
-        document.querySelector(`#device-rows tr[data-address="${focused}"] button`)?.focus();
+        document.querySelector(`#device-rows tr[data-address="${focused}"] ` +
+                               (method ? `button[data-method=${method}]` : "button"))?.focus();
 }
 
 function toggle(button, detail, address) {
@@ -218,6 +224,76 @@ function renderDevice(report) {
     return el("dl", { class: "device-facts" }, ...facts);
 }
 
+// --- the plan: the daemon's Plan (docs/plan-json.md), Apply and Revert -----------------------
+
+let client = null;
+
+function renderPlan(plan) {
+    $("plan-rows").replaceChildren(...plan.changes.map(c =>
+        el("tr", { "data-device": c.device },
+           el("th", { scope: "row" }, c.device),
+           el("td", { "data-field": "change" }, `${c.object} ${c.key}: ${c.from} → ${c.to}`),
+           el("td", { "data-field": "mode" }, c.mode),
+           el("td", { "data-field": "risk" }, el("span", { class: `risk risk-${c.risk}` }, c.risk)),
+           el("td", { "data-field": "trade-off" }, c.trade_off,
+              c.disruptive ? el("span", { class: "note" }, " Disruptive: rebinds the driver or resets the link.") : null,
+              c.note ? el("span", { class: "note" }, ` ${c.note}`) : null),
+           el("td", { "data-field": "rule" }, `${c.rule.name} (${c.rule.file}:${c.rule.line})`))));
+    $("plan-table").hidden = plan.changes.length === 0;
+    $("no-changes").hidden = plan.changes.length > 0;
+    $("skips").replaceChildren(...plan.skips.map(k =>
+        el("li", { "data-device": k.device }, `${k.device}: ${k.object} ${k.key} → ${k.wanted}: ${k.message}`)));
+    $("skips-title").hidden = plan.skips.length === 0;
+    $("plan-message").hidden = true;
+}
+
+function readPlan() {
+    return client.call(PATH, IFACE, "Plan", [false, ""])
+            .then(([json]) => renderPlan(JSON.parse(json)))
+            .catch(ex => {
+                $("plan-message").textContent = `The daemon's plan could not be read: ${cockpit.message(ex)}`;
+                $("plan-message").hidden = false;
+            });
+}
+
+// Apply and Revert are root's or polkit's (org.iommud1.apply, org.iommud1.revert): the bridge
+// calls with superuser "try", so a session with administrative access may, and iommud refuses
+// anyone else with AccessDenied, said here in words.
+function actionButton(method, address, label) {
+    const button = el("button", { type: "button", class: "action", "data-method": method,
+                                  "aria-label": `${label} ${address}` }, method);
+    button.addEventListener("click", () => act(method, address));
+    return button;
+}
+
+function outcomes(actions) {
+    return actions.length
+        ? actions.map(([, result, device, message]) => `${result}${device ? ` ${device}` : ""}: ${message}`).join("; ")
+        : "nothing to do";
+}
+
+function act(method, address) {
+    const line = $("action-message");
+    line.className = "";
+    line.textContent = `${method} ${address}…`;
+    const args = method === "Apply" ? [false, address] : [address];
+    client.call(PATH, IFACE, method, args)
+            .then(([actions]) => {
+                line.textContent = `${method} ${address}: ${outcomes(actions)}`;
+                line.dataset.result = "done";
+            })
+            .catch(ex => {
+                const denied = ex.name === "org.freedesktop.DBus.Error.AccessDenied";
+                line.className = "error";
+                line.dataset.result = denied ? "denied" : "failed";
+                line.textContent = denied
+                    ? `${method} ${address} was refused: it needs administrative access (Cockpit's ` +
+                      `"Administrative access" in the top bar) or polkit's permission. iommud said: ${ex.message}`
+                    : `${method} ${address} failed: ${cockpit.message(ex)}`;
+            })
+            .finally(refresh);
+}
+
 // --- the daemon --------------------------------------------------------------------------------
 
 // One read of the host at a time; a change during a read asks for another after it. `generation`
@@ -242,9 +318,13 @@ function refresh() {
                 if (mine !== generation)
                     return;
                 renderVerdict(status);
-                if (status.iommu.present)
-                    renderTable(status);
-                show(status.iommu.present ? "loaded" : "no-iommu");
+                if (!status.iommu.present)
+                    return show("no-iommu");
+                renderTable(status);
+                return readPlan().then(() => {
+                    if (mine === generation)
+                        show("loaded");
+                });
             })
             .catch(ex => {
                 if (mine === generation)
@@ -264,7 +344,7 @@ function daemonLine(manager) {
 }
 
 function start() {
-    const client = cockpit.dbus(NAME, { superuser: "try" });
+    client = cockpit.dbus(NAME, { superuser: "try" });
     const manager = client.proxy(IFACE, PATH);
     manager.addEventListener("changed", () => {
         daemonLine(manager);

@@ -36,7 +36,7 @@ REPO = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(REPO, "tests", "daemon"))
 import testbed  # noqa: E402
 from test_dbus_umockdev import POLICY_FILE, SYSTEM_LIKE, PrivateBus  # noqa: E402
-from test_iommud_umockdev import IOMMUCTL, DaemonTestCase  # noqa: E402
+from test_iommud_umockdev import IOMMUCTL, PAIR, DaemonTestCase  # noqa: E402
 from testbed import NIC, NVME_A, scaled, wait_until  # noqa: E402
 
 try:
@@ -263,8 +263,9 @@ class CockpitPage(DaemonTestCase):
         self.assertEqual(r.returncode, 0, f"iommuctl {' '.join(args)} --json: {r.stderr}")
         return json.loads(r.stdout)
 
-    def start_daemon(self, **kwargs):
-        d = self.start([self.policies(testbed.pair_identity_rule())], bus_address=self.bus.address, **kwargs)
+    def start_daemon(self, rule: str = testbed.pair_identity_rule(), **kwargs):
+        self.policy_dir = self.policies(rule)
+        d = self.start([self.policy_dir], bus_address=self.bus.address, **kwargs)
         self.wait_ready(d)
         wait_until("iommud on the bus", self.bus.owned)
         return d
@@ -329,6 +330,40 @@ class CockpitPage(DaemonTestCase):
         self.assertEqual(sorted(table, key=lambda r: r["address"]), expected)
         groups = [int(r["group"]) for r in table if r["group"] != "—"]
         self.assertEqual(groups, sorted(groups), "the members of a group side by side")
+
+    def assert_plan_is(self, plan: dict) -> None:
+        """The plan section says what `plan` (iommuctl plan --json) says, change by change."""
+        shown = self.tools.evaluate("""[...document.querySelectorAll("#plan-rows tr")].map(r => ({
+            device: r.dataset.device,
+            change: r.querySelector("[data-field=change]").textContent,
+            mode: r.querySelector("[data-field=mode]").textContent,
+            risk: r.querySelector("[data-field=risk]").textContent,
+            trade_off: r.querySelector("[data-field=trade-off]").textContent}))""")
+        self.assertEqual([{k: v for k, v in r.items() if k != "trade_off"} for r in shown],
+                         [{"device": c["device"], "change": f"{c['object']} {c['key']}: {c['from']} → {c['to']}",
+                           "mode": c["mode"], "risk": c["risk"]} for c in plan["changes"]])
+        for row, change in zip(shown, plan["changes"]):
+            self.assertTrue(row["trade_off"].startswith(change["trade_off"]), row)
+        self.assertEqual(self.tools.evaluate('document.getElementById("no-changes").hidden'), bool(plan["changes"]))
+        self.assertEqual(self.tools.evaluate("""[...document.querySelectorAll("#skips > li")].map(l => l.dataset.device)"""),
+                         [k["device"] for k in plan["skips"]])
+
+    def plan(self) -> dict:
+        return self.iommuctl("plan", "--policies", self.policy_dir)
+
+    def press_button(self, selector: str) -> None:
+        """Focuses the button by keyboard's way (focus()) and presses Enter on it."""
+        self.tools.evaluate(f"document.querySelector({json.dumps(selector)}).focus()")
+        self.assertEqual(self.tools.evaluate(f"document.activeElement === document.querySelector({json.dumps(selector)})"),
+                         True)
+        self.press_enter()
+
+    def act(self, method: str, address: str) -> str:
+        """Presses the row's Apply or Revert; returns what the page says of the outcome."""
+        self.tools.evaluate('document.getElementById("action-message").dataset.result = ""')
+        self.press_button(f"tr[data-address='{address}'] button[data-method={method}]")
+        self.wait_for(f"{method} {address}'s outcome", 'document.getElementById("action-message").dataset.result')
+        return self.tools.evaluate('document.getElementById("action-message").textContent')
 
     def assert_accessible(self) -> None:
         """Every control has an accessible name (the browser's accessibility tree), and the table
@@ -403,9 +438,14 @@ class CockpitPage(DaemonTestCase):
         self.open_row_by_keyboard(NVME_A.address)
         self.host.remove_nic()
         self.host.flush()
-        self.wait_for("the NIC's row gone", f"""!document.querySelector("tr[data-address='{NIC.address}']")""")
+        # The NIC goes with its Thunderbolt bridges, in more than one piece of work: the page may
+        # read the host between them, and reads it again after the last.
+        status = self.iommuctl("status")
+        left = json.dumps(sorted(d["address"] for d in status["devices"]), separators=(",", ":"))
+        self.wait_for("the unplugged rows gone", f"""JSON.stringify([...document.querySelectorAll(
+            "#device-rows tr[data-address]")].map(r => r.dataset.address).sort()) === {json.dumps(left)}""")
         self.assertEqual(self.state(), "loaded")
-        self.assert_page_is(self.iommuctl("status"))
+        self.assert_page_is(status)
         self.assertEqual(self.tools.evaluate("""[document.activeElement.closest("tr").dataset.address,
                                                   document.activeElement.getAttribute("aria-expanded")]"""),
                          [NVME_A.address, "true"])
@@ -424,6 +464,44 @@ class CockpitPage(DaemonTestCase):
         self.wait_state("loaded")
         self.assert_page_is(self.iommuctl("status"))
         self.screenshot("running-again")
+
+    def test_the_plan_and_apply_and_revert_from_the_page(self):
+        # A rule that acts at start: the pair is at identity once iommud is ready.
+        self.make_host()
+        d = self.start_daemon(testbed.pair_identity_rule("always"))
+        wait_until("the pair at identity", lambda: self.host.group_type(PAIR) == "identity")
+        self.serve(self.host.env(IOMMUD_RUNTIME_DIRECTORY=d.run_dir, IOMMUD_STATE_DIRECTORY=d.state_dir))
+        self.open_page()
+        self.wait_state("loaded")
+        self.assert_plan_is(self.plan())
+        self.assertEqual(self.plan()["changes"], [], "a tuned host has nothing to change")
+
+        # Revert on the NVMe drive's row, from the keyboard: the pair goes back, the table and the
+        # plan follow (the daemon's PropertiesChanged).
+        said = self.act("Revert", NVME_A.address)
+        self.assertIn(f"Revert {NVME_A.address}: done", said)
+        self.assertEqual(self.host.group_type(PAIR), "DMA-FQ")
+        self.wait_for("the table at DMA-FQ", f"""document.querySelector(
+            "tr[data-address='{NVME_A.address}'] [data-field=type]").textContent === "DMA-FQ" """)
+        plan = self.plan()
+        self.assertTrue(any(c["group"] == PAIR and c["to"] == "identity" for c in plan["changes"]), plan)
+        self.wait_for("the plan's change", 'document.querySelectorAll("#plan-rows tr").length > 0')
+        self.assert_plan_is(plan)
+        self.screenshot("plan")
+        self.assert_accessible()
+        self.assertEqual(self.tools.evaluate("""[...document.querySelectorAll("button.action")]
+            .every(b => b.getAttribute("aria-label").endsWith(b.closest("tr").dataset.address))"""), True)
+
+        self.assertEqual(self.tools.evaluate("document.activeElement.getAttribute('aria-label')"),
+                         f"Revert iommud's changes on {NVME_A.address}", "the focus stays on the button pressed")
+        said = self.act("Apply", NVME_A.address)
+        self.assertIn(f"Apply {NVME_A.address}: done", said)
+        self.assertEqual(self.host.group_type(PAIR), "identity")
+        self.wait_for("the table at identity", f"""document.querySelector(
+            "tr[data-address='{NVME_A.address}'] [data-field=type]").textContent === "identity" """)
+        self.wait_for("the plan empty", '!document.getElementById("no-changes").hidden')
+        self.assert_plan_is(self.plan())
+        self.screenshot("applied")
 
     def test_a_host_without_an_iommu_says_so(self):
         self.host = SyntheticRoot(self.work, "no-iommu")
