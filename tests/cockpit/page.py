@@ -10,7 +10,9 @@ preload, or --root of a synthetic host), as the installed one reads the machine 
 Checked: the verdict and the table are what `iommuctl status --json` says of the same host, device
 by device; a row opens from the keyboard and shows `iommuctl status DEVICE --json`; every control
 has an accessible name; the page notices iommud stopping ("not running") and coming back; a host
-without an IOMMU says so. Each state is saved as a screenshot in $COCKPIT_ARTIFACTS. Without
+without an IOMMU says so; the plan is `iommuctl plan --json`'s, and Revert and Apply from the page
+change the device; nobody's session (cockpit-ws run as nobody, no polkitd on the bus) sees the
+same page and is refused both, in words. Each state is saved as a screenshot in $COCKPIT_ARTIFACTS. Without
 chromium or cockpit-ws the test fails and says what to install.
 
 Run by ctest (cockpit.page); by hand:
@@ -35,7 +37,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(REPO, "tests", "daemon"))
 import testbed  # noqa: E402
-from test_dbus_umockdev import POLICY_FILE, SYSTEM_LIKE, PrivateBus  # noqa: E402
+from test_dbus_umockdev import NOBODY, POLICY_FILE, SYSTEM_LIKE, PrivateBus  # noqa: E402
 from test_iommud_umockdev import IOMMUCTL, PAIR, DaemonTestCase  # noqa: E402
 from testbed import NIC, NVME_A, scaled, wait_until  # noqa: E402
 
@@ -160,12 +162,13 @@ class Chromium:
 
 class CockpitWs:
     """cockpit-ws on a free port of 127.0.0.1, its local session's bridge on the test's bus, with
-    the page in XDG_DATA_HOME and `bin` first on PATH."""
+    the page in XDG_DATA_HOME and `bin` first on PATH; as `uid` (setpriv) when given, so that the
+    session is that user's."""
 
-    def __init__(self, work: str, bus_address: str, bin_dir: str, log: str):
+    def __init__(self, work: str, bus_address: str, bin_dir: str, log: str, uid: int | None = None):
         needs(COCKPIT_WS, "cockpit-ws")
         bridge = needs("cockpit-bridge", "cockpit-bridge")
-        share = os.path.join(work, "share")
+        share = os.path.join(work, "share" if uid is None else f"share-{uid}")
         os.makedirs(os.path.join(share, "cockpit"))
         os.symlink(os.path.join(REPO, "cockpit", "iommud"), os.path.join(share, "cockpit", "iommud"))
         self.port = free_port()
@@ -173,7 +176,10 @@ class CockpitWs:
                    PATH=f"{bin_dir}:{os.environ.get('PATH', '/usr/bin:/bin')}")
         self.log_path = log
         self.log = open(log, "w")
-        self.proc = subprocess.Popen([COCKPIT_WS, "--no-tls", "-a", "127.0.0.1", "-p", str(self.port),
+        as_user = [] if uid is None else ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups"]
+        if uid is not None:
+            env["HOME"] = work
+        self.proc = subprocess.Popen([*as_user, COCKPIT_WS, "--no-tls", "-a", "127.0.0.1", "-p", str(self.port),
                                       f"--local-session={bridge}"],
                                      env=env, stdin=subprocess.DEVNULL, stdout=self.log, stderr=subprocess.STDOUT)
 
@@ -213,6 +219,18 @@ class SyntheticRoot:
 
     def close(self):
         pass
+
+
+def readable_by_all(top: str, tree: str) -> None:
+    """Opens `tree` (below `top`) to reading by any user, and the directories from `top` to it."""
+    for path in (top, *(os.path.join(top, *os.path.relpath(tree, top).split(os.sep)[:i + 1])
+                        for i in range(len(os.path.relpath(tree, top).split(os.sep))))):
+        os.chmod(path, os.stat(path).st_mode | 0o055)
+    for parent, dirs, files in os.walk(tree):
+        for name in dirs + files:
+            path = os.path.join(parent, name)
+            if not os.path.islink(path):
+                os.chmod(path, os.stat(path).st_mode | (0o055 if os.path.isdir(path) else 0o044))
 
 
 class CockpitPage(DaemonTestCase):
@@ -502,6 +520,35 @@ class CockpitPage(DaemonTestCase):
         self.wait_for("the plan empty", '!document.getElementById("no-changes").hidden')
         self.assert_plan_is(self.plan())
         self.screenshot("applied")
+
+    def test_an_unprivileged_session_sees_all_and_is_refused_apply(self):
+        # nobody's session: no administrative access, and no polkitd on the bus to authorise it
+        # (tests/daemon's D-Bus test runs a real one; iommud refuses when polkit says no or is not
+        # there, the same AccessDenied).
+        self.make_host()
+        d = self.start_daemon(testbed.pair_identity_rule("always"))
+        wait_until("the pair at identity", lambda: self.host.group_type(PAIR) == "identity")
+        env = self.host.env(IOMMUD_RUNTIME_DIRECTORY=d.run_dir, IOMMUD_STATE_DIRECTORY=d.state_dir)
+        self.serve(env)
+        readable_by_all(self.work, env["UMOCKDEV_DIR"])  # nobody's iommuctl reads the testbed's host
+        ws = CockpitWs(self.shared, self.bus.address, self.bin, os.path.join(ARTIFACTS, "cockpit-ws-nobody.log"),
+                       uid=NOBODY)
+        self.addCleanup(ws.close)
+        self.tools.call("Page.navigate", url=ws.url)
+        self.wait_for("the page's script", "document.readyState === 'complete' && !!document.body.dataset.state")
+        self.wait_state("loaded")
+        self.assertEqual(self.tools.evaluate("cockpit.user().then(u => u.name)"), "nobody")
+        self.assert_page_is(self.iommuctl("status"))
+        self.assert_plan_is(self.plan())
+
+        said = self.act("Revert", NVME_A.address)
+        self.assertEqual(self.tools.evaluate('document.getElementById("action-message").dataset.result'), "denied", said)
+        self.assertIn("refused", said)
+        self.assertIn("org.iommud1.revert", said)
+        self.assertEqual(self.host.group_type(PAIR), "identity", "nobody changed nothing")
+        said = self.act("Apply", NVME_A.address)
+        self.assertIn("org.iommud1.apply", said)
+        self.screenshot("unprivileged-refused")
 
     def test_a_host_without_an_iommu_says_so(self):
         self.host = SyntheticRoot(self.work, "no-iommu")
