@@ -18,7 +18,7 @@ const $ = id => document.getElementById(id);
 // Every state the page can be in, and the sections each shows.
 const SECTIONS = {
     loading: ["loading"],
-    loaded: ["verdict", "devices", "plan"],
+    loaded: ["verdict", "devices", "plan", "history"],
     "no-iommu": ["verdict", "no-iommu"],
     "not-running": ["not-running"],
     failed: ["failed"],
@@ -294,6 +294,67 @@ function act(method, address) {
             .finally(refresh);
 }
 
+// --- history: iommud's journal entries, newest first -------------------------------------------
+
+// The MESSAGE_ID of each kind of entry iommud writes (src/app/change/message_ids.hpp; the catalog,
+// catalog/iommud.catalog, explains each): tests/cockpit checks that this holds them all.
+const MESSAGE_IDS = {
+    "16f439e513b4481aa99d04094596ffda": "started",
+    "ec3ed2b1eb094e9da215ec6cd8347600": "weakened",
+    "d463f6ed8f5a47d486ad4b0dbd88c24e": "changed",
+    "b03a51f8e908478b9c0d9322a29e2c45": "advised",
+    "8e66d046aee24c5bb575afe346446f31": "refused",
+    "16d1a84d21544e9fac413193e131fe9d": "failed",
+    "7bbdac1154a4447f8f3726189cf35385": "recovered",
+    "40dd2a3790f1493684b1a4d3b4e3b6ec": "policies loaded",
+    "94f8437cb3474d33b97e1e3d733b8c90": "policies rejected",
+    "37e097fceacb4da7bba7f9f1abd8307c": "replugged",
+    "f9a878de3cec4d2c8e5528b4c780a18f": "reverted",
+    "b282470e86824954844d0a37c8464bd2": "measured",
+    "219f67a45a864ab8922530d9cf11bbae": "events lost",
+    "fee5a7bd6af842c1b7ac52d4805a577b": "stopping",
+};
+const HISTORY_LINES = 100;
+
+// Cockpit 287's base1 has no cockpit.journal (Cockpit's own pages bundle theirs), so the page runs
+// journalctl as they do: one JSON object a line. Matches on one field are or'ed.
+function readHistory() {
+    const matches = Object.keys(MESSAGE_IDS).map(id => `MESSAGE_ID=${id}`);
+    return cockpit.spawn(["journalctl", "--output=json", "--reverse", `--lines=${HISTORY_LINES}`, "--no-pager", ...matches],
+                         { superuser: "try", err: "message" })
+            .then(out => renderHistory(out.split("\n").filter(line => line.trim()).map(line => JSON.parse(line))))
+            .catch(ex => {
+                $("history-message").textContent = `iommud's journal could not be read: ${cockpit.message(ex)}`;
+                $("history-message").hidden = false;
+            });
+}
+
+function renderHistory(entries) {
+    $("history-entries").replaceChildren(...entries.map(e => {
+        const time = new Date(Number(e.__REALTIME_TIMESTAMP) / 1000).toISOString().replace(/\.\d+Z$/, "Z");
+        const address = e.IOMMUD_DEVICE;
+        return el("li", { "data-id": e.MESSAGE_ID, ...(address ? { "data-device": address } : {}) },
+                  el("time", { datetime: time }, time), " ",
+                  el("span", { class: "kind" }, MESSAGE_IDS[e.MESSAGE_ID] ?? "iommud"), " ",
+                  el("span", { class: "message" }, typeof e.MESSAGE === "string" ? e.MESSAGE : "(not text)"),
+                  address ? deviceLink(address) : null);
+    }));
+    $("no-history").hidden = entries.length > 0;
+    $("history-message").hidden = true;
+}
+
+// To the device's row in the table: focused, so that Enter opens it.
+function deviceLink(address) {
+    const button = el("button", { type: "button", class: "link", "aria-label": `Show ${address} in the table` },
+                      address);
+    button.addEventListener("click", () => {
+        const target = document.querySelector(`#device-rows tr[data-address="${address}"] button.disclosure`);
+        target?.scrollIntoView({ block: "center" });
+        target?.focus();
+    });
+    return el("span", { class: "device" }, " ", button);
+}
+
 // --- the daemon --------------------------------------------------------------------------------
 
 // One read of the host at a time; a change during a read asks for another after it. `generation`
@@ -321,7 +382,7 @@ function refresh() {
                 if (!status.iommu.present)
                     return show("no-iommu");
                 renderTable(status);
-                return readPlan().then(() => {
+                return Promise.all([readPlan(), readHistory()]).then(() => {
                     if (mine === generation)
                         show("loaded");
                 });

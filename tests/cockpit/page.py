@@ -22,6 +22,7 @@ SCHEMA_HOSTS=build/bin/schema_hosts COCKPIT_ARTIFACTS=/tmp/shots python3 tests/c
 import base64
 import json
 import os
+import re
 import shlex
 import shutil
 import socket
@@ -219,6 +220,24 @@ class SyntheticRoot:
 
     def close(self):
         pass
+
+
+def message_ids() -> list[str]:
+    """The MESSAGE_ID of each kind of journal entry iommud writes (src/app/change/message_ids.hpp)."""
+    with open(os.path.join(REPO, "src", "app", "change", "message_ids.hpp")) as f:
+        return re.findall(r'= "([0-9a-f]{32})";', f.read())
+
+
+# There is no journald in the test's environment (no systemd as PID 1: journalctl says "No journal
+# files were found"), and iommud under test logs to stderr. So the history is checked against a
+# stand-in journalctl on the bridge's PATH that records the arguments the page gave it and replays
+# entries in journalctl's --output=json form: what is proved is the page's query (every MESSAGE_ID,
+# newest first) and its rendering, not journald.
+JOURNALCTL_STAND_IN = """#!/bin/sh
+# journalctl's stand-in (tests/cockpit/page.py, JOURNALCTL_STAND_IN): no journald in the test.
+printf '%s\\n' "$@" > {args}
+exec cat {entries}
+"""
 
 
 def readable_by_all(top: str, tree: str) -> None:
@@ -549,6 +568,50 @@ class CockpitPage(DaemonTestCase):
         said = self.act("Apply", NVME_A.address)
         self.assertIn("org.iommud1.apply", said)
         self.screenshot("unprivileged-refused")
+
+    def test_the_history_is_iommuds_journal_newest_first(self):
+        self.make_host()
+        d = self.start_daemon()
+        self.serve(self.host.env(IOMMUD_RUNTIME_DIRECTORY=d.run_dir, IOMMUD_STATE_DIRECTORY=d.state_dir))
+        ids = message_ids()
+        self.assertGreaterEqual(len(ids), 14)
+        start = 1_795_000_000_000_000  # µs since the epoch
+        entries = [{"__REALTIME_TIMESTAMP": str(start + (len(ids) - i) * 1_000_000), "MESSAGE_ID": id_,
+                    "MESSAGE": f"entry {i}", **({"IOMMUD_DEVICE": NVME_A.address} if i % 2 else {})}
+                   for i, id_ in enumerate(ids)]  # newest first, as journalctl --reverse prints
+        args, replay = os.path.join(self.shared, "journalctl.args"), os.path.join(self.shared, "journal.json")
+        with open(replay, "w") as f:
+            f.write("".join(json.dumps(e) + "\n" for e in entries))
+        stand_in = os.path.join(self.bin, "journalctl")
+        with open(stand_in, "w") as f:
+            f.write(JOURNALCTL_STAND_IN.format(args=shlex.quote(args), entries=shlex.quote(replay)))
+        os.chmod(stand_in, 0o755)
+        self.addCleanup(os.remove, stand_in)
+
+        self.open_page()
+        self.wait_state("loaded")
+        self.wait_for("the history", f'document.querySelectorAll("#history-entries > li").length === {len(entries)}')
+        with open(args) as f:
+            asked = f.read().split("\n")
+        self.assertIn("--reverse", asked)
+        self.assertIn("--output=json", asked)
+        self.assertEqual(sorted(a for a in asked if a.startswith("MESSAGE_ID=")), sorted(f"MESSAGE_ID={i}" for i in ids),
+                         "the page asks for every kind of entry iommud writes")
+        shown = self.tools.evaluate("""[...document.querySelectorAll("#history-entries > li")].map(l => ({
+            id: l.dataset.id, device: l.dataset.device ?? null, message: l.querySelector(".message").textContent,
+            time: l.querySelector("time").getAttribute("datetime")}))""")
+        self.assertEqual([(e["id"], e["device"], e["message"]) for e in shown],
+                         [(e["MESSAGE_ID"], e.get("IOMMUD_DEVICE"), e["MESSAGE"]) for e in entries])
+        self.assertEqual([e["time"] for e in shown], sorted((e["time"] for e in shown), reverse=True), "newest first")
+        self.assertEqual(self.tools.evaluate('document.getElementById("no-history").hidden'), True)
+
+        # An entry's device takes the keyboard to its row.
+        self.press_button("#history-entries > li[data-device] button.link")
+        self.assertEqual(self.tools.evaluate("""[document.activeElement.classList.contains("disclosure"),
+                                                  document.activeElement.closest("tr").dataset.address]"""),
+                         [True, NVME_A.address])
+        self.screenshot("history")
+        self.assert_accessible()
 
     def test_a_host_without_an_iommu_says_so(self):
         self.host = SyntheticRoot(self.work, "no-iommu")
