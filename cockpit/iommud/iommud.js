@@ -266,6 +266,18 @@ function actionButton(method, address, label) {
     return button;
 }
 
+// Root or Cockpit's administrative access may change things; any other session is read-only and
+// says so. Its buttons stay: polkit may still allow that user (rules in /etc/polkit-1/rules.d).
+function watchPermission() {
+    const permission = cockpit.permission({ admin: true });
+    const update = () => {
+        $("read-only").hidden = permission.allowed !== false;
+        $("read-only").dataset.allowed = String(permission.allowed);
+    };
+    permission.addEventListener("changed", update);
+    update();
+}
+
 function outcomes(actions) {
     return actions.length
         ? actions.map(([, result, device, message]) => `${result}${device ? ` ${device}` : ""}: ${message}`).join("; ")
@@ -431,4 +443,5 @@ function start() {
     });
 }
 
+watchPermission();
 start();
