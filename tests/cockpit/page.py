@@ -513,7 +513,7 @@ class CockpitPage(DaemonTestCase):
         self.assert_plan_is(self.plan())
         self.assertEqual(self.plan()["changes"], [], "a tuned host has nothing to change")
         self.wait_for("root's session not read-only", """document.getElementById("read-only").dataset.allowed === "true"
-            && document.getElementById("read-only").hidden""")
+            && !document.getElementById("read-only").checkVisibility()""")
 
         # Revert on the NVMe drive's row, from the keyboard: the pair goes back, the table and the
         # plan follow (the daemon's PropertiesChanged).
@@ -560,7 +560,7 @@ class CockpitPage(DaemonTestCase):
         self.wait_state("loaded")
         self.assertEqual(self.tools.evaluate("cockpit.user().then(u => u.name)"), "nobody")
         self.wait_for("the page says it is read-only", """document.getElementById("read-only").dataset.allowed === "false"
-            && !document.getElementById("read-only").hidden""")
+            && document.getElementById("read-only").checkVisibility()""")
         self.assert_page_is(self.iommuctl("status"))
         self.assert_plan_is(self.plan())
 
