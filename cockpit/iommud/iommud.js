@@ -236,7 +236,9 @@ function renderPlan(plan) {
            el("td", { "data-field": "mode" }, c.mode),
            el("td", { "data-field": "risk" }, el("span", { class: `risk risk-${c.risk}` }, c.risk)),
            el("td", { "data-field": "trade-off" }, c.trade_off,
-              c.disruptive ? el("span", { class: "note" }, " Disruptive: rebinds the driver or resets the link.") : null,
+              c.disruptive
+                  ? el("span", { class: "note" }, " Disruptive: rebinds the driver or resets the link.")
+                  : null,
               c.note ? el("span", { class: "note" }, ` ${c.note}`) : null),
            el("td", { "data-field": "rule" }, `${c.rule.name} (${c.rule.file}:${c.rule.line})`))));
     $("plan-table").hidden = plan.changes.length === 0;
@@ -332,8 +334,8 @@ const HISTORY_LINES = 100;
 // journalctl as they do: one JSON object a line. Matches on one field are or'ed.
 function readHistory() {
     const matches = Object.keys(MESSAGE_IDS).map(id => `MESSAGE_ID=${id}`);
-    return cockpit.spawn(["journalctl", "--output=json", "--reverse", `--lines=${HISTORY_LINES}`, "--no-pager", ...matches],
-                         { superuser: "try", err: "message" })
+    const command = ["journalctl", "--output=json", "--reverse", `--lines=${HISTORY_LINES}`, "--no-pager", ...matches];
+    return cockpit.spawn(command, { superuser: "try", err: "message" })
             .then(out => renderHistory(out.split("\n").filter(line => line.trim()).map(line => JSON.parse(line))))
             .catch(ex => {
                 $("history-message").textContent = `iommud's journal could not be read: ${cockpit.message(ex)}`;
@@ -342,15 +344,23 @@ function readHistory() {
 }
 
 function renderHistory(entries) {
+    // Where the keyboard was stays so across a read (an entry is known by its journal cursor).
+    const focused = document.activeElement?.closest("#history-entries li")?.dataset.cursor;
     $("history-entries").replaceChildren(...entries.map(e => {
         const time = new Date(Number(e.__REALTIME_TIMESTAMP) / 1000).toISOString().replace(/\.\d+Z$/, "Z");
         const address = e.IOMMUD_DEVICE;
-        return el("li", { "data-id": e.MESSAGE_ID, ...(address ? { "data-device": address } : {}) },
+        const attrs = { "data-id": e.MESSAGE_ID, "data-cursor": e.__CURSOR };
+        if (address)
+            attrs["data-device"] = address;
+        return el("li", attrs,
                   el("time", { datetime: time }, time), " ",
                   el("span", { class: "kind" }, MESSAGE_IDS[e.MESSAGE_ID] ?? "iommud"), " ",
                   el("span", { class: "message" }, typeof e.MESSAGE === "string" ? e.MESSAGE : "(not text)"),
                   address ? deviceLink(address) : null);
     }));
+    if (focused)
+        [...document.querySelectorAll("#history-entries li")].find(li => li.dataset.cursor === focused)
+                ?.querySelector("button")?.focus();
     $("no-history").hidden = entries.length > 0;
     $("history-message").hidden = true;
 }

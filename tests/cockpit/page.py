@@ -382,7 +382,8 @@ class CockpitPage(DaemonTestCase):
         for row, change in zip(shown, plan["changes"]):
             self.assertTrue(row["trade_off"].startswith(change["trade_off"]), row)
         self.assertEqual(self.tools.evaluate('document.getElementById("no-changes").hidden'), bool(plan["changes"]))
-        self.assertEqual(self.tools.evaluate("""[...document.querySelectorAll("#skips > li")].map(l => l.dataset.device)"""),
+        self.assertEqual(self.tools.evaluate(
+            """[...document.querySelectorAll("#skips > li")].map(l => l.dataset.device)"""),
                          [k["device"] for k in plan["skips"]])
 
     def plan(self) -> dict:
@@ -391,8 +392,8 @@ class CockpitPage(DaemonTestCase):
     def press_button(self, selector: str) -> None:
         """Focuses the button by keyboard's way (focus()) and presses Enter on it."""
         self.tools.evaluate(f"document.querySelector({json.dumps(selector)}).focus()")
-        self.assertEqual(self.tools.evaluate(f"document.activeElement === document.querySelector({json.dumps(selector)})"),
-                         True)
+        found = f"document.querySelector({json.dumps(selector)})"
+        self.assertEqual(self.tools.evaluate(f"document.activeElement === {found}"), True)
         self.press_enter()
 
     def act(self, method: str, address: str) -> str:
@@ -559,13 +560,15 @@ class CockpitPage(DaemonTestCase):
         self.wait_for("the page's script", "document.readyState === 'complete' && !!document.body.dataset.state")
         self.wait_state("loaded")
         self.assertEqual(self.tools.evaluate("cockpit.user().then(u => u.name)"), "nobody")
-        self.wait_for("the page says it is read-only", """document.getElementById("read-only").dataset.allowed === "false"
+        self.wait_for("the page says it is read-only", """
+            document.getElementById("read-only").dataset.allowed === "false"
             && document.getElementById("read-only").checkVisibility()""")
         self.assert_page_is(self.iommuctl("status"))
         self.assert_plan_is(self.plan())
 
         said = self.act("Revert", NVME_A.address)
-        self.assertEqual(self.tools.evaluate('document.getElementById("action-message").dataset.result'), "denied", said)
+        result = self.tools.evaluate('document.getElementById("action-message").dataset.result')
+        self.assertEqual(result, "denied", said)
         self.assertIn("refused", said)
         self.assertIn("org.iommud1.revert", said)
         self.assertEqual(self.host.group_type(PAIR), "identity", "nobody changed nothing")
@@ -580,7 +583,8 @@ class CockpitPage(DaemonTestCase):
         ids = message_ids()
         self.assertGreaterEqual(len(ids), 14)
         start = 1_795_000_000_000_000  # µs since the epoch
-        entries = [{"__REALTIME_TIMESTAMP": str(start + (len(ids) - i) * 1_000_000), "MESSAGE_ID": id_,
+        entries = [{"__CURSOR": f"s=test;i={i}", "__REALTIME_TIMESTAMP": str(start + (len(ids) - i) * 1_000_000),
+                    "MESSAGE_ID": id_,
                     "MESSAGE": f"entry {i}", **({"IOMMUD_DEVICE": NVME_A.address} if i % 2 else {})}
                    for i, id_ in enumerate(ids)]  # newest first, as journalctl --reverse prints
         args, replay = os.path.join(self.shared, "journalctl.args"), os.path.join(self.shared, "journal.json")
@@ -599,7 +603,8 @@ class CockpitPage(DaemonTestCase):
             asked = f.read().split("\n")
         self.assertIn("--reverse", asked)
         self.assertIn("--output=json", asked)
-        self.assertEqual(sorted(a for a in asked if a.startswith("MESSAGE_ID=")), sorted(f"MESSAGE_ID={i}" for i in ids),
+        self.assertEqual(sorted(a for a in asked if a.startswith("MESSAGE_ID=")),
+                         sorted(f"MESSAGE_ID={i}" for i in ids),
                          "the page asks for every kind of entry iommud writes")
         shown = self.tools.evaluate("""[...document.querySelectorAll("#history-entries > li")].map(l => ({
             id: l.dataset.id, device: l.dataset.device ?? null, message: l.querySelector(".message").textContent,
@@ -611,9 +616,8 @@ class CockpitPage(DaemonTestCase):
 
         # An entry's device takes the keyboard to its row.
         self.press_button("#history-entries > li[data-device] button.link")
-        self.assertEqual(self.tools.evaluate("""[document.activeElement.classList.contains("disclosure"),
-                                                  document.activeElement.closest("tr").dataset.address]"""),
-                         [True, NVME_A.address])
+        self.wait_for("the focus on the device's row", f"""document.activeElement.classList.contains("disclosure")
+            && document.activeElement.closest("tr").dataset.address === "{NVME_A.address}" """)
         self.screenshot("history")
         self.assert_accessible()
 
