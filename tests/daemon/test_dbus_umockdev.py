@@ -15,6 +15,7 @@ IOMMUD=build/bin/iommud IOMMUCTL=build/bin/iommuctl python3 tests/daemon/test_db
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -154,29 +155,100 @@ class PrivateBus:
 
 
 class Signals:
-    """Acted signals, as they arrive on the bus."""
+    """Acted signals (or another member's), as they arrive on the bus."""
 
-    def __init__(self, bus: PrivateBus):
-        self.seen: list[tuple[str, list]] = []
+    def __init__(self, bus: PrivateBus, member: str = "Acted"):
+        self.seen: list[tuple] = []
         self._bus = bus
-        self._id = bus.conn.signal_subscribe(NAME, IFACE, "Acted", PATH, None, Gio.DBusSignalFlags.NONE,
+        self.member = member
+        self._id = bus.conn.signal_subscribe(NAME, IFACE, member, PATH, None, Gio.DBusSignalFlags.NONE,
                                              self._on, None)
 
     def _on(self, _conn, _sender, _path, _iface, _member, params, _data):
         self.seen.append(params.unpack())
 
     def wait(self, what: str, predicate, timeout: float = 15.0):
+        """The first signal that satisfies `predicate`."""
+        return self.wait_since(what, lambda seen: next((s for s in seen if predicate(s)), None), 0, timeout)
+
+    def wait_since(self, what: str, holds, start: int, timeout: float = 15.0):
+        """Until `holds` of the signals from the `start`th on gives something true; returns it."""
         ctx = GLib.MainContext.default()
         timeout = scaled(timeout)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             while ctx.iteration(False):
                 pass
-            for s in self.seen:
-                if predicate(s):
-                    return s
+            if found := holds(self.seen[start:]):
+                return found
             time.sleep(0.02)
-        raise AssertionError(f"no Acted signal with {what} within {timeout:g} s; got {self.seen}")
+        raise AssertionError(f"no {self.member} signal with {what} within {timeout:g} s; got {self.seen[start:]}")
+
+    def mark(self) -> int:
+        ctx = GLib.MainContext.default()
+        while ctx.iteration(False):
+            pass
+        return len(self.seen)
+
+
+TRACE_DATA = os.path.join(REPO, "tests", "data", "trace", "6.12")
+MIB = 1048576
+
+
+def hist_text(key: str, vals: tuple[str, ...], rows: dict[str, tuple[int, ...]]) -> str:
+    """A tracefs `hist` file as Linux 6.12 prints it (tests/data/trace/6.12)."""
+    lines = ["# event histogram", "#", f"# trigger info: hist:keys={key}:vals={','.join(vals)}:sort=hitcount:size=2048"
+             " [active]", "#", ""]
+    for device, counts in rows.items():
+        lines.append("{ " + f"{key}: {device:<50}" + " } " + "  ".join(f"{v}: {c:>10}" for v, c in zip(vals, counts)))
+    hits = sum(counts[0] for counts in rows.values())
+    return "\n".join(lines + ["", "Totals:", f"    Hits: {hits}", f"    Entries: {len(rows)}", "    Dropped: 0", ""])
+
+
+class TraceInstance:
+    """The tracefs instance the daemon `pid` makes (docs/measure.md), laid out in the testbed beforehand as
+    the kernel's mkdir would make it: dma:dma_map_page, swiotlb:swiotlb_bounced and iommu:io_page_fault,
+    whose `hist` files the test writes. umockdev 0.17.16 redirects mkdir but not rmdir: whether the
+    daemon removed the instance is read in its log."""
+
+    EVENTS = {"dma/dma_map_page": ("device", ("hitcount", "size"), "dma.dma_map_page.format"),
+              "swiotlb/swiotlb_bounced": ("dev_name", ("hitcount", "size"), "swiotlb.swiotlb_bounced.format"),
+              "iommu/io_page_fault": ("device", ("hitcount",), "iommu.io_page_fault.format")}
+
+    def __init__(self, host: testbed.Host, pid: int):
+        with open(f"/proc/{pid}/stat") as f:
+            start = f.read().rsplit(")", 1)[1].split()[19]  # field 22, proc(5)
+        self.name = f"iommud-{pid}-{start}"
+        self.dir = host.path(f"/sys/kernel/tracing/instances/{self.name}")
+        os.makedirs(self.dir)
+        self._write("buffer_size_kb", "")
+        for event, (_key, _vals, fmt) in self.EVENTS.items():
+            with open(os.path.join(TRACE_DATA, fmt)) as f:
+                self._write(f"events/{event}/format", f.read())
+            self._write(f"events/{event}/trigger", "")
+
+    def _write(self, rel: str, text: str) -> None:
+        path = os.path.join(self.dir, rel)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path + ".new", "w") as f:  # whole, as the kernel's read gives it
+            f.write(text)
+        os.replace(path + ".new", path)
+
+    def counts(self, device: str, maps: int, mapped: int, bounces: int, faults: int) -> None:
+        """The sums since the triggers were armed, as the kernel keeps them."""
+        rows = {"dma/dma_map_page": (maps, mapped), "swiotlb/swiotlb_bounced": (bounces, bounces * 4096),
+                "iommu/io_page_fault": (faults,)}
+        for event, (key, vals, _fmt) in self.EVENTS.items():
+            self._write(f"events/{event}/hist", hist_text(key, vals, {device: rows[event]}))
+
+
+def watcher(bus: PrivateBus) -> Gio.DBusConnection:
+    """A client of its own on the bus (its own unique name), watching the DMA rates."""
+    conn = Gio.DBusConnection.new_for_address_sync(
+        bus.address, Gio.DBusConnectionFlags.AUTHENTICATION_CLIENT | Gio.DBusConnectionFlags.MESSAGE_BUS_CONNECTION,
+        None, None)
+    conn.call_sync(NAME, PATH, IFACE, "WatchDma", None, None, Gio.DBusCallFlags.NONE, int(scaled(10000)), None)
+    return conn
 
 
 class DbusApi(DaemonTestCase):
@@ -364,6 +436,99 @@ class DbusApi(DaemonTestCase):
         with self.assertRaises(GLib.Error) as e:
             self.bus.call("Plan", GLib.Variant("(bs)", (False, "nvme9")), "(s)")
         self.assertIn("org.iommud1.Error.NoSuchDevice", e.exception.message)
+
+    def test_dma_watchers_get_each_devices_rates_until_the_last_one_leaves(self):
+        d = self.start_on(SYSTEM_LIKE.format(policy=POLICY_FILE))
+        trace = TraceInstance(self.host, d.proc.pid)
+        nvme = NVME_A.address
+        name = next(dev[1] for dev in self.bus.prop("Devices") if dev[0] == nvme) or nvme
+        rates = Signals(self.bus, "DmaRates")  # the test's own connection listens, and watches nothing
+
+        def moved(maps: int, mapped: int, bounces: int, faults: int):
+            """The drive's work summed over the signals seen, as this; the kernel's sums are written
+            file by file, so one interval may hold part of a step and the next the rest."""
+            def holds(seen) -> bool:
+                total = [0.0, 0.0, 0.0, 0]
+                for seconds, attributed, devices in seen:
+                    for row in devices:
+                        if row[0] != nvme:
+                            continue
+                        self.assertTrue(attributed)
+                        self.assertEqual(row[1], name)
+                        total = [total[0] + row[2] * seconds, total[1] + row[3] * seconds * MIB,
+                                 total[2] + row[4] * seconds, total[3] + row[5]]
+                return (abs(total[0] - maps) < 1e-6 * maps and abs(total[1] - mapped) < 1
+                        and abs(total[2] - bounces) < 1e-6 * max(bounces, 1) and total[3] == faults)
+            return holds
+
+        trace.counts(nvme, maps=1000, mapped=1000 * 4096, bounces=0, faults=0)  # before the watch: not in any rate
+        mark = d.log_mark()
+        first = watcher(self.bus)
+        d.wait_log(r"measuring DMA for D-Bus watchers in tracing instance .*" + trace.name, start=mark)
+        since = rates.mark()
+        trace.counts(nvme, maps=4000, mapped=4000 * 4096, bounces=5, faults=2)
+        rates.wait_since("3000 maps, 5 bounces and 2 faults of the drive", moved(3000, 3000 * 4096, 5, 2), since)
+
+        # A second watcher comes and goes: the first one's watch goes on.
+        second = watcher(self.bus)
+        second_name = second.get_unique_name()
+        second.close_sync(None)
+        d.wait_log(r"DMA watcher %s left" % re.escape(second_name), start=mark)
+        since = rates.mark()
+        trace.counts(nvme, maps=11000, mapped=4000 * 4096 + 7000 * 65536, bounces=5, faults=6)
+        rates.wait_since("7000 maps of 64 KiB and 4 faults, after the second watcher left",
+                         moved(7000, 7000 * 65536, 0, 4), since)
+
+        # The last one leaves: the daemon stops and removes its instance. A new watch starts afresh,
+        # and UnwatchDma ends it as leaving the bus does.
+        first.close_sync(None)
+        d.wait_log(r"DMA watch ended: removed tracing instance .*" + trace.name, start=mark)
+        mark = d.log_mark()
+        third = watcher(self.bus)
+        d.wait_log(r"measuring DMA for D-Bus watchers in tracing instance .*" + trace.name, start=mark)
+        third.call_sync(NAME, PATH, IFACE, "UnwatchDma", None, None, Gio.DBusCallFlags.NONE, int(scaled(10000)), None)
+        d.wait_log(r"DMA watch ended: removed tracing instance .*" + trace.name, start=mark)
+        third.close_sync(None)
+        self.assertTrue(d.alive())
+
+    def test_a_watch_shares_the_instance_measure_keeps_and_leaves_it_in_place(self):
+        d = self.start_on(SYSTEM_LIKE.format(policy=POLICY_FILE))
+        trace = TraceInstance(self.host, d.proc.pid)
+        trace.counts(NVME_A.address, maps=0, mapped=0, bounces=0, faults=0)
+        # [measure] on at a reload: the daemon arms the instance laid out now, for itself.
+        with open(d.config_file, "a") as f:
+            f.write("\n[measure]\nenabled = true\neffect-window = 5\n")
+        mark = d.log_mark()
+        self.reload(d)
+        d.wait_log(r"measuring the effect of each change in tracing instance .*" + trace.name, start=mark)
+        rates = Signals(self.bus, "DmaRates")
+        since = rates.mark()
+        first = watcher(self.bus)
+        d.wait_log(r"measuring DMA for D-Bus watchers in tracing instance .*" + trace.name, start=mark)
+        trace.counts(NVME_A.address, maps=10, mapped=10 * 4096, bounces=0, faults=0)
+        rates.wait_since("the drive's 10 maps", lambda seen: any(
+            abs(row[2] * seconds - 10) < 1e-6 for seconds, _, devices in seen for row in devices
+            if row[0] == NVME_A.address), since)
+        first.close_sync(None)
+        d.wait_log(r"DMA watch ended; tracing instance .*%s stays for \[measure\]" % trace.name, start=mark)
+        self.assertNotRegex(d.log_text(), r"removed tracing instance .*" + trace.name)
+
+    def test_without_tracefs_watch_dma_says_why_in_the_words_of_top(self):
+        d = self.start_on(SYSTEM_LIKE.format(policy=POLICY_FILE))
+        # Anyone may watch (the shipped bus policy lets nobody through): iommud answers, not the bus.
+        r = self.bus.gdbus_as_nobody("WatchDma")
+        self.assertNotEqual(r.returncode, 0, r.stdout)
+        self.assertNotIn("Rejected send message", r.stderr)
+        with self.assertRaises(GLib.Error) as e:
+            self.bus.call("WatchDma", None, "()")
+        self.assertEqual(Gio.DBusError.get_remote_error(e.exception), "org.iommud1.Error.CannotMeasure")
+        why = e.exception.message.split("org.iommud1.Error.CannotMeasure: ", 1)[1]  # GDBus.Error:NAME: message
+        self.assertIn("tracefs is not mounted (mount it with: mount -t tracefs tracefs /sys/kernel/tracing)", why)
+        self.assertIn(f"org.iommud1.Error.CannotMeasure: {why}", r.stderr)
+        top = self.iommuctl("top", "--once", "--seconds", "0.1", check=False)
+        self.assertEqual(top.returncode, 1, top.stdout)
+        self.assertEqual(top.stderr.strip(), f"iommuctl: {why}")
+        self.assertTrue(d.alive())
 
     def test_introspection_is_the_interface_file(self):
         self.start_on(SYSTEM_LIKE.format(policy=POLICY_FILE))

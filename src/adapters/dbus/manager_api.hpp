@@ -17,6 +17,7 @@ inline constexpr const char* kErrorNoSuchDevice = "org.iommud1.Error.NoSuchDevic
 inline constexpr const char* kErrorInvalidPolicy = "org.iommud1.Error.InvalidPolicy";
 inline constexpr const char* kErrorFailed = "org.iommud1.Error.Failed";
 inline constexpr const char* kErrorStopping = "org.iommud1.Error.Stopping";
+inline constexpr const char* kErrorCannotMeasure = "org.iommud1.Error.CannotMeasure";
 
 /// One thing iommud did or declined to do (an apply or revert outcome). Times are UTC, ISO 8601.
 struct Action {
@@ -41,6 +42,17 @@ struct EffectView {
   std::string translatedAfter;
   bool mapsAttributed = false;  // false: a kernel before 6.12
   bool operator==(const EffectView&) const = default;
+};
+
+/// One device's live DMA over an interval: the DmaRates signal's row (docs/measure.md).
+struct DmaRateView {
+  std::string device;  // as the kernel names it: a PCI address
+  std::string name;    // nvme0, or the address
+  double mapsPerSecond = 0;
+  double mappedMiBPerSecond = 0;
+  double bouncesPerSecond = 0;
+  uint64_t faults = 0;  // in the interval
+  bool operator==(const DmaRateView&) const = default;
 };
 
 struct GroupView {

@@ -155,6 +155,16 @@ int methodRevert(sd_bus_message* m, void* userdata, sd_bus_error* error) {
   return 1;
 }
 
+int methodWatchDma(sd_bus_message* m, void* userdata, sd_bus_error* /*error*/) {
+  serviceOf(userdata).watchDma(m);
+  return 1;
+}
+
+int methodUnwatchDma(sd_bus_message* m, void* userdata, sd_bus_error* /*error*/) {
+  if (const char* sender = sd_bus_message_get_sender(m); sender != nullptr) serviceOf(userdata).unwatchDma(sender);
+  return sd_bus_reply_method_return(m, "");
+}
+
 int methodReload(sd_bus_message* m, void* userdata, sd_bus_error* /*error*/) {
   serviceOf(userdata).authorize(m, Guarded::Reload,
                                 [userdata](PendingCall call) { handlersOf(userdata).reload(std::move(call)); });
@@ -264,9 +274,13 @@ const sd_bus_vtable kVtable[] = {
     SD_BUS_METHOD_WITH_NAMES("Revert", "s", SD_BUS_PARAM(device), "a(ssss)", SD_BUS_PARAM(actions), methodRevert,
                              SD_BUS_VTABLE_UNPRIVILEGED),
     SD_BUS_METHOD("Reload", "", "", methodReload, SD_BUS_VTABLE_UNPRIVILEGED),
+    SD_BUS_METHOD("WatchDma", "", "", methodWatchDma, SD_BUS_VTABLE_UNPRIVILEGED),
+    SD_BUS_METHOD("UnwatchDma", "", "", methodUnwatchDma, SD_BUS_VTABLE_UNPRIVILEGED),
     SD_BUS_SIGNAL_WITH_NAMES("Acted", "sa(ssss)", SD_BUS_PARAM(trigger) SD_BUS_PARAM(actions), 0),
     SD_BUS_SIGNAL_WITH_NAMES("Measured", "a(ssddddddssb)dd",
                              SD_BUS_PARAM(effects) SD_BUS_PARAM(host_maps_before) SD_BUS_PARAM(host_maps_after), 0),
+    SD_BUS_SIGNAL_WITH_NAMES("DmaRates", "dba(ssdddt)",
+                             SD_BUS_PARAM(seconds) SD_BUS_PARAM(maps_attributed) SD_BUS_PARAM(devices), 0),
     SD_BUS_VTABLE_END,
 };
 
@@ -289,6 +303,13 @@ int onMessage(sd_bus_message* m, void* userdata, sd_bus_error* /*error*/) {
 int onRetry(sd_event_source* /*s*/, uint64_t /*usec*/, void* userdata) {
   serviceOf(userdata).retry();
   return 0;
+}
+
+// A watcher's track is empty: its name left the bus.
+int onWatcherLeft(sd_bus_track* /*track*/, void* userdata) {
+  auto* w = static_cast<ManagerService::Watcher*>(userdata);
+  w->service.unwatchDma(w->name);  // a copy: this destroys *w (sd-bus holds the track until we return)
+  return 1;
 }
 
 }  // namespace
@@ -374,8 +395,10 @@ void ManagerService::schedule(const std::string& why) {
 
 void ManagerService::retry() {
   retryTimer_.reset();
-  // The old connection goes here, outside its own callbacks.
+  // The old connection goes here, outside its own callbacks; its watchers' names mean nothing on
+  // the next (they watch again).
   polkit_.forget();
+  dropWatchers(true);
   conn_.reset();
   if (auto r = connect(); !r) schedule(r.error().describe());
   // Connected: nameRequested() says so when the bus answers; a connection that fails later comes
@@ -423,6 +446,7 @@ int ManagerService::fd() const {
 ManagerService::~ManagerService() {
   retryTimer_.reset();
   polkit_.forget();
+  dropWatchers(false);
   conn_.reset();
 }
 
@@ -459,6 +483,62 @@ void ManagerService::measured(const std::vector<EffectView>& effects, double hos
   }
   if (r >= 0) r = sd_bus_message_close_container(m);
   if (r >= 0) r = sd_bus_message_append(m, "dd", hostMapsBefore, hostMapsAfter);
+  if (r >= 0) (void)sd_bus_send(conn_->bus, m, nullptr);
+  sd_bus_message_unref(m);
+}
+
+ManagerService::Watcher::~Watcher() {
+  sd_bus_track_unref(track);
+}
+
+void ManagerService::watchDma(sd_bus_message* m) {
+  const char* sender = sd_bus_message_get_sender(m);
+  if (sender == nullptr || conn_ == nullptr) {
+    PendingCall(m).replyError(kErrorFailed, "the caller has no bus name to watch");
+    return;
+  }
+  if (watchers_.contains(sender)) {  // joins its own watch
+    (void)sd_bus_reply_method_return(m, "");
+    return;
+  }
+  auto w = std::make_unique<Watcher>(*this, sender);
+  int r = sd_bus_track_new(conn_->bus, &w->track, onWatcherLeft, w.get());
+  if (r >= 0) r = sd_bus_track_add_name(w->track, sender);
+  if (r < 0) {
+    PendingCall(m).replyError(kErrorFailed, std::string("cannot follow the caller on the bus: ") + std::strerror(-r));
+    return;
+  }
+  if (auto why = handlers_.watchDma(sender)) {
+    PendingCall(m).replyError(kErrorCannotMeasure, *why);
+    return;
+  }
+  watchers_.emplace(sender, std::move(w));
+  (void)sd_bus_reply_method_return(m, "");
+}
+
+void ManagerService::unwatchDma(std::string sender) {
+  if (watchers_.erase(sender) > 0) handlers_.unwatchDma(sender);
+}
+
+void ManagerService::dropWatchers(bool tell) {
+  auto gone = std::move(watchers_);
+  watchers_.clear();
+  if (!tell) return;
+  for (const auto& [name, w] : gone) handlers_.unwatchDma(name);
+}
+
+void ManagerService::dmaRates(double seconds, bool mapsAttributed, const std::vector<DmaRateView>& devices) {
+  if (conn_ == nullptr) return;
+  sd_bus_message* m = nullptr;
+  int r = sd_bus_message_new_signal(conn_->bus, &m, kObjectPath, kInterface, "DmaRates");
+  if (r >= 0) r = sd_bus_message_append(m, "db", seconds, static_cast<int>(mapsAttributed));
+  if (r >= 0) r = sd_bus_message_open_container(m, 'a', "(ssdddt)");
+  for (const auto& d : devices) {
+    if (r < 0) break;
+    r = sd_bus_message_append(m, "(ssdddt)", d.device.c_str(), d.name.c_str(), d.mapsPerSecond, d.mappedMiBPerSecond,
+                              d.bouncesPerSecond, d.faults);
+  }
+  if (r >= 0) r = sd_bus_message_close_container(m);
   if (r >= 0) (void)sd_bus_send(conn_->bus, m, nullptr);
   sd_bus_message_unref(m);
 }

@@ -2,7 +2,9 @@
 
 #include <chrono>
 #include <functional>
+#include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -16,6 +18,7 @@
 struct sd_bus;
 struct sd_bus_message;
 struct sd_bus_slot;
+struct sd_bus_track;
 struct sd_event;
 
 namespace iommud::adapters::dbus {
@@ -67,6 +70,10 @@ class ManagerService {
     std::function<void(PendingCall, bool hotplug, std::string device)> apply;
     std::function<void(PendingCall, std::string device)> revert;
     std::function<void(PendingCall)> reload;
+    /// WatchDma from a bus name not yet watching: why it cannot measure, or nothing (it watches).
+    std::function<std::optional<std::string>(const std::string& watcher)> watchDma;
+    /// The watcher called UnwatchDma or left the bus.
+    std::function<void(const std::string& watcher)> unwatchDma;
     std::function<void(const std::string& why)> nameLost;  // the bus refused kBusName
     std::function<void(const BusLinkEvent&)> link;         // the connection went or came back
   };
@@ -93,6 +100,9 @@ class ManagerService {
   /// and the host's IOMMU page maps/s before and after.
   void measured(const std::vector<EffectView>& effects, double hostMapsBefore, double hostMapsAfter);
 
+  /// The DmaRates signal: each device's DMA over the last `seconds`.
+  void dmaRates(double seconds, bool mapsAttributed, const std::vector<DmaRateView>& devices);
+
   /// The bus connection's socket (for a forked child to close: the connection is the daemon's).
   [[nodiscard]] int fd() const;
 
@@ -105,6 +115,20 @@ class ManagerService {
   void nameRequested(sd_bus_message* reply);
   void disconnected();
   void retry();
+  /// WatchDma; UnwatchDma from `sender`, or the bus saying that it left (sd_bus_track).
+  void watchDma(sd_bus_message* m);
+  void unwatchDma(std::string sender);
+
+  /// One watcher of the DMA rates: its name, followed on the bus until it leaves.
+  struct Watcher {
+    Watcher(ManagerService& s, std::string n) : service(s), name(std::move(n)) {}
+    Watcher(const Watcher&) = delete;
+    Watcher& operator=(const Watcher&) = delete;
+    ~Watcher();
+    ManagerService& service;
+    std::string name;
+    sd_bus_track* track = nullptr;
+  };
 
  private:
   /// One connection: the bus and the slots on it, closed with the owner.
@@ -121,11 +145,14 @@ class ManagerService {
       : loop_(loop), handlers_(std::move(handlers)), backoff_(backoff) {}
   core::Result<core::Done> connect();
   void schedule(const std::string& why);
+  /// Forgets every watcher, telling the daemon (false: it is going away, nothing to tell).
+  void dropWatchers(bool tell);
 
   sd_event* loop_;
   Handlers handlers_;
   core::Backoff backoff_;
   PolkitClient polkit_;  // its questions are forgotten before their connection goes
+  std::map<std::string, std::unique_ptr<Watcher>> watchers_;  // dropped before their connection
   std::unique_ptr<Connection> conn_;
   systemd::EventSource retryTimer_;  // the next reconnection, while the bus is away
   unsigned attempt_ = 0;             // reconnections tried since the connection was lost; 0: connected

@@ -38,6 +38,8 @@ std::unique_ptr<adapters::dbus::ManagerService> serveOnBus(adapters::systemd::Ev
   bus::ManagerService::Handlers h;
   h.host = calls.host;
   h.daemon = calls.daemon;
+  h.watchDma = calls.watchDma;
+  h.unwatchDma = calls.unwatchDma;
   h.plan = [call = calls.call](bus::PendingCall reply, bool hotplug, std::string device) {
     call({Kind::Plan, hotplug, std::move(device)}, std::move(reply));
   };

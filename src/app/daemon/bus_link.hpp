@@ -2,6 +2,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -21,6 +22,8 @@ struct BusCalls {
   std::function<std::vector<std::string>()> reload;                   // the problems that kept the new settings out
   std::function<const adapters::dbus::HostSummary&()> host;
   std::function<adapters::dbus::DaemonSummary()> daemon;
+  std::function<std::optional<std::string>(const std::string&)> watchDma;  // why it cannot measure, or nothing
+  std::function<void(const std::string&)> unwatchDma;
 };
 
 /// org.iommud1 on the system bus, on `loop`: its calls go to `calls`, what becomes of the name and

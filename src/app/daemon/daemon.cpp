@@ -217,6 +217,9 @@ class Daemon {
             },
             [this](const EffectMeasured& c) {
               if (service_) service_->measured(effectViews(c), c.hostMapsBefore, c.hostMapsAfter);
+            },
+            [this](const core::DmaInterval& i) {
+              if (service_) service_->dmaRates(i.seconds, i.mapsAttributed, dmaRateViews(i, busView_.host()));
             }};
   }
 
@@ -310,7 +313,9 @@ class Daemon {
                    {.call = [this](Call call, bus::PendingCall reply) { enqueue(std::move(call), std::move(reply)); },
                     .reload = [this] { return reload(); },
                     .host = [this]() -> const bus::HostSummary& { return busView_.host(); },
-                    .daemon = [this] { return daemonSummary(); }});
+                    .daemon = [this] { return daemonSummary(); },
+                    .watchDma = [this](const std::string& who) { return measuring_.watch(who); },
+                    .unwatchDma = [this](const std::string& who) { measuring_.unwatch(who); }});
   }
 
   // A D-Bus call waits for the worker like any batch (WorkQueue bounds how many).

@@ -104,20 +104,20 @@ Waited waitUntil(Clock::time_point deadline, const SignalSink& signals, bool key
   }
 }
 
-std::string oneLine(const core::Error& e) {
+}  // namespace
+
+std::string whyNotMeasuring(std::string_view who, const core::Error& e) {
   if (e.code == EACCES || e.code == EPERM) {
-    return "top needs root (or CAP_PERFMON and write access to tracefs): " + e.describe();
+    return std::string(who) + " needs root (or CAP_PERFMON and write access to tracefs): " + e.describe();
   }
   return "cannot measure: " + e.describe();
 }
-
-}  // namespace
 
 int runTop(const adapters::sysfs::Root& root, const TopOptions& options) {
   SignalSink signals;
   auto counters = adapters::trace::DmaCounters::open(root);
   if (!counters) {
-    std::fprintf(stderr, "iommuctl: %s\n", oneLine(counters.error()).c_str());
+    std::fprintf(stderr, "iommuctl: %s\n", whyNotMeasuring("top", counters.error()).c_str());
     return 1;
   }
   for (const auto& name : counters->sweep().removed) {
@@ -245,7 +245,7 @@ core::DmaWindow windowOf(const core::DmaInterval& interval, const core::HostFact
 
 core::Result<adapters::trace::DmaCounters> openCounters(const adapters::sysfs::Root& root) {
   auto counters = adapters::trace::DmaCounters::open(root);
-  if (!counters) return core::Error{counters.error().code, "", oneLine(counters.error())};
+  if (!counters) return core::Error{counters.error().code, "", whyNotMeasuring("top", counters.error())};
   return counters;
 }
 

@@ -2,6 +2,7 @@
 
 #include <functional>
 #include <string>
+#include <string_view>
 
 #include "adapters/sysfs/root.hpp"
 #include "app/report/text_style.hpp"
@@ -23,6 +24,9 @@ struct TopOptions {
   bool color = false;
   size_t width = kTextWidth;  // the columns of its table (app/report/text_style.hpp)
 };
+
+/// Why `who` ("top") cannot measure, in one line for people; a refusal says who may measure.
+std::string whyNotMeasuring(std::string_view who, const core::Error& e);
 
 /// Runs top; returns the exit code. Errors are printed as one line each.
 int runTop(const adapters::sysfs::Root& root, const TopOptions& options);
