@@ -215,7 +215,9 @@ class SyntheticRoot:
         pass
 
 
-class CockpitPage(DaemonTestCase):
+class CockpitCase(DaemonTestCase):
+    """The bus, cockpit-ws and Chromium of a test class, and the page's helpers (chart.py too)."""
+
     @classmethod
     def setUpClass(cls):
         cls.shared = tempfile.mkdtemp(prefix="cockpit-page-")
@@ -366,8 +368,8 @@ class CockpitPage(DaemonTestCase):
                      text: detail.textContent}};
         }})()""")
 
-    # --- the tests ----------------------------------------------------------------------------
 
+class CockpitPage(CockpitCase):
     def test_the_page_is_in_cockpits_menu(self):
         with urllib.request.urlopen(f"http://127.0.0.1:{self.ws.port}/cockpit/@localhost/manifests.json",
                                     timeout=scaled(30)) as r:
