@@ -70,7 +70,7 @@ function chart(address, label, s) {
     const series = values(address, s.row);
     const latest = series.at(-1) ?? 0;
     const peak = Math.max(0, ...series);
-    const text = `${label}, ${s.label}: ${number(latest)} ${s.unit} now, peak ${number(peak)} over the last ` +
+    const text = `${s.label}: ${number(latest)} ${s.unit} now, peak ${number(peak)} over the last ` +
                  `${Math.round(samples.reduce((a, x) => a + x.seconds, 0))} s`;
     const svg = EMPTY.content.firstChild.cloneNode(true); // aria-hidden: the caption says it
     const poly = svg.firstChild;
@@ -82,7 +82,11 @@ function chart(address, label, s) {
     figure.dataset.series = s.key;
     const caption = document.createElement("figcaption");
     caption.className = "dma-latest";
-    caption.textContent = text;
+    // The device in words for a screen reader, which reads the caption alone; the eye has the heading.
+    const who = document.createElement("span");
+    who.className = "visually-hidden";
+    who.textContent = `${label}, `;
+    caption.append(who, text);
     figure.append(svg, caption);
     return figure;
 }

@@ -11,16 +11,15 @@ of each state in $COCKPIT_ARTIFACTS.
 Run by ctest (cockpit.chart); by hand as page.py, with tests/cockpit/chart.py."""
 
 import os
+import re
 import sys
+import unittest
 
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from page import CockpitCase  # noqa: E402
 from test_dbus_umockdev import MIB, TraceInstance  # noqa: E402
 from testbed import NVME_A, wait_until  # noqa: E402
-
-import unittest  # noqa: E402
-
 from gi.repository import GLib  # noqa: E402
 
 # What the charts drew of one device: per series the sum over the samples of the values drawn,
@@ -88,7 +87,7 @@ class DmaCharts(CockpitCase):
         # Leaving the page ends its watch, though its bridge stays on the bus.
         mark = d.log_mark()
         self.tools.call("Page.navigate", url="about:blank")
-        d.wait_log(r"DMA watcher %s left" % watcher, start=mark)
+        d.wait_log(r"DMA watcher %s left" % re.escape(watcher), start=mark)
         d.wait_log(r"DMA watch ended: removed tracing instance .*" + trace.name, start=mark)
         has_owner = self.bus.conn.call_sync("org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus",
                                             "NameHasOwner", GLib.Variant("(s)", (watcher,)), None, 0, -1, None)
