@@ -252,7 +252,9 @@ def readable_by_all(top: str, tree: str) -> None:
                 os.chmod(path, os.stat(path).st_mode | (0o055 if os.path.isdir(path) else 0o044))
 
 
-class CockpitPage(DaemonTestCase):
+class CockpitCase(DaemonTestCase):
+    """The bus, cockpit-ws and Chromium of a test class, and the page's helpers (chart.py too)."""
+
     @classmethod
     def setUpClass(cls):
         cls.shared = tempfile.mkdtemp(prefix="cockpit-page-")
@@ -439,8 +441,8 @@ class CockpitPage(DaemonTestCase):
                      text: detail.textContent}};
         }})()""")
 
-    # --- the tests ----------------------------------------------------------------------------
 
+class CockpitPage(CockpitCase):
     def test_the_page_is_in_cockpits_menu(self):
         with urllib.request.urlopen(f"http://127.0.0.1:{self.ws.port}/cockpit/@localhost/manifests.json",
                                     timeout=scaled(30)) as r:
