@@ -37,6 +37,18 @@ std::vector<std::string> at(const HostFacts& h, const std::vector<DeviceExposure
   return out;
 }
 
+// The untrusted devices (bridges aside) that are neither bounced sub-page nor blocked.
+std::vector<std::string> untrustedWithoutSubPageIsolation(const HostFacts& h, const std::vector<DeviceExposure>& all) {
+  std::vector<std::string> weak;
+  for (const auto& e : all) {
+    const auto* d = h.device(e.address);
+    if (d != nullptr && d->kind() != DeviceKind::Bridge && d->untrusted() && e.level != Exposure::MappedSubPage &&
+        e.level != Exposure::None)
+      weak.push_back(e.address);
+  }
+  return weak;
+}
+
 }  // namespace
 
 Score score(const HostFacts& host, const std::vector<DeviceExposure>& exposures, const Protections& protections) {
@@ -58,13 +70,7 @@ Score score(const HostFacts& host, const std::vector<DeviceExposure>& exposures,
       unknown.empty() ? "every device's group type is known" : "no judgement for: " + names(h, unknown));
 
   // Level 2: what the hardware offers against a hostile device is in force.
-  std::vector<std::string> weakUntrusted;
-  for (const auto& e : all) {
-    const auto* d = h.device(e.address);
-    if (d != nullptr && d->kind() != DeviceKind::Bridge && d->untrusted() && e.level != Exposure::MappedSubPage &&
-        e.level != Exposure::None)
-      weakUntrusted.push_back(e.address);
-  }
+  auto weakUntrusted = untrustedWithoutSubPageIsolation(h, all);
   add("untrusted-strict-and-bounced", 2, weakUntrusted.empty(),
       weakUntrusted.empty() ? "every untrusted device is strict and bounced (or there is none)"
                             : "untrusted devices without sub-page isolation: " + names(h, weakUntrusted));
