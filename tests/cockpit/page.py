@@ -216,7 +216,11 @@ class SyntheticRoot:
         self.root = os.path.join(out, name)
 
     def env(self, **extra: str) -> dict[str, str]:
-        return dict(os.environ, UMOCKDEV_DIR=self.root, LD_PRELOAD=testbed.PRELOAD, **extra)
+        # As testbed.env: the preload and ASan's runtime (the ASan build's tests) both want to come
+        # first in the library list.
+        asan = os.environ.get("ASAN_OPTIONS", "")
+        return dict(os.environ, UMOCKDEV_DIR=self.root, LD_PRELOAD=testbed.PRELOAD,
+                    ASAN_OPTIONS=(asan + ":" if asan else "") + "verify_asan_link_order=0", **extra)
 
     def close(self):
         pass

@@ -311,7 +311,7 @@ int onRetry(sd_event_source* /*s*/, uint64_t /*usec*/, void* userdata) {
 // A watcher's track is empty: its name left the bus.
 int onWatcherLeft(sd_bus_track* /*track*/, void* userdata) {
   auto* w = static_cast<ManagerService::Watcher*>(userdata);
-  w->service.unwatchDma(w->name);  // a copy: this destroys *w (sd-bus holds the track until we return)
+  w->service.unwatchDma(std::string(w->name));  // a copy: this destroys *w (sd-bus holds the track until we return)
   return 1;
 }
 
@@ -520,7 +520,7 @@ void ManagerService::watchDma(sd_bus_message* m) {
   (void)sd_bus_reply_method_return(m, "");
 }
 
-void ManagerService::unwatchDma(std::string sender) {
+void ManagerService::unwatchDma(const std::string& sender) {
   if (watchers_.erase(sender) > 0) handlers_.unwatchDma(sender);
 }
 

@@ -119,7 +119,7 @@ class ManagerService {
   void retry();
   /// WatchDma; UnwatchDma from `sender`, or the bus saying that it left (sd_bus_track).
   void watchDma(sd_bus_message* m);
-  void unwatchDma(std::string sender);
+  void unwatchDma(const std::string& sender);
 
   /// One watcher of the DMA rates: its name, followed on the bus until it leaves.
   struct Watcher {
