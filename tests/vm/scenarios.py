@@ -928,7 +928,8 @@ if [[ $(cut -d' ' -f3 stopped-pair.txt | sort -u) == identity ]]; then
 fi
 facts before-kill $pair_a $pair_b
 after_unbind() {  # after_unbind SIGNAL LOG CMD...: CMD under strace, which sends it SIGNAL as it
-    # closes the first nvme unbind file it wrote: the unbind is done, nothing after it is (iommuctl has no test hook)
+    # closes the first nvme unbind file it wrote: the unbind is done, nothing after it is (the apply scenario uses
+    # iommuctl's test hook IOMMUD_TEST_STOP_AFTER instead)
     local sig=$1 log=$2; shift 2
     strace -qq -f -o /dev/null -P /sys/bus/pci/drivers/nvme/unbind -e trace=close \
         -e "inject=close:signal=$sig:when=1" "$@" > "$log" 2>&1
