@@ -367,42 +367,38 @@ cat mounted-apply.txt
 disk_facts mounted
 umount /mnt/disk
 
-after_unbind() {  # after_unbind SIGNAL LOG CMD...: CMD under strace, which sends it SIGNAL as it
-    # closes the first nvme unbind file it wrote: the unbind is done, nothing after it is (iommuctl has no test hook)
-    local sig=$1 log=$2; shift 2
-    strace -qq -f -o /dev/null -P /sys/bus/pci/drivers/nvme/unbind -e trace=close \
-        -e "inject=close:signal=$sig:when=1" "$@" > "$log" 2>&1
+stopped() {  # stopped PID: the process stopped itself (state T)
+    local state
+    read -r _ _ state _ < "/proc/$1/stat" 2>/dev/null && [[ $state == T ]]
 }
-child_named() {  # child_named PID NAME: the descendant of PID called NAME (strace's tracee)
-    local kid comm kids=()
-    read -r -a kids < "/proc/$1/task/$1/children" 2>/dev/null
-    for kid in "${kids[@]}"; do
-        read -r _ comm _ < "/proc/$kid/stat" 2>/dev/null || continue
-        if [[ $comm == "($2)" ]]; then echo "$kid"; return 0; fi
-        child_named "$kid" "$2" && return 0
+stop_after() {  # stop_after STEP LOG CMD...: CMD in the background, stopped by its test hook after STEP
+    # (IOMMUD_TEST_STOP_AFTER); sets pid; fails if CMD ended without stopping
+    local at=$1 log=$2; shift 2
+    IOMMUD_TEST_STOP_AFTER=$at "$@" > "$log" 2>&1 &
+    pid=$!
+    for _ in $(seq 1200); do  # up to 120 s
+        stopped $pid && return 0
+        [[ -e /proc/$pid ]] || break
+        sleep 0.1
     done
-    return 1
+    echo "never stopped after $at: $(< "$log")"; return 1
 }
 # Killed right after the unbind: the next writer (here `iommuctl revert`) finds the journal and rebinds.
-after_unbind SIGKILL killed-apply.txt $iommuctl apply --hotplug --policies /tmp/pol --device "$disk"
+stop_after "unbind $disk" killed-apply.txt $iommuctl apply --hotplug --policies /tmp/pol --device "$disk"
 disk_facts killed-paused
+kill -KILL $pid; wait $pid
 ls /run/iommud > killed-run.txt
 $iommuctl revert > recover.txt 2>&1; echo $? > recover.rc
 cat recover.txt
 disk_facts recovered
 ls /run/iommud > recovered-run.txt
 
-# Removed (QMP device_del from the host) while paused right after the unbind: the transaction ends
+# Removed (QMP device_del from the host) while stopped right after the unbind: the transaction ends
 # without error and every remaining device is bound.
-after_unbind SIGSTOP removed-apply.txt $iommuctl apply --hotplug --policies /tmp/pol --device "$disk" &
-pid=$!
-# Unbound means the write returned; SIGSTOP came with the close right after it, so it stops before
-# its next step. (The process state cannot tell: under strace every syscall is a tracing stop.)
-wait_for ! -e "/sys/bus/pci/devices/$disk/driver"
-kid=$(child_named $pid iommuctl)
+stop_after "unbind $disk" removed-apply.txt $iommuctl apply --hotplug --policies /tmp/pol --device "$disk"
 echo "@@paused-after-unbind"
 wait_for ! -e "/sys/bus/pci/devices/$disk"
-kill -CONT "$kid"
+kill -CONT $pid
 wait $pid; echo $? > removed.rc
 cat removed-apply.txt
 facts removed
@@ -475,6 +471,103 @@ def _disk_problems(out: Path, removal: dict[str, float]) -> list[str]:
     for dev, (_, _, drv) in facts_of(out / "removed.txt").items():
         if drv != "nvme":
             problems.append(f"after {disk} was removed mid-transaction, {dev} is bound to {drv}, not nvme")
+    return problems
+
+
+# --------------------------------------------------------------------------
+# Killed at each step of a domain transaction (issue 28), in the apply scenario's boot after its
+# other parts: the solo NVMe's group DMA -> identity, `iommuctl apply` stopped by its test hook
+# (IOMMUD_TEST_STOP_AFTER: it SIGSTOPs itself after the named step) and SIGKILLed there; then
+# `iommuctl status` must name every device it left unbound, the next apply must recover and finish
+# the change, and `iommuctl revert` must leave the group's type and the driver as they were.
+# The exhaustive sweep (every step, every member) is the fake kernel's (tests/unit/app/change).
+
+KILL_STEPS = (  # (name, IOMMUD_TEST_STOP_AFTER, (type, driver) at the kill, journal left)
+    ("pending-record", "save /run/iommud/changes.json", ("DMA", "nvme"), False),  # the write-ahead record
+    ("unbind", "unbind 0000:01:00.0", ("DMA", "none"), True),
+    ("type", "write identity", ("identity", "none"), True),
+    ("bind", "bind 0000:01:00.0", ("identity", "nvme"), True),  # done, before its record is settled
+    ("record", "save /run/iommud/changes.json#2", ("identity", "nvme"), False),  # the settled record
+    ("record-copy", "save /var/lib/iommud/runtime-changes.json#2", ("identity", "nvme"), False),
+)
+
+KILL_GUEST = r"""
+# --- killed at each step of a domain transaction (KILL_GUEST) ---
+solo=0000:01:00.0
+solo_group=$(basename "$(readlink -f /sys/bus/pci/devices/$solo/iommu_group)")
+solo_facts() {  # solo_facts NAME: the solo NVMe's group type, its driver and whether a journal is left
+    local t drv=none j=no
+    read -r t < "/sys/kernel/iommu_groups/$solo_group/type"
+    [[ -e /sys/bus/pci/devices/$solo/driver ]] && drv=$(readlink /sys/bus/pci/devices/$solo/driver)
+    [[ -e /run/iommud/transaction.journal ]] && j=yes
+    echo "$t ${drv##*/} $j" > "$1.txt"
+}
+solo_facts kill-start
+while read -r name at; do
+    stop_after "$at" "kill-$name-apply.txt" $iommuctl apply --hotplug --policies /tmp/pol --device $solo &&
+        echo stopped > "kill-$name-stopped.txt"
+    solo_facts "kill-$name-at"
+    kill -KILL $pid; wait $pid; echo $? > "kill-$name.rc"
+    $iommuctl status --json > "kill-$name-status.json" 2> "kill-$name-status.err"
+    $iommuctl apply --hotplug --policies /tmp/pol --device $solo > "kill-$name-next.txt" 2>&1; echo $? > "kill-$name-next.rc"
+    solo_facts "kill-$name-recovered"
+    $iommuctl revert > "kill-$name-revert.txt" 2>&1; echo $? > "kill-$name-revert.rc"
+    solo_facts "kill-$name-reverted"
+    cp /run/iommud/changes.json "kill-$name-records.json" 2>/dev/null
+    echo "killed after $name: at $(< "kill-$name-at.txt"), after the next apply $(< "kill-$name-recovered.txt"), reverted $(< "kill-$name-reverted.txt")"
+done <<'STEPS'
+@KILL_STEPS@
+STEPS
+"""
+
+
+def _kill_problems(out: Path, notes: list[str]) -> list[str]:
+    """KILL_GUEST: each kill point, what status said, the recovery by the next apply, and the revert."""
+    problems = []
+
+    def facts(name: str) -> tuple[str, str, bool]:
+        t, drv, journal = (out / f"{name}.txt").read_text().split()
+        return t, drv, journal == "yes"
+
+    start = facts("kill-start")
+    if start != ("DMA", "nvme", False):
+        return [f"before the kills the solo NVMe is {start}, not at DMA, bound, without a journal: they test nothing"]
+    for name, _, (want_type, want_drv), journal in KILL_STEPS:
+        p = f"kill-{name}"
+        text = {n: (out / f"{p}-{n}.txt").read_text() for n in ("apply", "next", "revert")}
+        rc = {n: (out / f"{p}{n}.rc").read_text().strip() for n in ("", "-next", "-revert")}
+        checked = []
+        if not (out / f"{p}-stopped.txt").exists():
+            problems.append(f"apply never stopped after {name} (rc {rc['']}): {text['apply']}")
+            continue
+        at, nxt, reverted = facts(f"{p}-at"), facts(f"{p}-recovered"), facts(f"{p}-reverted")
+        if rc[""] != "137":
+            problems.append(f"{name}: apply was not killed at its stop (rc {rc['']}): {text['apply']}")
+        if at != (want_type, want_drv, journal):
+            problems.append(f"{name}: at the kill the group, driver, journal are {at}, not "
+                            f"{(want_type, want_drv, journal)}: the stop is not after that step")
+        checked.append(f"at the kill {at[0]}/{at[1]}" + (" + journal" if at[2] else ""))
+        status = json.loads((out / f"{p}-status.json").read_text())
+        unbound = {d for f in status["findings"] if f["id"] == "device-left-unbound" for d in f["devices"]}
+        if (at[1] == "none") != ("0000:01:00.0" in unbound):
+            problems.append(f"{name}: iommuctl status names {sorted(unbound)} as left unbound, the solo NVMe "
+                            f"being bound to {at[1]}")
+        checked.append("status names it unbound" if unbound else "status: all bound")
+        if rc["-next"] != "0" or nxt[:2] != ("identity", "nvme") or nxt[2]:
+            problems.append(f"{name}: the next apply (rc {rc['-next']}) left {nxt}, not identity, nvme, no "
+                            f"journal: {text['next']}")
+        recovered = re.search(r"^recovered: group \d+, .*", text["next"], re.M)
+        if journal != bool(recovered):
+            problems.append(f"{name}: the next apply {'did not say' if journal else 'said'} it recovered a "
+                            f"transaction: {text['next']}")
+        checked.append(f"next apply {nxt[0]}/{nxt[1]}" + (f" ({recovered[0]})" if recovered else ""))
+        kept = out / f"{p}-records.json"
+        records = json.loads(kept.read_text()) if kept.exists() else []
+        if rc["-revert"] != "0" or reverted != start or records:
+            problems.append(f"{name}: revert (rc {rc['-revert']}) left {reverted}, records {records}, not {start} "
+                            f"and none: {text['revert']}")
+        checked.append(f"revert {reverted[0]}/{reverted[1]}")
+        notes.append(f"killed after {name}: " + ", ".join(checked))
     return problems
 
 
@@ -579,7 +672,9 @@ def run_apply(series: str, iommuctl: Path, out_dir: Path | None = None,
 
     (staging / "50-vm-fq.toml").write_text(LAZY_POLICY)
     files["50-vm-fq.toml"] = staging / "50-vm-fq.toml"
-    r = vmlib.boot(kernel, machine, (APPLY_GUEST + LAZY_GUEST).replace("@IOMMUCTL@", guest_path), files_in=files,
+    kill_steps = "\n".join(f"{name} {at}" for name, at, _, _ in KILL_STEPS)
+    script = (APPLY_GUEST + KILL_GUEST + LAZY_GUEST).replace("@KILL_STEPS@", kill_steps)
+    r = vmlib.boot(kernel, machine, script.replace("@IOMMUCTL@", guest_path), files_in=files,
                    driver=driver, timeout=420, out_dir=out_dir, echo=echo)
     shutil.rmtree(staging, ignore_errors=True)
     problems: list[str] = []
@@ -619,6 +714,7 @@ def run_apply(series: str, iommuctl: Path, out_dir: Path | None = None,
         if "held by dm-0" not in held_txt or "unbinding it would take it away" not in held_txt:
             problems.append(f"apply does not say the held NVMe is in use: {held_txt}")
         problems += _disk_problems(r.out_dir, removal)
+        problems += _kill_problems(r.out_dir, notes)
         problems += _lazy_problems(r.out_dir, series)
         timing = re.findall(r"done in ([0-9.]+ ms) \(([0-9.]+ ms) of it in the kernel", apply_txt)
         rings_timing = re.findall(r"rings \S+ \d+ -> \d+ in ([0-9.]+ ms) \(([0-9.]+ ms) of it in the kernel", apply_txt)
@@ -832,7 +928,8 @@ if [[ $(cut -d' ' -f3 stopped-pair.txt | sort -u) == identity ]]; then
 fi
 facts before-kill $pair_a $pair_b
 after_unbind() {  # after_unbind SIGNAL LOG CMD...: CMD under strace, which sends it SIGNAL as it
-    # closes the first nvme unbind file it wrote: the unbind is done, nothing after it is (iommuctl has no test hook)
+    # closes the first nvme unbind file it wrote: the unbind is done, nothing after it is (the apply scenario uses
+    # iommuctl's test hook IOMMUD_TEST_STOP_AFTER instead)
     local sig=$1 log=$2; shift 2
     strace -qq -f -o /dev/null -P /sys/bus/pci/drivers/nvme/unbind -e trace=close \
         -e "inject=close:signal=$sig:when=1" "$@" > "$log" 2>&1

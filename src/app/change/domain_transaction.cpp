@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <charconv>
 
 #include "core/text.hpp"
 
@@ -211,6 +212,22 @@ std::string groupTypePath(int group) {
 
 std::string driverPath(std::string_view driver, std::string_view action) {
   return "/sys/bus/pci/drivers/" + std::string(driver) + "/" + std::string(action);
+}
+
+TransactionHooks stopAfter(std::string_view spec, std::function<void()> stop) {
+  int nth = 1;
+  if (auto hash = spec.rfind('#'); hash != std::string_view::npos) {
+    const auto count = spec.substr(hash + 1);
+    int n = 0;
+    auto [end, err] = std::from_chars(count.data(), count.data() + count.size(), n);
+    if (err == std::errc{} && end == count.data() + count.size() && n > 0) {
+      nth = n;
+      spec = spec.substr(0, hash);
+    }
+  }
+  return {[prefix = std::string(spec), nth, stop = std::move(stop), seen = 0](std::string_view step) mutable {
+    if (step.starts_with(prefix) && ++seen == nth) stop();
+  }};
 }
 
 std::string TransactionReport::summary() const {

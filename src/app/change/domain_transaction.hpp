@@ -23,6 +23,11 @@ struct TransactionHooks {
   std::function<void(std::string_view step)> afterStep;
 };
 
+/// The real-kernel tests' way to stop iommuctl apply at a step (tests/vm, IOMMUD_TEST_STOP_AFTER in
+/// iommuctl(1)): `stop` runs once, after the Nth step whose name starts with PREFIX, `spec` being
+/// "PREFIX" (N = 1) or "PREFIX#N". Steps are the transaction's and the records' ("save PATH").
+TransactionHooks stopAfter(std::string_view spec, std::function<void()> stop);
+
 /// How a domain transaction went.
 struct TransactionReport {
   core::DomainChange change;

@@ -4,7 +4,9 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
 
 #include "adapters/dbus/manager_client.hpp"
@@ -129,6 +131,8 @@ std::optional<std::vector<adapters::dbus::Action>> applyOnce(const Globals& glob
   adapters::sysfs::Root root(globals.root);
   adapters::sysfs::RootWriter writer(root);
   app::ApplyContext ctx{root, writer, nullptr, globals.state, app::utcNow, {}};
+  // A test hook, read only here and honoured only when set: tests/vm kills apply where it stops.
+  if (const char* at = std::getenv("IOMMUD_TEST_STOP_AFTER")) ctx.hooks = app::stopAfter(at, [] { ::raise(SIGSTOP); });
   auto lock = startWriting(globals, ctx, "apply", "iommuctl apply --simulate");
   if (!lock) return std::nullopt;
   auto loaded = validPolicies(globals, opts.policies);

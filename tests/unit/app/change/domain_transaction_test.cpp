@@ -424,6 +424,35 @@ TEST(TransactionJournal, RoundTripsAndRejectsWhatItDidNotWrite) {
   EXPECT_FALSE(adapters::state::parseJournal("iommud-transaction 1\nmember x maybe nvme\n").ok());
 }
 
+TEST(StopAfter, StopsOnceAfterTheNthStepNamedSo) {
+  std::vector<std::string> stops;
+  std::string now;
+  auto record = [&] { stops.push_back(now); };
+  auto second = app::stopAfter("save /run/iommud/#2", record);
+  auto first = app::stopAfter("bind", record);
+  auto odd = app::stopAfter("write#x", record);  // not a count: all of it is the prefix
+  for (const char* step :
+       {"save /run/iommud/changes.json", "unbind 0000:01:00.0", "write identity", "bind 0000:01:00.0",
+        "bind 0000:01:00.1", "save /run/iommud/changes.json", "save /run/iommud/changes.json", "write#x"}) {
+    now = step + std::string(" ") + std::to_string(stops.size());
+    for (auto* hooks : {&second, &first, &odd}) hooks->afterStep(step);
+  }
+  EXPECT_EQ(stops, (std::vector<std::string>{"bind 0000:01:00.0 0", "save /run/iommud/changes.json 1", "write#x 2"}));
+}
+
+TEST(StopAfter, StopsATransactionAfterItsTypeWrite) {
+  Fixture f(twoNvmeOneGroup("6.12.48-1"), k612);
+  std::optional<DomainType> typeThen;
+  std::optional<std::string> driverThen;
+  auto r = f.run(f.prepare(20, DomainType::Identity), app::stopAfter("write", [&] {
+                   typeThen = f.typeOf(20);
+                   driverThen = f.driverOf("0000:03:00.0").value_or("none");
+                 }));
+  EXPECT_TRUE(r.succeeded) << r.summary();
+  EXPECT_EQ(typeThen, DomainType::Identity);
+  EXPECT_EQ(driverThen, "none");
+}
+
 TEST(WriterLock, SerialisesWriters) {
   auto dir = std::filesystem::temp_directory_path() / ("iommud-lock-" + std::to_string(getpid()));
   ASSERT_TRUE(adapters::state::makeDirectories((dir / "run/iommud").string()).ok());
