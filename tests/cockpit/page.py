@@ -11,7 +11,9 @@ Checked: the verdict and the table are what `iommuctl status --json` says of the
 by device; a row opens from the keyboard and shows `iommuctl status DEVICE --json`; every control
 has an accessible name; the page notices iommud stopping ("not running") and coming back; a host
 without an IOMMU says so; the plan is `iommuctl plan --json`'s, and Revert and Apply from the page
-change the device; nobody's session (cockpit-ws run as nobody, no polkitd on the bus) sees the
+change the device; a Revert's measured effect (the daemon's Measured signal, [measure]
+effect-window over tracefs `hist` files the test writes) is in the device's row, a measured
+journal entry's before and after in the history; nobody's session (cockpit-ws run as nobody, no polkitd on the bus) sees the
 same page and is refused both, in words. Each state is saved as a screenshot in $COCKPIT_ARTIFACTS. Without
 chromium or cockpit-ws the test fails and says what to install.
 
@@ -38,7 +40,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(REPO, "tests", "daemon"))
 import testbed  # noqa: E402
-from test_dbus_umockdev import NOBODY, POLICY_FILE, SYSTEM_LIKE, PrivateBus  # noqa: E402
+from test_dbus_umockdev import NOBODY, POLICY_FILE, SYSTEM_LIKE, PrivateBus, Signals, TraceInstance  # noqa: E402
 from test_iommud_umockdev import IOMMUCTL, PAIR, DaemonTestCase  # noqa: E402
 from testbed import NIC, NVME_A, scaled, wait_until  # noqa: E402
 
@@ -51,6 +53,8 @@ COCKPIT_WS = "/usr/lib/cockpit/cockpit-ws"
 SCHEMA_HOSTS = os.environ.get("SCHEMA_HOSTS", "schema_hosts")
 ARTIFACTS = os.environ.get("COCKPIT_ARTIFACTS") or tempfile.mkdtemp(prefix="cockpit-artifacts-")
 PAGE = "/cockpit/@localhost/iommud/index.html"
+# The daemon's [measure] effect-window in the measured-effect test, in seconds (docs/measure.md).
+EFFECT_WINDOW = 2
 # What the page shows in each state: body's data-state (cockpit/iommud/index.html).
 STATES = ("loading", "loaded", "no-iommu", "not-running", "failed")
 
@@ -549,6 +553,46 @@ class CockpitPage(CockpitCase):
         self.assert_plan_is(self.plan())
         self.screenshot("applied")
 
+    def test_a_reverts_measured_effect_is_in_the_devices_row(self):
+        # A rule that acts at start: the pair is at identity, and Revert puts it back in translation.
+        self.make_host()
+        d = self.start_daemon(testbed.pair_identity_rule("always"))
+        wait_until("the pair at identity", lambda: self.host.group_type(PAIR) == "identity")
+        self.serve(self.host.env(IOMMUD_RUNTIME_DIRECTORY=d.run_dir, IOMMUD_STATE_DIRECTORY=d.state_dir))
+        nvme = NVME_A.address
+        trace = TraceInstance(self.host, d.proc.pid)
+        trace.counts(nvme, maps=0, mapped=0, bounces=0, faults=0)
+        # [measure] on at a reload: the daemon arms the instance laid out now.
+        with open(d.config_file, "a") as f:
+            f.write(f"\n[measure]\nenabled = true\neffect-window = {EFFECT_WINDOW}\n")
+        mark = d.log_mark()
+        self.reload(d)
+        d.wait_log(r"measuring the effect of each change in tracing instance .*" + trace.name, start=mark)
+        rates, measured = Signals(self.bus, "DmaRates"), Signals(self.bus, "Measured")
+        self.open_page()
+        self.wait_state("loaded")
+        # The page's watch reads the same instance each second: after EFFECT_WINDOW of its rates the
+        # daemon has counted long enough for a before window (half the window at least).
+        rates.wait_since(f"{EFFECT_WINDOW} seconds counted", lambda seen: len(seen) >= EFFECT_WINDOW, 0)
+        # The drive maps and bounces now, just before the Revert (well within the window), and no
+        # more: its before window holds them, its after window nothing.
+        trace.counts(nvme, maps=3000, mapped=3000 * 4096, bounces=30, faults=0)
+        said = self.act("Revert", nvme)
+        self.assertIn(f"Revert {nvme}: done", said)
+        effects = measured.wait("the drive's effect", lambda s: any(e[0] == nvme for e in s[0]),
+                                timeout=EFFECT_WINDOW + 15)[0]
+        effect = next(e for e in effects if e[0] == nvme)
+        _, _, _, _, maps_before, maps_after, bounces_before, bounces_after, translated_before, translated_after, \
+            attributed = effect
+        self.assertTrue(attributed, effect)
+        self.assertGreater(maps_before, 0, effect)
+        self.assertEqual((maps_after, bounces_after, translated_before, translated_after), (0, 0, "no", "yes"), effect)
+        shown = (f"Measured: {maps_before:.1f} → {maps_after:.1f} maps/s, {bounces_before:.1f} → {bounces_after:.1f} "
+                 "bounces/s, translated no → yes")
+        self.wait_for("the row's measured effect", f"""document.querySelector(
+            "tr[data-address='{nvme}'] [data-field=measured]")?.textContent === {json.dumps(shown)}""")
+        self.screenshot("measured")
+
     def test_an_unprivileged_session_sees_all_and_is_refused_apply(self):
         # nobody's session: no administrative access, and no polkitd on the bus to authorise it
         # (tests/daemon's D-Bus test runs a real one; iommud refuses when polkit says no or is not
@@ -593,6 +637,11 @@ class CockpitPage(CockpitCase):
                     "MESSAGE_ID": id_,
                     "MESSAGE": f"entry {i}", **({"IOMMUD_DEVICE": NVME_A.address} if i % 2 else {})}
                    for i, id_ in enumerate(ids)]  # newest first, as journalctl --reverse prints
+        measured_id = "b282470e86824954844d0a37c8464bd2"  # a measured effect's fields (docs/measure.md)
+        next(e for e in entries if e["MESSAGE_ID"] == measured_id).update(
+            IOMMUD_MAPS_ATTRIBUTED="yes", IOMMUD_MAPS_PER_S_BEFORE="3083", IOMMUD_MAPS_PER_S_AFTER="3317",
+            IOMMUD_BOUNCES_PER_S_BEFORE="12", IOMMUD_BOUNCES_PER_S_AFTER="0", IOMMUD_TRANSLATED_BEFORE="yes",
+            IOMMUD_TRANSLATED_AFTER="no")
         args, replay = os.path.join(self.shared, "journalctl.args"), os.path.join(self.shared, "journal.json")
         with open(replay, "w") as f:
             f.write("".join(json.dumps(e) + "\n" for e in entries))
@@ -618,6 +667,9 @@ class CockpitPage(CockpitCase):
         self.assertEqual([(e["id"], e["device"], e["message"]) for e in shown],
                          [(e["MESSAGE_ID"], e.get("IOMMUD_DEVICE"), e["MESSAGE"]) for e in entries])
         self.assertEqual([e["time"] for e in shown], sorted((e["time"] for e in shown), reverse=True), "newest first")
+        self.assertEqual(self.tools.evaluate("""[...document.querySelectorAll("#history-entries > li .measured")]
+            .map(p => [p.closest("li").dataset.id, p.textContent])"""),
+                         [[measured_id, "3083 → 3317 maps/s, 12 → 0 bounces/s, translated yes → no"]])
         self.assertEqual(self.tools.evaluate('document.getElementById("no-history").hidden'), True)
 
         # An entry's device takes the keyboard to its row.
