@@ -13,8 +13,11 @@ has an accessible name; the page notices iommud stopping ("not running") and com
 without an IOMMU says so; the plan is `iommuctl plan --json`'s, and Revert and Apply from the page
 change the device; a Revert's measured effect (the daemon's Measured signal, [measure]
 effect-window over tracefs `hist` files the test writes) is in the device's row, a measured
-journal entry's before and after in the history; nobody's session (cockpit-ws run as nobody, no polkitd on the bus) sees the
-same page and is refused both, in words. Each state is saved as a screenshot in $COCKPIT_ARTIFACTS. Without
+journal entry's before and after in the history. Debian's polkitd runs on the bus
+(tests/daemon/polkitd.py) with a rule for a group of the test's own: nobody's session (cockpit-ws
+run as nobody) sees the same page and is refused both by polkitd's decision, in words; a user the
+test makes in that group, neither root nor with Cockpit's administrative access, reverts and
+applies from the page, the table and the plan following. Each state is saved as a screenshot in $COCKPIT_ARTIFACTS. Without
 chromium or cockpit-ws the test fails and says what to install.
 
 Run by ctest (cockpit.page); by hand:
@@ -24,9 +27,11 @@ SCHEMA_HOSTS=build/bin/schema_hosts COCKPIT_ARTIFACTS=/tmp/shots python3 tests/c
 import base64
 import json
 import os
+import pwd
 import re
 import shlex
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -40,7 +45,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(REPO, "tests", "daemon"))
 import testbed  # noqa: E402
-from test_dbus_umockdev import NOBODY, POLICY_FILE, SYSTEM_LIKE, PrivateBus, Signals, TraceInstance  # noqa: E402
+from polkitd import BUS_POLICY, Polkitd  # noqa: E402
+from test_dbus_umockdev import POLICY_FILE, SYSTEM_LIKE, PrivateBus, Signals, TraceInstance  # noqa: E402
 from test_iommud_umockdev import IOMMUCTL, PAIR, DaemonTestCase  # noqa: E402
 from testbed import NIC, NVME_A, scaled, wait_until  # noqa: E402
 
@@ -53,6 +59,16 @@ COCKPIT_WS = "/usr/lib/cockpit/cockpit-ws"
 SCHEMA_HOSTS = os.environ.get("SCHEMA_HOSTS", "schema_hosts")
 ARTIFACTS = os.environ.get("COCKPIT_ARTIFACTS") or tempfile.mkdtemp(prefix="cockpit-artifacts-")
 PAGE = "/cockpit/@localhost/iommud/index.html"
+# The page's bus: as the system bus, with iommud's policy and polkitd's (which lets it own its name).
+BUS_CONFIG = SYSTEM_LIKE.format(policy=POLICY_FILE) + f"\n  <include>{BUS_POLICY}</include>"
+# What a site writes to let its administrators change devices without Cockpit's administrative
+# access: the members of a group (the test's own, made and removed by it).
+ADMINS = f"iommud-test-{os.getpid()}"
+ADMINS_MAY_CHANGE = """polkit.addRule(function(action, subject) {
+    if ((action.id == "org.iommud1.apply" || action.id == "org.iommud1.revert") && subject.isInGroup("%s"))
+        return polkit.Result.YES;
+});
+""" % ADMINS
 # The daemon's [measure] effect-window in the measured-effect test, in seconds (docs/measure.md).
 EFFECT_WINDOW = 2
 # What the page shows in each state: body's data-state (cockpit/iommud/index.html).
@@ -168,9 +184,10 @@ class Chromium:
 class CockpitWs:
     """cockpit-ws on a free port of 127.0.0.1, its local session's bridge on the test's bus, with
     the page in XDG_DATA_HOME and `bin` first on PATH; as `uid` (setpriv) when given, so that the
-    session is that user's."""
+    session is that user's (with `gid`, else the group numbered as the user)."""
 
-    def __init__(self, work: str, bus_address: str, bin_dir: str, log: str, uid: int | None = None):
+    def __init__(self, work: str, bus_address: str, bin_dir: str, log: str, uid: int | None = None,
+                 gid: int | None = None):
         needs(COCKPIT_WS, "cockpit-ws")
         bridge = needs("cockpit-bridge", "cockpit-bridge")
         share = os.path.join(work, "share" if uid is None else f"share-{uid}")
@@ -181,7 +198,8 @@ class CockpitWs:
                    PATH=f"{bin_dir}:{os.environ.get('PATH', '/usr/bin:/bin')}")
         self.log_path = log
         self.log = open(log, "w")
-        as_user = [] if uid is None else ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups"]
+        as_user = [] if uid is None else ["setpriv", f"--reuid={uid}", f"--regid={uid if gid is None else gid}",
+                                          "--clear-groups"]
         if uid is not None:
             env["HOME"] = work
         self.proc = subprocess.Popen([*as_user, COCKPIT_WS, "--no-tls", "-a", "127.0.0.1", "-p", str(self.port),
@@ -260,6 +278,23 @@ def readable_by_all(top: str, tree: str) -> None:
                 os.chmod(path, os.stat(path).st_mode | (0o055 if os.path.isdir(path) else 0o044))
 
 
+def end_processes_of(uid: int) -> None:
+    """Ends what runs as `uid`, a user of the test's own: the session bus and ssh-agent its Cockpit
+    bridge started outlive the bridge, and userdel refuses a user with processes."""
+    def alive() -> list[int]:
+        found = []
+        for entry in os.listdir("/proc"):
+            try:
+                if entry.isdigit() and os.stat(f"/proc/{entry}").st_uid == uid:
+                    found.append(int(entry))
+            except FileNotFoundError:
+                pass
+        return found
+    for pid in alive():
+        os.kill(pid, signal.SIGTERM)
+    wait_until(f"uid {uid}'s processes gone", lambda: not alive())
+
+
 class CockpitCase(DaemonTestCase):
     """The bus, cockpit-ws and Chromium of a test class, and the page's helpers (chart.py too)."""
 
@@ -272,7 +307,8 @@ class CockpitCase(DaemonTestCase):
         os.mkdir(cls.bin)
         cls.wrapper = os.path.join(cls.bin, "iommuctl")
         try:
-            cls.bus = PrivateBus(cls.shared, SYSTEM_LIKE.format(policy=POLICY_FILE))
+            cls.bus = PrivateBus(cls.shared, BUS_CONFIG)
+            cls.polkitd = Polkitd(cls.shared, cls.bus, ADMINS_MAY_CHANGE)
             cls.ws = CockpitWs(cls.shared, cls.bus.address, cls.bin, os.path.join(ARTIFACTS, "cockpit-ws.log"))
             cls.chromium = Chromium(cls.shared, os.path.join(ARTIFACTS, "chromium.log"))
         except BaseException:
@@ -282,7 +318,7 @@ class CockpitCase(DaemonTestCase):
 
     @classmethod
     def tearDownClass(cls):
-        for part in ("chromium", "ws", "bus"):
+        for part in ("chromium", "ws", "polkitd", "bus"):
             if hasattr(cls, part):
                 getattr(cls, part).close()
         shutil.rmtree(cls.shared, True)
@@ -413,6 +449,15 @@ class CockpitCase(DaemonTestCase):
         self.wait_for(f"{method} {address}'s outcome", 'document.getElementById("action-message").dataset.result')
         return self.tools.evaluate('document.getElementById("action-message").textContent')
 
+    def act_on_the_drive(self, method: str, domain_type: str) -> None:
+        """Apply or Revert on the NVMe drive's row is done: its pair at `domain_type`, in the table too
+        (the daemon's PropertiesChanged)."""
+        said = self.act(method, NVME_A.address)
+        self.assertIn(f"{method} {NVME_A.address}: done", said)
+        self.assertEqual(self.host.group_type(PAIR), domain_type)
+        self.wait_for(f"the table at {domain_type}", f"""document.querySelector(
+            "tr[data-address='{NVME_A.address}'] [data-field=type]").textContent === "{domain_type}" """)
+
     def assert_accessible(self) -> None:
         """Every control has an accessible name (the browser's accessibility tree), and the table
         has its headers."""
@@ -528,11 +573,7 @@ class CockpitPage(CockpitCase):
 
         # Revert on the NVMe drive's row, from the keyboard: the pair goes back, the table and the
         # plan follow (the daemon's PropertiesChanged).
-        said = self.act("Revert", NVME_A.address)
-        self.assertIn(f"Revert {NVME_A.address}: done", said)
-        self.assertEqual(self.host.group_type(PAIR), "DMA-FQ")
-        self.wait_for("the table at DMA-FQ", f"""document.querySelector(
-            "tr[data-address='{NVME_A.address}'] [data-field=type]").textContent === "DMA-FQ" """)
+        self.act_on_the_drive("Revert", "DMA-FQ")
         plan = self.plan()
         self.assertTrue(any(c["group"] == PAIR and c["to"] == "identity" for c in plan["changes"]), plan)
         self.wait_for("the plan's change", 'document.querySelectorAll("#plan-rows tr").length > 0')
@@ -544,11 +585,7 @@ class CockpitPage(CockpitCase):
 
         self.assertEqual(self.tools.evaluate("document.activeElement.getAttribute('aria-label')"),
                          f"Revert iommud's changes on {NVME_A.address}", "the focus stays on the button pressed")
-        said = self.act("Apply", NVME_A.address)
-        self.assertIn(f"Apply {NVME_A.address}: done", said)
-        self.assertEqual(self.host.group_type(PAIR), "identity")
-        self.wait_for("the table at identity", f"""document.querySelector(
-            "tr[data-address='{NVME_A.address}'] [data-field=type]").textContent === "identity" """)
+        self.act_on_the_drive("Apply", "identity")
         self.wait_for("the plan empty", '!document.getElementById("no-changes").hidden')
         self.assert_plan_is(self.plan())
         self.screenshot("applied")
@@ -593,23 +630,28 @@ class CockpitPage(CockpitCase):
             "tr[data-address='{nvme}'] [data-field=measured]")?.textContent === {json.dumps(shown)}""")
         self.screenshot("measured")
 
-    def test_an_unprivileged_session_sees_all_and_is_refused_apply(self):
-        # nobody's session: no administrative access, and no polkitd on the bus to authorise it
-        # (tests/daemon's D-Bus test runs a real one; iommud refuses when polkit says no or is not
-        # there, the same AccessDenied).
+    def open_as(self, user: str) -> None:
+        """The page in a session of `user` (cockpit-ws run as that user), on the testbed's host with
+        the pair at identity (a rule that acts at start)."""
         self.make_host()
         d = self.start_daemon(testbed.pair_identity_rule("always"))
         wait_until("the pair at identity", lambda: self.host.group_type(PAIR) == "identity")
         env = self.host.env(IOMMUD_RUNTIME_DIRECTORY=d.run_dir, IOMMUD_STATE_DIRECTORY=d.state_dir)
         self.serve(env)
-        readable_by_all(self.work, env["UMOCKDEV_DIR"])  # nobody's iommuctl reads the testbed's host
-        ws = CockpitWs(self.shared, self.bus.address, self.bin, os.path.join(ARTIFACTS, "cockpit-ws-nobody.log"),
-                       uid=NOBODY)
+        readable_by_all(self.work, env["UMOCKDEV_DIR"])  # the user's iommuctl reads the testbed's host
+        account = pwd.getpwnam(user)
+        ws = CockpitWs(self.shared, self.bus.address, self.bin, os.path.join(ARTIFACTS, f"cockpit-ws-{user}.log"),
+                       uid=account.pw_uid, gid=account.pw_gid)
         self.addCleanup(ws.close)
         self.tools.call("Page.navigate", url=ws.url)
         self.wait_for("the page's script", "document.readyState === 'complete' && !!document.body.dataset.state")
         self.wait_state("loaded")
-        self.assertEqual(self.tools.evaluate("cockpit.user().then(u => u.name)"), "nobody")
+        self.assertEqual(self.tools.evaluate("cockpit.user().then(u => u.name)"), user)
+
+    def test_an_unprivileged_session_sees_all_and_is_refused_apply(self):
+        # nobody's session: no administrative access, and polkitd, asked by iommud, says no (no rule
+        # names nobody, and no authentication agent answers for auth_admin_keep).
+        self.open_as("nobody")
         self.wait_for("the page says it is read-only", """
             document.getElementById("read-only").dataset.allowed === "false"
             && document.getElementById("read-only").checkVisibility()""")
@@ -620,11 +662,33 @@ class CockpitPage(CockpitCase):
         result = self.tools.evaluate('document.getElementById("action-message").dataset.result')
         self.assertEqual(result, "denied", said)
         self.assertIn("refused", said)
-        self.assertIn("org.iommud1.revert", said)
+        self.assertIn("needs root or the polkit authorization org.iommud1.revert, which polkit gives only after "
+                      "authentication", said, "polkitd's decision, not its absence")
         self.assertEqual(self.host.group_type(PAIR), "identity", "nobody changed nothing")
         said = self.act("Apply", NVME_A.address)
-        self.assertIn("org.iommud1.apply", said)
+        self.assertIn("needs root or the polkit authorization org.iommud1.apply, which polkit gives only after "
+                      "authentication", said)
         self.screenshot("unprivileged-refused")
+
+    def test_an_administrator_by_a_polkit_rule_reverts_and_applies_from_the_page(self):
+        # A user of the test's own, in the group ADMINS_MAY_CHANGE names: not root, no Cockpit
+        # administrative access (no sudo), allowed by polkitd's rule.
+        user = f"iommud-admin-{os.getpid()}"
+        subprocess.run(["groupadd", "--system", ADMINS], check=True, capture_output=True)
+        self.addCleanup(subprocess.run, ["groupdel", ADMINS], check=True, capture_output=True)
+        subprocess.run(["useradd", "--system", "--no-create-home", "--home-dir", "/nonexistent", "--gid", ADMINS,
+                        "--shell", "/usr/sbin/nologin", user], check=True, capture_output=True)
+        self.addCleanup(subprocess.run, ["userdel", user], check=True, capture_output=True)
+        self.addCleanup(end_processes_of, pwd.getpwnam(user).pw_uid)
+        self.open_as(user)
+        self.wait_for("the page says it is read-only to Cockpit", """
+            document.getElementById("read-only").dataset.allowed === "false" """)
+
+        self.act_on_the_drive("Revert", "DMA-FQ")
+        self.wait_for("the plan's change", 'document.querySelectorAll("#plan-rows tr").length > 0')
+        self.act_on_the_drive("Apply", "identity")
+        self.wait_for("the plan empty", '!document.getElementById("no-changes").hidden')
+        self.screenshot("administrator-applied")
 
     def test_the_history_is_iommuds_journal_newest_first(self):
         self.make_host()

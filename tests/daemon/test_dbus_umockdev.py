@@ -8,7 +8,8 @@ the non-root caller is gdbus or busctl run as nobody (setpriv); gdbus, because b
 AccessDenied as "Access denied", whoever sent it. iommuctl, run with
 DBUS_SYSTEM_BUS_ADDRESS pointing at the bus, must go through the daemon. The bus is killed and
 restarted at the same address: the daemon must own the name there again. PolkitApi runs Debian's
-polkitd on an open bus, where polkit decides for a non-root caller.
+polkitd (polkitd.py, which the Cockpit page's test shares) on an open bus, where polkit decides for
+a non-root caller.
 
 Run by ctest (label umockdev); by hand:
 IOMMUD=build/bin/iommud IOMMUCTL=build/bin/iommuctl python3 tests/daemon/test_dbus_umockdev.py -v"""
@@ -33,6 +34,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(
 import schemas  # noqa: E402  (docs/schema, python3-jsonschema)
 from test_iommud_umockdev import IOMMUCTL, PAIR, DaemonTestCase  # noqa: E402
 from testbed import NVME_A, NVME_B, scaled, wait_until  # noqa: E402
+from polkitd import POLKITD, Polkitd  # noqa: E402
 
 import gi  # noqa: E402
 
@@ -562,54 +564,12 @@ class DbusApi(DaemonTestCase):
         return dirs[0]
 
 
-POLKIT_POLICY = os.path.join(REPO, "polkit", "org.iommud1.policy")
-POLKITD = "/usr/lib/polkit-1/polkitd"
-POLKIT_NAME = "org.freedesktop.PolicyKit1"
 # What a site writes to let a group of users apply without a password; here, for nobody.
 NOBODY_MAY_APPLY = """polkit.addRule(function(action, subject) {
     if (action.id == "org.iommud1.apply" && subject.user == "nobody") return polkit.Result.YES;
 });
 """
 
-
-class Polkitd:
-    """Debian's polkitd on the test's bus (it reads DBUS_SYSTEM_BUS_ADDRESS), in a mount namespace
-    of its own where /usr/share/polkit-1/actions holds only our shipped .policy file,
-    /etc/polkit-1/rules.d only the test's rules and /usr/share/polkit-1/rules.d nothing: the host's
-    polkit files are neither touched nor read. It runs as on a host: started as root, it drops to
-    the polkitd user."""
-
-    def __init__(self, work: str, bus: PrivateBus, rules: str = ""):
-        self.dir = tempfile.mkdtemp(prefix="polkit-", dir=work)
-        actions, rules_dir = os.path.join(self.dir, "actions"), os.path.join(self.dir, "rules.d")
-        no_rules = os.path.join(self.dir, "no-rules")
-        for d in (self.dir, actions, rules_dir, no_rules):
-            os.makedirs(d, exist_ok=True)
-            os.chmod(d, 0o755)
-        shutil.copy(POLKIT_POLICY, actions)
-        if rules:
-            with open(os.path.join(rules_dir, "50-test.rules"), "w") as f:
-                f.write(rules)
-        script = ('mount --bind "$1" /usr/share/polkit-1/actions && mount --bind "$2" /etc/polkit-1/rules.d '
-                  '&& mount --bind "$3" /usr/share/polkit-1/rules.d && exec "$4" --no-debug')
-        env = dict(os.environ, DBUS_SYSTEM_BUS_ADDRESS=bus.address)
-        self.proc = subprocess.Popen(["unshare", "--mount", "--propagation", "private", "sh", "-c", script, "polkitd",
-                                      actions, rules_dir, no_rules, POLKITD], env=env, stdin=subprocess.DEVNULL,
-                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        self._bus = bus
-        wait_until("polkitd on the bus", self._up)
-
-    def _up(self) -> bool:
-        if self.proc.poll() is not None:
-            raise AssertionError(f"polkitd ended with {self.proc.returncode}: {self.proc.stdout.read()}")
-        return self._bus.conn.call_sync("org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus",
-                                        "NameHasOwner", GLib.Variant("(s)", (POLKIT_NAME,)), GLib.VariantType("(b)"),
-                                        Gio.DBusCallFlags.NONE, int(scaled(5000)), None).unpack()[0]
-
-    def close(self):
-        self.proc.terminate()
-        self.proc.wait(scaled(10))
-        self.proc.stdout.close()
 
 
 class PolkitApi(DaemonTestCase):
