@@ -381,8 +381,14 @@ class CockpitCase(DaemonTestCase):
         self.tools.call("Page.navigate", url=self.ws.url)
         self.wait_for("the page's script", "document.readyState === 'complete' && !!document.body.dataset.state")
 
-    def screenshot(self, name: str) -> None:
-        shot = self.tools.call("Page.captureScreenshot", format="png", captureBeyondViewport=True)
+    def screenshot(self, name: str, down_to: str | None = None, scale: float = 1.0) -> None:
+        """The page as `name`.png; with `down_to`, only from its top to the end of that element."""
+        clip = {}
+        if down_to:
+            bottom = self.tools.evaluate(f"document.querySelector({json.dumps(down_to)}).getBoundingClientRect().bottom")
+            width = self.tools.evaluate("document.documentElement.scrollWidth")
+            clip = {"clip": {"x": 0, "y": 0, "width": width, "height": bottom + 16, "scale": scale}}
+        shot = self.tools.call("Page.captureScreenshot", format="png", captureBeyondViewport=True, **clip)
         with open(os.path.join(ARTIFACTS, f"{name}.png"), "wb") as f:
             f.write(base64.b64decode(shot["data"]))
 
@@ -513,6 +519,7 @@ class CockpitPage(CockpitCase):
         self.assert_page_is(status)
         self.assertRegex(self.text("daemon-line"), r"^iommud \S+, running: \d+ devices tuned")
         self.screenshot("loaded")
+        self.screenshot("readme", down_to="#devices", scale=0.55)  # docs/images/cockpit.png
         self.assert_accessible()
 
         detail = self.open_row_by_keyboard(NIC.address)
