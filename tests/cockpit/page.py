@@ -163,10 +163,16 @@ class Chromium:
 
         port, path = wait_until("chromium's DevToolsActivePort", listening, timeout=30)[:2]
         self.browser = DevTools(f"ws://127.0.0.1:{port}{path}")
+        self.port = port
+        self.page = self.new_tab()[1]
+
+    def new_tab(self) -> tuple[str, DevTools]:
+        """A tab of its own (its target id, and DevTools on it), at about:blank."""
         target = self.browser.call("Target.createTarget", url="about:blank")["targetId"]
-        self.page = DevTools(f"ws://127.0.0.1:{port}/devtools/page/{target}")
-        self.page.call("Runtime.enable")
-        self.page.call("Page.enable")
+        tools = DevTools(f"ws://127.0.0.1:{self.port}/devtools/page/{target}")
+        tools.call("Runtime.enable")
+        tools.call("Page.enable")
+        return target, tools
 
     def close(self):
         for tools in (getattr(self, "page", None), getattr(self, "browser", None)):
