@@ -59,9 +59,7 @@ class DmaCharts(CockpitCase):
         trace = TraceInstance(self.host, d.proc.pid)
         nvme = NVME_A.address
         trace.counts(nvme, maps=1000, mapped=1000 * 4096, bounces=0, faults=0)  # before the watch: in no rate
-        # A tab of its own, closed at the end.
-        tab, self.tools = self.chromium.new_tab()
-        self.addCleanup(setattr, self, "tools", self.chromium.page)
+        tab = self.in_a_tab_of_its_own()
         self.open_page()
         self.wait_dma_state("watching")
 
@@ -88,7 +86,6 @@ class DmaCharts(CockpitCase):
         # told apart here.)
         self.assertTrue(os.path.isdir(trace.dir))
         self.chromium.browser.call("Target.closeTarget", targetId=tab)
-        self.tools.close()
         wait_until("the daemon's tracing instance removed", lambda: not os.path.exists(trace.dir))
         self.assertTrue(d.alive())
 

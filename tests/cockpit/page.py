@@ -383,6 +383,21 @@ class CockpitCase(DaemonTestCase):
         except AssertionError as e:
             raise AssertionError(f"{e}; the page shows:\n{self.tools.evaluate('document.body.innerText')}") from None
 
+    def in_a_tab_of_its_own(self) -> str:
+        """The rest of the test drives a new tab, closed after it; returns the tab's target id."""
+        target, tools = self.chromium.new_tab()
+
+        def back():
+            try:
+                self.chromium.browser.call("Target.closeTarget", targetId=target)
+            except AssertionError:
+                pass  # the test closed it
+            tools.close()
+            self.tools = self.chromium.page
+        self.addCleanup(back)
+        self.tools = tools
+        return target
+
     def open_page(self) -> None:
         self.tools.call("Page.navigate", url=self.ws.url)
         self.wait_for("the page's script", "document.readyState === 'complete' && !!document.body.dataset.state")
@@ -656,6 +671,10 @@ class CockpitPage(CockpitCase):
         ws = CockpitWs(self.shared, self.bus.address, self.bin, os.path.join(ARTIFACTS, f"cockpit-ws-{user}.log"),
                        uid=account.pw_uid, gid=account.pw_gid)
         self.addCleanup(ws.close)
+        # Root's page stays open in the first tab: cockpit-ws ends a session left without a page a
+        # while ("session is idle"), and its --local-session cannot start another.
+        self.open_page()
+        self.in_a_tab_of_its_own()
         self.tools.call("Page.navigate", url=ws.url)
         self.wait_for("the page's script", "document.readyState === 'complete' && !!document.body.dataset.state")
         self.wait_state("loaded")
