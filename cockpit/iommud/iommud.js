@@ -201,10 +201,12 @@ function measuredLine(address) {
 }
 
 function onMeasured(effects) {
-    for (const [address, , secondsBefore, secondsAfter, mapsBefore, mapsAfter, bouncesBefore, bouncesAfter,
-        translatedBefore, translatedAfter, attributed] of effects) {
-        measured.set(address, { secondsBefore, secondsAfter, mapsBefore, mapsAfter, bouncesBefore, bouncesAfter,
-                                translatedBefore, translatedAfter, attributed });
+    // (address, name, seconds before, after, maps/s before, after, bounces/s before, after,
+    // translated before, after, maps attributed): dbus/org.iommud1.Manager.xml
+    for (const [address, , , , mapsBefore, mapsAfter, bouncesBefore, bouncesAfter, translatedBefore, translatedAfter,
+        attributed] of effects) {
+        measured.set(address, { mapsBefore, mapsAfter, bouncesBefore, bouncesAfter, translatedBefore, translatedAfter,
+                                attributed });
     }
     refresh();  // the row shows it, and the history gets the daemon's entry of it
 }
