@@ -144,7 +144,8 @@ function renderTable(status) {
                        el("td", { "data-field": "actions" },
                           actionButton("Apply", d.address, "Apply the policies to"),
                           " ",
-                          actionButton("Revert", d.address, "Revert iommud's changes on")));
+                          actionButton("Revert", d.address, "Revert iommud's changes on"),
+                          measuredLine(d.address)));
         const detail = el("tr", { class: "detail", id: detailId(d.address), hidden: "" },
                           el("td", { colspan: String(COLUMNS) }));
         button.addEventListener("click", () => toggle(button, detail, d.address));
@@ -176,6 +177,38 @@ function toggle(button, detail, address) {
                 cell.replaceChildren(el("p", { class: "error" }, `iommuctl status ${address}: ${cockpit.message(ex)}`));
                 cell.dataset.state = "failed";
             });
+}
+
+// --- a change's measured effect: the daemon's Measured signal ----------------------------------
+
+// With [measure] effect-window (docs/measure.md) the daemon sends, a window after each change, the
+// DMA of the devices it concerned before and after it. The latest per device, shown in its row
+// until the page is left: a signal is not kept anywhere else (the journal's entry is the history).
+const measured = new Map();
+
+// One decimal: a device doing a few maps a second does not read as 0.
+const rate = v => v.toFixed(1);
+
+function effectText(m) {
+    const maps = m.attributed ? `${rate(m.mapsBefore)} → ${rate(m.mapsAfter)} maps/s, ` : "";
+    return `Measured: ${maps}${rate(m.bouncesBefore)} → ${rate(m.bouncesAfter)} bounces/s, ` +
+           `translated ${m.translatedBefore} → ${m.translatedAfter}`;
+}
+
+function measuredLine(address) {
+    const m = measured.get(address);
+    return m ? el("p", { class: "measured", "data-field": "measured" }, effectText(m)) : null;
+}
+
+function onMeasured(effects) {
+    // (address, name, seconds before, after, maps/s before, after, bounces/s before, after,
+    // translated before, after, maps attributed): dbus/org.iommud1.Manager.xml
+    for (const [address, , , , mapsBefore, mapsAfter, bouncesBefore, bouncesAfter, translatedBefore, translatedAfter,
+        attributed] of effects) {
+        measured.set(address, { mapsBefore, mapsAfter, bouncesBefore, bouncesAfter, translatedBefore, translatedAfter,
+                                attributed });
+    }
+    refresh();  // the row shows it, and the history gets the daemon's entry of it
 }
 
 // --- one device: iommuctl status DEVICE --json (docs/schema/device.schema.json) ----------------
@@ -329,6 +362,16 @@ const MESSAGE_IDS = {
     "fee5a7bd6af842c1b7ac52d4805a577b": "stopping",
 };
 const HISTORY_LINES = 100;
+const MEASURED_ID = "b282470e86824954844d0a37c8464bd2";
+
+// A measured entry's before and after (docs/measure.md lists its fields), as the row shows them.
+function journalEffect(e) {
+    const field = name => e[`IOMMUD_${name}`] ?? "unknown";  // no sample of the device in that window
+    const pair = (key, unit) => `${field(`${key}_BEFORE`)} → ${field(`${key}_AFTER`)}${unit}`;
+    const maps = e.IOMMUD_MAPS_ATTRIBUTED === "yes" ? `${pair("MAPS_PER_S", " maps/s")}, ` : "";
+    return el("p", { class: "measured" },
+              `${maps}${pair("BOUNCES_PER_S", " bounces/s")}, translated ${pair("TRANSLATED", "")}`);
+}
 
 // Cockpit 287's base1 has no cockpit.journal (Cockpit's own pages bundle theirs), so the page runs
 // journalctl as they do: one JSON object a line. Matches on one field are or'ed.
@@ -356,7 +399,8 @@ function renderHistory(entries) {
                   el("time", { datetime: time }, time), " ",
                   el("span", { class: "kind" }, MESSAGE_IDS[e.MESSAGE_ID] ?? "iommud"), " ",
                   el("span", { class: "message" }, typeof e.MESSAGE === "string" ? e.MESSAGE : "(not text)"),
-                  address ? deviceLink(address) : null);
+                  address ? deviceLink(address) : null,
+                  e.MESSAGE_ID === MEASURED_ID ? journalEffect(e) : null);
     }));
     if (focused)
         [...document.querySelectorAll("#history-entries li")].find(li => li.dataset.cursor === focused)
@@ -429,6 +473,8 @@ function daemonLine(manager) {
 function start() {
     client = cockpit.dbus(NAME, { superuser: "try" });
     const manager = client.proxy(IFACE, PATH);
+    client.subscribe({ path: PATH, interface: IFACE, member: "Measured" }, (_path, _iface, _signal, [effects]) =>
+        onMeasured(effects));
     manager.addEventListener("changed", () => {
         daemonLine(manager);
         refresh();

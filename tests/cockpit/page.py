@@ -11,8 +11,13 @@ Checked: the verdict and the table are what `iommuctl status --json` says of the
 by device; a row opens from the keyboard and shows `iommuctl status DEVICE --json`; every control
 has an accessible name; the page notices iommud stopping ("not running") and coming back; a host
 without an IOMMU says so; the plan is `iommuctl plan --json`'s, and Revert and Apply from the page
-change the device; nobody's session (cockpit-ws run as nobody, no polkitd on the bus) sees the
-same page and is refused both, in words. Each state is saved as a screenshot in $COCKPIT_ARTIFACTS. Without
+change the device; a Revert's measured effect (the daemon's Measured signal, [measure]
+effect-window over tracefs `hist` files the test writes) is in the device's row, a measured
+journal entry's before and after in the history. Debian's polkitd runs on the bus
+(tests/daemon/polkitd.py) with a rule for a group of the test's own: nobody's session (cockpit-ws
+run as nobody) sees the same page and is refused both by polkitd's decision, in words; a user the
+test makes in that group, neither root nor with Cockpit's administrative access, reverts and
+applies from the page, the table and the plan following. Each state is saved as a screenshot in $COCKPIT_ARTIFACTS. Without
 chromium or cockpit-ws the test fails and says what to install.
 
 Run by ctest (cockpit.page); by hand:
@@ -22,9 +27,11 @@ SCHEMA_HOSTS=build/bin/schema_hosts COCKPIT_ARTIFACTS=/tmp/shots python3 tests/c
 import base64
 import json
 import os
+import pwd
 import re
 import shlex
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -38,7 +45,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(REPO, "tests", "daemon"))
 import testbed  # noqa: E402
-from test_dbus_umockdev import NOBODY, POLICY_FILE, SYSTEM_LIKE, PrivateBus  # noqa: E402
+from polkitd import BUS_POLICY, Polkitd  # noqa: E402
+from test_dbus_umockdev import POLICY_FILE, SYSTEM_LIKE, PrivateBus, Signals, TraceInstance  # noqa: E402
 from test_iommud_umockdev import IOMMUCTL, PAIR, DaemonTestCase  # noqa: E402
 from testbed import NIC, NVME_A, scaled, wait_until  # noqa: E402
 
@@ -51,6 +59,18 @@ COCKPIT_WS = "/usr/lib/cockpit/cockpit-ws"
 SCHEMA_HOSTS = os.environ.get("SCHEMA_HOSTS", "schema_hosts")
 ARTIFACTS = os.environ.get("COCKPIT_ARTIFACTS") or tempfile.mkdtemp(prefix="cockpit-artifacts-")
 PAGE = "/cockpit/@localhost/iommud/index.html"
+# The page's bus: as the system bus, with iommud's policy and polkitd's (which lets it own its name).
+BUS_CONFIG = SYSTEM_LIKE.format(policy=POLICY_FILE) + f"\n  <include>{BUS_POLICY}</include>"
+# What a site writes to let its administrators change devices without Cockpit's administrative
+# access: the members of a group (the test's own, made and removed by it).
+ADMINS = f"iommud-test-{os.getpid()}"
+ADMINS_MAY_CHANGE = """polkit.addRule(function(action, subject) {
+    if ((action.id == "org.iommud1.apply" || action.id == "org.iommud1.revert") && subject.isInGroup("%s"))
+        return polkit.Result.YES;
+});
+""" % ADMINS
+# The daemon's [measure] effect-window in the measured-effect test, in seconds (docs/measure.md).
+EFFECT_WINDOW = 2
 # What the page shows in each state: body's data-state (cockpit/iommud/index.html).
 STATES = ("loading", "loaded", "no-iommu", "not-running", "failed")
 
@@ -143,10 +163,16 @@ class Chromium:
 
         port, path = wait_until("chromium's DevToolsActivePort", listening, timeout=30)[:2]
         self.browser = DevTools(f"ws://127.0.0.1:{port}{path}")
+        self.port = port
+        self.page = self.new_tab()[1]
+
+    def new_tab(self) -> tuple[str, DevTools]:
+        """A tab of its own (its target id, and DevTools on it), at about:blank."""
         target = self.browser.call("Target.createTarget", url="about:blank")["targetId"]
-        self.page = DevTools(f"ws://127.0.0.1:{port}/devtools/page/{target}")
-        self.page.call("Runtime.enable")
-        self.page.call("Page.enable")
+        tools = DevTools(f"ws://127.0.0.1:{self.port}/devtools/page/{target}")
+        tools.call("Runtime.enable")
+        tools.call("Page.enable")
+        return target, tools
 
     def close(self):
         for tools in (getattr(self, "page", None), getattr(self, "browser", None)):
@@ -164,9 +190,10 @@ class Chromium:
 class CockpitWs:
     """cockpit-ws on a free port of 127.0.0.1, its local session's bridge on the test's bus, with
     the page in XDG_DATA_HOME and `bin` first on PATH; as `uid` (setpriv) when given, so that the
-    session is that user's."""
+    session is that user's (with `gid`, else the group numbered as the user)."""
 
-    def __init__(self, work: str, bus_address: str, bin_dir: str, log: str, uid: int | None = None):
+    def __init__(self, work: str, bus_address: str, bin_dir: str, log: str, uid: int | None = None,
+                 gid: int | None = None):
         needs(COCKPIT_WS, "cockpit-ws")
         bridge = needs("cockpit-bridge", "cockpit-bridge")
         share = os.path.join(work, "share" if uid is None else f"share-{uid}")
@@ -177,7 +204,8 @@ class CockpitWs:
                    PATH=f"{bin_dir}:{os.environ.get('PATH', '/usr/bin:/bin')}")
         self.log_path = log
         self.log = open(log, "w")
-        as_user = [] if uid is None else ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups"]
+        as_user = [] if uid is None else ["setpriv", f"--reuid={uid}", f"--regid={uid if gid is None else gid}",
+                                          "--clear-groups"]
         if uid is not None:
             env["HOME"] = work
         self.proc = subprocess.Popen([*as_user, COCKPIT_WS, "--no-tls", "-a", "127.0.0.1", "-p", str(self.port),
@@ -256,6 +284,23 @@ def readable_by_all(top: str, tree: str) -> None:
                 os.chmod(path, os.stat(path).st_mode | (0o055 if os.path.isdir(path) else 0o044))
 
 
+def end_processes_of(uid: int) -> None:
+    """Ends what runs as `uid`, a user of the test's own: the session bus and ssh-agent its Cockpit
+    bridge started outlive the bridge, and userdel refuses a user with processes."""
+    def alive() -> list[int]:
+        found = []
+        for entry in os.listdir("/proc"):
+            try:
+                if entry.isdigit() and os.stat(f"/proc/{entry}").st_uid == uid:
+                    found.append(int(entry))
+            except FileNotFoundError:
+                pass
+        return found
+    for pid in alive():
+        os.kill(pid, signal.SIGTERM)
+    wait_until(f"uid {uid}'s processes gone", lambda: not alive())
+
+
 class CockpitCase(DaemonTestCase):
     """The bus, cockpit-ws and Chromium of a test class, and the page's helpers (chart.py too)."""
 
@@ -268,7 +313,8 @@ class CockpitCase(DaemonTestCase):
         os.mkdir(cls.bin)
         cls.wrapper = os.path.join(cls.bin, "iommuctl")
         try:
-            cls.bus = PrivateBus(cls.shared, SYSTEM_LIKE.format(policy=POLICY_FILE))
+            cls.bus = PrivateBus(cls.shared, BUS_CONFIG)
+            cls.polkitd = Polkitd(cls.shared, cls.bus, ADMINS_MAY_CHANGE)
             cls.ws = CockpitWs(cls.shared, cls.bus.address, cls.bin, os.path.join(ARTIFACTS, "cockpit-ws.log"))
             cls.chromium = Chromium(cls.shared, os.path.join(ARTIFACTS, "chromium.log"))
         except BaseException:
@@ -278,7 +324,7 @@ class CockpitCase(DaemonTestCase):
 
     @classmethod
     def tearDownClass(cls):
-        for part in ("chromium", "ws", "bus"):
+        for part in ("chromium", "ws", "polkitd", "bus"):
             if hasattr(cls, part):
                 getattr(cls, part).close()
         shutil.rmtree(cls.shared, True)
@@ -337,12 +383,33 @@ class CockpitCase(DaemonTestCase):
         except AssertionError as e:
             raise AssertionError(f"{e}; the page shows:\n{self.tools.evaluate('document.body.innerText')}") from None
 
+    def in_a_tab_of_its_own(self) -> str:
+        """The rest of the test drives a new tab, closed after it; returns the tab's target id."""
+        target, tools = self.chromium.new_tab()
+
+        def back():
+            try:
+                self.chromium.browser.call("Target.closeTarget", targetId=target)
+            except AssertionError:
+                pass  # the test closed it
+            tools.close()
+            self.tools = self.chromium.page
+        self.addCleanup(back)
+        self.tools = tools
+        return target
+
     def open_page(self) -> None:
         self.tools.call("Page.navigate", url=self.ws.url)
         self.wait_for("the page's script", "document.readyState === 'complete' && !!document.body.dataset.state")
 
-    def screenshot(self, name: str) -> None:
-        shot = self.tools.call("Page.captureScreenshot", format="png", captureBeyondViewport=True)
+    def screenshot(self, name: str, down_to: str | None = None, scale: float = 1.0) -> None:
+        """The page as `name`.png; with `down_to`, only from its top to the end of that element."""
+        clip = {}
+        if down_to:
+            bottom = self.tools.evaluate(f"document.querySelector({json.dumps(down_to)}).getBoundingClientRect().bottom")
+            width = self.tools.evaluate("document.documentElement.scrollWidth")
+            clip = {"clip": {"x": 0, "y": 0, "width": width, "height": bottom + 16, "scale": scale}}
+        shot = self.tools.call("Page.captureScreenshot", format="png", captureBeyondViewport=True, **clip)
         with open(os.path.join(ARTIFACTS, f"{name}.png"), "wb") as f:
             f.write(base64.b64decode(shot["data"]))
 
@@ -409,6 +476,15 @@ class CockpitCase(DaemonTestCase):
         self.wait_for(f"{method} {address}'s outcome", 'document.getElementById("action-message").dataset.result')
         return self.tools.evaluate('document.getElementById("action-message").textContent')
 
+    def act_on_the_drive(self, method: str, domain_type: str) -> None:
+        """Apply or Revert on the NVMe drive's row is done: its pair at `domain_type`, in the table too
+        (the daemon's PropertiesChanged)."""
+        said = self.act(method, NVME_A.address)
+        self.assertIn(f"{method} {NVME_A.address}: done", said)
+        self.assertEqual(self.host.group_type(PAIR), domain_type)
+        self.wait_for(f"the table at {domain_type}", f"""document.querySelector(
+            "tr[data-address='{NVME_A.address}'] [data-field=type]").textContent === "{domain_type}" """)
+
     def assert_accessible(self) -> None:
         """Every control has an accessible name (the browser's accessibility tree), and the table
         has its headers."""
@@ -464,6 +540,7 @@ class CockpitPage(CockpitCase):
         self.assert_page_is(status)
         self.assertRegex(self.text("daemon-line"), r"^iommud \S+, running: \d+ devices tuned")
         self.screenshot("loaded")
+        self.screenshot("readme", down_to="#devices", scale=0.55)  # docs/images/cockpit.png
         self.assert_accessible()
 
         detail = self.open_row_by_keyboard(NIC.address)
@@ -524,11 +601,7 @@ class CockpitPage(CockpitCase):
 
         # Revert on the NVMe drive's row, from the keyboard: the pair goes back, the table and the
         # plan follow (the daemon's PropertiesChanged).
-        said = self.act("Revert", NVME_A.address)
-        self.assertIn(f"Revert {NVME_A.address}: done", said)
-        self.assertEqual(self.host.group_type(PAIR), "DMA-FQ")
-        self.wait_for("the table at DMA-FQ", f"""document.querySelector(
-            "tr[data-address='{NVME_A.address}'] [data-field=type]").textContent === "DMA-FQ" """)
+        self.act_on_the_drive("Revert", "DMA-FQ")
         plan = self.plan()
         self.assertTrue(any(c["group"] == PAIR and c["to"] == "identity" for c in plan["changes"]), plan)
         self.wait_for("the plan's change", 'document.querySelectorAll("#plan-rows tr").length > 0')
@@ -540,32 +613,77 @@ class CockpitPage(CockpitCase):
 
         self.assertEqual(self.tools.evaluate("document.activeElement.getAttribute('aria-label')"),
                          f"Revert iommud's changes on {NVME_A.address}", "the focus stays on the button pressed")
-        said = self.act("Apply", NVME_A.address)
-        self.assertIn(f"Apply {NVME_A.address}: done", said)
-        self.assertEqual(self.host.group_type(PAIR), "identity")
-        self.wait_for("the table at identity", f"""document.querySelector(
-            "tr[data-address='{NVME_A.address}'] [data-field=type]").textContent === "identity" """)
+        self.act_on_the_drive("Apply", "identity")
         self.wait_for("the plan empty", '!document.getElementById("no-changes").hidden')
         self.assert_plan_is(self.plan())
         self.screenshot("applied")
 
-    def test_an_unprivileged_session_sees_all_and_is_refused_apply(self):
-        # nobody's session: no administrative access, and no polkitd on the bus to authorise it
-        # (tests/daemon's D-Bus test runs a real one; iommud refuses when polkit says no or is not
-        # there, the same AccessDenied).
+    def test_a_reverts_measured_effect_is_in_the_devices_row(self):
+        # A rule that acts at start: the pair is at identity, and Revert puts it back in translation.
+        self.make_host()
+        d = self.start_daemon(testbed.pair_identity_rule("always"))
+        wait_until("the pair at identity", lambda: self.host.group_type(PAIR) == "identity")
+        self.serve(self.host.env(IOMMUD_RUNTIME_DIRECTORY=d.run_dir, IOMMUD_STATE_DIRECTORY=d.state_dir))
+        nvme = NVME_A.address
+        trace = TraceInstance(self.host, d.proc.pid)
+        trace.counts(nvme, maps=0, mapped=0, bounces=0, faults=0)
+        # [measure] on at a reload: the daemon arms the instance laid out now.
+        with open(d.config_file, "a") as f:
+            f.write(f"\n[measure]\nenabled = true\neffect-window = {EFFECT_WINDOW}\n")
+        mark = d.log_mark()
+        self.reload(d)
+        d.wait_log(r"measuring the effect of each change in tracing instance .*" + trace.name, start=mark)
+        rates, measured = Signals(self.bus, "DmaRates"), Signals(self.bus, "Measured")
+        self.open_page()
+        self.wait_state("loaded")
+        # The page's watch reads the same instance each second: after EFFECT_WINDOW of its rates the
+        # daemon has counted long enough for a before window (half the window at least).
+        rates.wait_since(f"{EFFECT_WINDOW} seconds counted", lambda seen: len(seen) >= EFFECT_WINDOW, 0)
+        # The drive maps and bounces now, just before the Revert (well within the window), and no
+        # more: its before window holds them, its after window nothing.
+        trace.counts(nvme, maps=3000, mapped=3000 * 4096, bounces=30, faults=0)
+        said = self.act("Revert", nvme)
+        self.assertIn(f"Revert {nvme}: done", said)
+        effects = measured.wait("the drive's effect", lambda s: any(e[0] == nvme for e in s[0]),
+                                timeout=EFFECT_WINDOW + 15)[0]
+        effect = next(e for e in effects if e[0] == nvme)
+        _, _, _, _, maps_before, maps_after, bounces_before, bounces_after, translated_before, translated_after, \
+            attributed = effect
+        self.assertTrue(attributed, effect)
+        self.assertGreater(maps_before, 0, effect)
+        self.assertEqual((maps_after, bounces_after, translated_before, translated_after), (0, 0, "no", "yes"), effect)
+        shown = (f"Measured: {maps_before:.1f} → {maps_after:.1f} maps/s, {bounces_before:.1f} → {bounces_after:.1f} "
+                 "bounces/s, translated no → yes")
+        self.wait_for("the row's measured effect", f"""document.querySelector(
+            "tr[data-address='{nvme}'] [data-field=measured]")?.textContent === {json.dumps(shown)}""")
+        self.screenshot("measured")
+
+    def open_as(self, user: str) -> None:
+        """The page in a session of `user` (cockpit-ws run as that user), on the testbed's host with
+        the pair at identity (a rule that acts at start)."""
         self.make_host()
         d = self.start_daemon(testbed.pair_identity_rule("always"))
         wait_until("the pair at identity", lambda: self.host.group_type(PAIR) == "identity")
         env = self.host.env(IOMMUD_RUNTIME_DIRECTORY=d.run_dir, IOMMUD_STATE_DIRECTORY=d.state_dir)
         self.serve(env)
-        readable_by_all(self.work, env["UMOCKDEV_DIR"])  # nobody's iommuctl reads the testbed's host
-        ws = CockpitWs(self.shared, self.bus.address, self.bin, os.path.join(ARTIFACTS, "cockpit-ws-nobody.log"),
-                       uid=NOBODY)
+        readable_by_all(self.work, env["UMOCKDEV_DIR"])  # the user's iommuctl reads the testbed's host
+        account = pwd.getpwnam(user)
+        ws = CockpitWs(self.shared, self.bus.address, self.bin, os.path.join(ARTIFACTS, f"cockpit-ws-{user}.log"),
+                       uid=account.pw_uid, gid=account.pw_gid)
         self.addCleanup(ws.close)
+        # Root's page stays open in the first tab: cockpit-ws ends a session left without a page a
+        # while ("session is idle"), and its --local-session cannot start another.
+        self.open_page()
+        self.in_a_tab_of_its_own()
         self.tools.call("Page.navigate", url=ws.url)
         self.wait_for("the page's script", "document.readyState === 'complete' && !!document.body.dataset.state")
         self.wait_state("loaded")
-        self.assertEqual(self.tools.evaluate("cockpit.user().then(u => u.name)"), "nobody")
+        self.assertEqual(self.tools.evaluate("cockpit.user().then(u => u.name)"), user)
+
+    def test_an_unprivileged_session_sees_all_and_is_refused_apply(self):
+        # nobody's session: no administrative access, and polkitd, asked by iommud, says no (no rule
+        # names nobody, and no authentication agent answers for auth_admin_keep).
+        self.open_as("nobody")
         self.wait_for("the page says it is read-only", """
             document.getElementById("read-only").dataset.allowed === "false"
             && document.getElementById("read-only").checkVisibility()""")
@@ -576,11 +694,33 @@ class CockpitPage(CockpitCase):
         result = self.tools.evaluate('document.getElementById("action-message").dataset.result')
         self.assertEqual(result, "denied", said)
         self.assertIn("refused", said)
-        self.assertIn("org.iommud1.revert", said)
+        self.assertIn("needs root or the polkit authorization org.iommud1.revert, which polkit gives only after "
+                      "authentication", said, "polkitd's decision, not its absence")
         self.assertEqual(self.host.group_type(PAIR), "identity", "nobody changed nothing")
         said = self.act("Apply", NVME_A.address)
-        self.assertIn("org.iommud1.apply", said)
+        self.assertIn("needs root or the polkit authorization org.iommud1.apply, which polkit gives only after "
+                      "authentication", said)
         self.screenshot("unprivileged-refused")
+
+    def test_an_administrator_by_a_polkit_rule_reverts_and_applies_from_the_page(self):
+        # A user of the test's own, in the group ADMINS_MAY_CHANGE names: not root, no Cockpit
+        # administrative access (no sudo), allowed by polkitd's rule.
+        user = f"iommud-admin-{os.getpid()}"
+        subprocess.run(["groupadd", "--system", ADMINS], check=True, capture_output=True)
+        self.addCleanup(subprocess.run, ["groupdel", ADMINS], check=True, capture_output=True)
+        subprocess.run(["useradd", "--system", "--no-create-home", "--home-dir", "/nonexistent", "--gid", ADMINS,
+                        "--shell", "/usr/sbin/nologin", user], check=True, capture_output=True)
+        self.addCleanup(subprocess.run, ["userdel", user], check=True, capture_output=True)
+        self.addCleanup(end_processes_of, pwd.getpwnam(user).pw_uid)
+        self.open_as(user)
+        self.wait_for("the page says it is read-only to Cockpit", """
+            document.getElementById("read-only").dataset.allowed === "false" """)
+
+        self.act_on_the_drive("Revert", "DMA-FQ")
+        self.wait_for("the plan's change", 'document.querySelectorAll("#plan-rows tr").length > 0')
+        self.act_on_the_drive("Apply", "identity")
+        self.wait_for("the plan empty", '!document.getElementById("no-changes").hidden')
+        self.screenshot("administrator-applied")
 
     def test_the_history_is_iommuds_journal_newest_first(self):
         self.make_host()
@@ -593,6 +733,11 @@ class CockpitPage(CockpitCase):
                     "MESSAGE_ID": id_,
                     "MESSAGE": f"entry {i}", **({"IOMMUD_DEVICE": NVME_A.address} if i % 2 else {})}
                    for i, id_ in enumerate(ids)]  # newest first, as journalctl --reverse prints
+        measured_id = "b282470e86824954844d0a37c8464bd2"  # a measured effect's fields (docs/measure.md)
+        next(e for e in entries if e["MESSAGE_ID"] == measured_id).update(
+            IOMMUD_MAPS_ATTRIBUTED="yes", IOMMUD_MAPS_PER_S_BEFORE="3083", IOMMUD_MAPS_PER_S_AFTER="3317",
+            IOMMUD_BOUNCES_PER_S_BEFORE="12", IOMMUD_BOUNCES_PER_S_AFTER="0", IOMMUD_TRANSLATED_BEFORE="yes",
+            IOMMUD_TRANSLATED_AFTER="no")
         args, replay = os.path.join(self.shared, "journalctl.args"), os.path.join(self.shared, "journal.json")
         with open(replay, "w") as f:
             f.write("".join(json.dumps(e) + "\n" for e in entries))
@@ -618,6 +763,9 @@ class CockpitPage(CockpitCase):
         self.assertEqual([(e["id"], e["device"], e["message"]) for e in shown],
                          [(e["MESSAGE_ID"], e.get("IOMMUD_DEVICE"), e["MESSAGE"]) for e in entries])
         self.assertEqual([e["time"] for e in shown], sorted((e["time"] for e in shown), reverse=True), "newest first")
+        self.assertEqual(self.tools.evaluate("""[...document.querySelectorAll("#history-entries > li .measured")]
+            .map(p => [p.closest("li").dataset.id, p.textContent])"""),
+                         [[measured_id, "3083 → 3317 maps/s, 12 → 0 bounces/s, translated yes → no"]])
         self.assertEqual(self.tools.evaluate('document.getElementById("no-history").hidden'), True)
 
         # An entry's device takes the keyboard to its row.

@@ -15,8 +15,13 @@
 // uevent it had to drop, because the listener's queue was full, with the file `<socket>-overflow`
 // beside the socket umockdev bound (`$UMOCKDEV_DIR/event<fd>`), and the listener's next recvmsg(2)
 // fails once with ENOBUFS, before the messages still queued, as the kernel's does.
+//
+// And rmdir(2) of a tracefs instance (docs/measure.md) under $UMOCKDEV_DIR: umockdev redirects
+// mkdir but not rmdir, and the kernel's rmdir takes the instance with its files, so the directory
+// the test laid out goes with its files here. The tests then see the instance go as on a host.
 #include <dlfcn.h>
 #include <fcntl.h>
+#include <ftw.h>
 #include <linux/kcmp.h>
 #include <poll.h>
 #include <sys/socket.h>
@@ -37,6 +42,7 @@ using CloseFunction = int (*)(int);
 using Dup2Function = int (*)(int, int);
 using Dup3Function = int (*)(int, int, int);
 using RecvmsgFunction = ssize_t (*)(int, struct msghdr*, int);
+using RmdirFunction = int (*)(const char*);
 
 CloseFunction nextClose() {
   static auto* next = reinterpret_cast<CloseFunction>(dlsym(RTLD_NEXT, "close"));
@@ -56,6 +62,15 @@ Dup3Function nextDup3() {
 RecvmsgFunction nextRecvmsg() {
   static auto* next = reinterpret_cast<RecvmsgFunction>(dlsym(RTLD_NEXT, "recvmsg"));
   return next;
+}
+
+RmdirFunction nextRmdir() {
+  static auto* next = reinterpret_cast<RmdirFunction>(dlsym(RTLD_NEXT, "rmdir"));
+  return next;
+}
+
+int removeEntry(const char* path, const struct stat* /*st*/, int type, FTW* /*ftw*/) {
+  return ::unlinkat(AT_FDCWD, path, type == FTW_DP ? AT_REMOVEDIR : 0);
 }
 
 // Whether the testbed dropped a uevent for the socket `fd` since its last recvmsg(); consumes
@@ -185,4 +200,17 @@ extern "C" ssize_t recvmsg(int fd, struct msghdr* message, int flags) {
   }
   errno = saved;
   return nextRecvmsg()(fd, message, flags);
+}
+
+extern "C" int rmdir(const char* path) {
+  static constexpr char kInstances[] = "/sys/kernel/tracing/instances/";
+  const char* testbed = std::getenv("UMOCKDEV_DIR");
+  if (testbed == nullptr || std::strncmp(path, kInstances, sizeof kInstances - 1) != 0) return nextRmdir()(path);
+  char full[4096];
+  const int n = std::snprintf(full, sizeof full, "%s%s", testbed, path);
+  if (n <= 0 || static_cast<size_t>(n) >= sizeof full) {
+    errno = ENAMETOOLONG;
+    return -1;
+  }
+  return ::nftw(full, removeEntry, 16, FTW_DEPTH | FTW_PHYS) == 0 ? 0 : -1;
 }

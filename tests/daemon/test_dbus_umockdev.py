@@ -8,7 +8,8 @@ the non-root caller is gdbus or busctl run as nobody (setpriv); gdbus, because b
 AccessDenied as "Access denied", whoever sent it. iommuctl, run with
 DBUS_SYSTEM_BUS_ADDRESS pointing at the bus, must go through the daemon. The bus is killed and
 restarted at the same address: the daemon must own the name there again. PolkitApi runs Debian's
-polkitd on an open bus, where polkit decides for a non-root caller.
+polkitd (polkitd.py, which the Cockpit page's test shares) on an open bus, where polkit decides for
+a non-root caller.
 
 Run by ctest (label umockdev); by hand:
 IOMMUD=build/bin/iommud IOMMUCTL=build/bin/iommuctl python3 tests/daemon/test_dbus_umockdev.py -v"""
@@ -33,6 +34,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(
 import schemas  # noqa: E402  (docs/schema, python3-jsonschema)
 from test_iommud_umockdev import IOMMUCTL, PAIR, DaemonTestCase  # noqa: E402
 from testbed import NVME_A, NVME_B, scaled, wait_until  # noqa: E402
+from polkitd import POLKITD, Polkitd  # noqa: E402
 
 import gi  # noqa: E402
 
@@ -208,8 +210,9 @@ def hist_text(key: str, vals: tuple[str, ...], rows: dict[str, tuple[int, ...]])
 class TraceInstance:
     """The tracefs instance the daemon `pid` makes (docs/measure.md), laid out in the testbed beforehand as
     the kernel's mkdir would make it: dma:dma_map_page, swiotlb:swiotlb_bounced and iommu:io_page_fault,
-    whose `hist` files the test writes. umockdev 0.17.16 redirects mkdir but not rmdir: whether the
-    daemon removed the instance is read in its log."""
+    whose `hist` files the test writes. umockdev 0.17.16 redirects mkdir but not rmdir; the testbed's
+    preload (sync_writes.cpp) plays the kernel's rmdir of an instance, which takes its files: the
+    directory goes when the daemon removes the instance."""
 
     EVENTS = {"dma/dma_map_page": ("device", ("hitcount", "size"), "dma.dma_map_page.format"),
               "swiotlb/swiotlb_bounced": ("dev_name", ("hitcount", "size"), "swiotlb.swiotlb_bounced.format"),
@@ -479,15 +482,18 @@ class DbusApi(DaemonTestCase):
         rates.wait_since("7000 maps of 64 KiB and 4 faults, after the second watcher left",
                          moved(7000, 7000 * 65536, 0, 4), since)
 
-        # The last one leaves: the daemon stops and removes its instance. A new watch starts afresh,
-        # and UnwatchDma ends it as leaving the bus does.
+        # The last one leaves: the daemon stops and removes its instance. A new watch starts afresh
+        # (in an instance laid out again, as the kernel's mkdir makes it), and UnwatchDma ends it as
+        # leaving the bus does.
         first.close_sync(None)
-        d.wait_log(r"DMA watch ended: removed tracing instance .*" + trace.name, start=mark)
+        wait_until("the instance removed", lambda: not os.path.exists(trace.dir))
+        trace = TraceInstance(self.host, d.proc.pid)
+        trace.counts(nvme, maps=0, mapped=0, bounces=0, faults=0)
         mark = d.log_mark()
         third = watcher(self.bus)
         d.wait_log(r"measuring DMA for D-Bus watchers in tracing instance .*" + trace.name, start=mark)
         third.call_sync(NAME, PATH, IFACE, "UnwatchDma", None, None, Gio.DBusCallFlags.NONE, int(scaled(10000)), None)
-        d.wait_log(r"DMA watch ended: removed tracing instance .*" + trace.name, start=mark)
+        wait_until("the instance removed again", lambda: not os.path.exists(trace.dir))
         third.close_sync(None)
         self.assertTrue(d.alive())
 
@@ -512,6 +518,7 @@ class DbusApi(DaemonTestCase):
         first.close_sync(None)
         d.wait_log(r"DMA watch ended; tracing instance .*%s stays for \[measure\]" % trace.name, start=mark)
         self.assertNotRegex(d.log_text(), r"removed tracing instance .*" + trace.name)
+        self.assertTrue(os.path.isdir(trace.dir))
 
     def test_without_tracefs_watch_dma_says_why_in_the_words_of_top(self):
         d = self.start_on(SYSTEM_LIKE.format(policy=POLICY_FILE))
@@ -562,54 +569,12 @@ class DbusApi(DaemonTestCase):
         return dirs[0]
 
 
-POLKIT_POLICY = os.path.join(REPO, "polkit", "org.iommud1.policy")
-POLKITD = "/usr/lib/polkit-1/polkitd"
-POLKIT_NAME = "org.freedesktop.PolicyKit1"
 # What a site writes to let a group of users apply without a password; here, for nobody.
 NOBODY_MAY_APPLY = """polkit.addRule(function(action, subject) {
     if (action.id == "org.iommud1.apply" && subject.user == "nobody") return polkit.Result.YES;
 });
 """
 
-
-class Polkitd:
-    """Debian's polkitd on the test's bus (it reads DBUS_SYSTEM_BUS_ADDRESS), in a mount namespace
-    of its own where /usr/share/polkit-1/actions holds only our shipped .policy file,
-    /etc/polkit-1/rules.d only the test's rules and /usr/share/polkit-1/rules.d nothing: the host's
-    polkit files are neither touched nor read. It runs as on a host: started as root, it drops to
-    the polkitd user."""
-
-    def __init__(self, work: str, bus: PrivateBus, rules: str = ""):
-        self.dir = tempfile.mkdtemp(prefix="polkit-", dir=work)
-        actions, rules_dir = os.path.join(self.dir, "actions"), os.path.join(self.dir, "rules.d")
-        no_rules = os.path.join(self.dir, "no-rules")
-        for d in (self.dir, actions, rules_dir, no_rules):
-            os.makedirs(d, exist_ok=True)
-            os.chmod(d, 0o755)
-        shutil.copy(POLKIT_POLICY, actions)
-        if rules:
-            with open(os.path.join(rules_dir, "50-test.rules"), "w") as f:
-                f.write(rules)
-        script = ('mount --bind "$1" /usr/share/polkit-1/actions && mount --bind "$2" /etc/polkit-1/rules.d '
-                  '&& mount --bind "$3" /usr/share/polkit-1/rules.d && exec "$4" --no-debug')
-        env = dict(os.environ, DBUS_SYSTEM_BUS_ADDRESS=bus.address)
-        self.proc = subprocess.Popen(["unshare", "--mount", "--propagation", "private", "sh", "-c", script, "polkitd",
-                                      actions, rules_dir, no_rules, POLKITD], env=env, stdin=subprocess.DEVNULL,
-                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        self._bus = bus
-        wait_until("polkitd on the bus", self._up)
-
-    def _up(self) -> bool:
-        if self.proc.poll() is not None:
-            raise AssertionError(f"polkitd ended with {self.proc.returncode}: {self.proc.stdout.read()}")
-        return self._bus.conn.call_sync("org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus",
-                                        "NameHasOwner", GLib.Variant("(s)", (POLKIT_NAME,)), GLib.VariantType("(b)"),
-                                        Gio.DBusCallFlags.NONE, int(scaled(5000)), None).unpack()[0]
-
-    def close(self):
-        self.proc.terminate()
-        self.proc.wait(scaled(10))
-        self.proc.stdout.close()
 
 
 class PolkitApi(DaemonTestCase):
