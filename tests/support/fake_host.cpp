@@ -274,7 +274,9 @@ FakeHost& FakeHost::virtio(const std::string& address, const std::string& name, 
   std::string bits(64, '0');
   bits[32] = '1';
   bits[33] = accessPlatform ? '1' : '0';
-  write(devicePath(address) + "/" + name + "/features", bits + "\n");
+  std::string child = devicePath(address) + "/" + name;
+  write(child + "/features", bits + "\n");
+  symlink(relativeTarget(child + "/driver", "/sys/bus/virtio/drivers/virtio_blk"), child + "/driver");
   return *this;
 }
 

@@ -70,14 +70,14 @@ class KernelFacts:
     # The parameters the kernel did not know ("Unknown kernel command line parameters ..."), which
     # init got instead: on arm64 x86's iommu= is one (docs/kernel.md §1.5).
     unknown_params: list[str] = dataclasses.field(default_factory=list)
-    # PCI address -> its virtio child's negotiated features ("0101...", bit 0 first); None when
-    # the snapshot predates virtio.txt.
+    # PCI address -> its virtio child's negotiated features ("0101...", bit 0 first; "-" with no
+    # driver bound, which negotiated nothing); None when the snapshot predates virtio.txt.
     virtio: dict[str, str] | None = None
 
     def bypasses_iommu(self, address: str) -> bool:
         """A virtio device without VIRTIO_F_ACCESS_PLATFORM (bit 33) uses no DMA API (§4.3)."""
-        features = (self.virtio or {}).get(address)
-        return features is not None and (len(features) <= 33 or features[33] != "1")
+        features = (self.virtio or {}).get(address, "-")
+        return len(features) > 33 and features[33] != "1"
 
     def untrusted(self, address: str) -> bool:
         """The kernel marks a device below an external-facing port removable and untrusted by

@@ -337,12 +337,14 @@ class Reader {
   }
 
   // The virtioN child virtio-pci adds under its function, and whether it negotiated
-  // VIRTIO_F_ACCESS_PLATFORM: `features` prints one '0' or '1' per bit, bit 0 first (docs/kernel.md §4.3).
+  // VIRTIO_F_ACCESS_PLATFORM: `features` prints one '0' or '1' per bit, bit 0 first, all '0' until
+  // a virtio driver binds and negotiates (docs/kernel.md §4.3).
   std::optional<VirtioChild> readVirtio(const std::string& base) {
     for (const auto& name : optionalDir(base).value_or(std::vector<std::string>{})) {
       if (!name.starts_with("virtio")) continue;
       VirtioChild v;
       v.name = name;
+      if (!root_->readLink(base + "/" + name + "/driver")) return v;
       auto bits = trim(optional(base + "/" + name + "/features").value_or(""));
       if (bits.size() > kAccessPlatformBit) v.accessPlatform = bits[kAccessPlatformBit] == '1';
       return v;

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
+
 #include "support/scenarios.hpp"
 #include "unit/test_host.hpp"
 
@@ -210,6 +212,17 @@ TEST(Exposure, AVirtioDeviceWithoutAccessPlatformReachesAllMemoryWhateverItsGrou
   EXPECT_EQ(bypass.reasons.back().source, Reason::Source::Device);
   EXPECT_NE(bypass.reasons.back().text.find("virtio1 did not negotiate VIRTIO_F_ACCESS_PLATFORM"), std::string::npos);
   EXPECT_EQ(reachAllMemory(s.host, all), (std::vector<std::string>{"0000:00:05.0"}));
+}
+
+TEST(Exposure, AVirtioDeviceWithNoDriverNegotiatedNothingAndKeepsItsGroupsExposure) {
+  auto h = virtioGuest();
+  std::filesystem::remove(h->root() / "sys/devices/pci0000:00/0000:00:05.0/virtio1/driver");
+  h->write("/sys/devices/pci0000:00/0000:00:05.0/virtio1/features", std::string(64, '0') + "\n");
+  auto s = statusOf(*h);
+  ASSERT_TRUE(s.host.device("0000:00:05.0")->virtio);
+  EXPECT_FALSE(s.host.device("0000:00:05.0")->virtio->accessPlatform);
+  EXPECT_EQ(of(app::exposuresOf(s), "0000:00:05.0").level, Exposure::Mapped);
+  EXPECT_FALSE(hasFinding(s, "virtio-bypasses-iommu"));
 }
 
 TEST(Exposure, AVirtioDeviceWithoutAccessPlatformOnAHostWithoutIommuSaysBoth) {
