@@ -173,6 +173,10 @@ DeviceExposure exposureOf(const HostFacts& h, const HostMode& m, const PciDevice
 // addresses, never an IOVA: whatever its group's type, the IOMMU maps nothing for it and the
 // device model behind it reaches the whole guest (docs/kernel.md §4.3).
 void virtioBypass(const VirtioChild& v, DeviceExposure& e) {
+  // What the group's translation would have meant does not hold for a device it never sees.
+  bool translated =
+      e.level == Exposure::Mapped || e.level == Exposure::MappedWindow || e.level == Exposure::MappedSubPage;
+  if (translated && !e.reasons.empty()) e.reasons.pop_back();
   e.reasons.push_back({Src::Device, v.name +
                                         " did not negotiate VIRTIO_F_ACCESS_PLATFORM (features bit 33): the virtio "
                                         "driver gives it physical addresses without the DMA API, so the IOMMU maps "

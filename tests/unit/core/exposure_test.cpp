@@ -209,6 +209,7 @@ TEST(Exposure, AVirtioDeviceWithoutAccessPlatformReachesAllMemoryWhateverItsGrou
   EXPECT_EQ(bypass.level, Exposure::AllMemory);
   // The chain keeps what the group says and ends with why it does not count.
   EXPECT_TRUE(says(bypass, Reason::Source::Group, "group 5 reads DMA"));
+  EXPECT_FALSE(says(bypass, Reason::Source::Device, "strict invalidation"));  // its group would have meant it
   EXPECT_EQ(bypass.reasons.back().source, Reason::Source::Device);
   EXPECT_NE(bypass.reasons.back().text.find("virtio1 did not negotiate VIRTIO_F_ACCESS_PLATFORM"), std::string::npos);
   EXPECT_EQ(reachAllMemory(s.host, all), (std::vector<std::string>{"0000:00:05.0"}));
