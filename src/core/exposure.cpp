@@ -169,6 +169,21 @@ DeviceExposure exposureOf(const HostFacts& h, const HostMode& m, const PciDevice
   return e;
 }
 
+// A virtio device that did not negotiate VIRTIO_F_ACCESS_PLATFORM is handed guest-physical
+// addresses, never an IOVA: whatever its group's type, the IOMMU maps nothing for it and the
+// device model behind it reaches the whole guest (docs/kernel.md §4.3).
+void virtioBypass(const VirtioChild& v, DeviceExposure& e) {
+  // What the group's translation would have meant does not hold for a device it never sees.
+  bool translated =
+      e.level == Exposure::Mapped || e.level == Exposure::MappedWindow || e.level == Exposure::MappedSubPage;
+  if (translated && !e.reasons.empty()) e.reasons.pop_back();
+  e.reasons.push_back({Src::Device, v.name +
+                                        " did not negotiate VIRTIO_F_ACCESS_PLATFORM (features bit 33): the virtio "
+                                        "driver gives it physical addresses without the DMA API, so the IOMMU maps "
+                                        "nothing for it and it reaches all of the guest's memory, whatever its group"});
+  e.level = Exposure::AllMemory;
+}
+
 }  // namespace
 
 std::string_view toString(Exposure exposure) {
@@ -234,7 +249,10 @@ std::vector<DeviceExposure> exposures(const HostFacts& host, const HostMode& mod
                                       const std::vector<DomainChangeMade>& changes) {
   std::vector<DeviceExposure> out;
   out.reserve(host.devices.size());
-  for (const auto& d : host.devices) out.push_back(exposureOf(host, mode, d, changes));
+  for (const auto& d : host.devices) {
+    out.push_back(exposureOf(host, mode, d, changes));
+    if (d.bypassesDmaApi()) virtioBypass(*d.virtio, out.back());
+  }
   return out;
 }
 

@@ -180,6 +180,44 @@ void untrustedNoBounceBuffers(const HostFacts& h, const HostMode& /*m*/, std::ve
   }
 }
 
+// virtio devices without VIRTIO_F_ACCESS_PLATFORM bypass the IOMMU (docs/kernel.md §4.3). The
+// hypervisor that emulates them sees the guest's memory anyway, unless the guest is confidential:
+// then they are a hole in what it was built to keep. Without an IOMMU and outside such a guest
+// every device reaches all memory alike, and iommu-off says so.
+void virtioBypassesIommu(const HostFacts& h, const HostMode& m, std::vector<Finding>& out) {
+  bool confidential = h.confidential != Confidential::None && h.confidential != Confidential::Unknown;
+  if (!m.present && !confidential) return;
+  Finding f;
+  std::vector<std::string> names;
+  for (const auto& d : h.devices) {
+    if (!d.bypassesDmaApi()) continue;
+    f.devices.push_back(d.address);
+    names.push_back(label(d) + " (" + d.virtio->name + ")");
+    if (d.group) f.groups.push_back(*d.group);
+  }
+  if (f.devices.empty()) return;
+  f.id = "virtio-bypasses-iommu";
+  f.severity = confidential ? Severity::Error : Severity::Info;
+  f.title = confidential ? "virtio devices bypass the IOMMU in a confidential guest"
+                         : "virtio devices bypass the IOMMU: the hypervisor reaches all guest memory through them";
+  f.summary = join(names) +
+              " did not negotiate VIRTIO_F_ACCESS_PLATFORM: the virtio driver hands them physical addresses "
+              "without the DMA API, so no IOMMU maps for them and they reach all of the guest's memory, whatever "
+              "their group says. ";
+  f.summary += confidential
+                   ? "This guest is " + std::string(toString(h.confidential)) +
+                         ": its memory is hidden from the hypervisor, which such a device undoes or, where the "
+                         "kernel checks (virtio_features_ok), keeps from working at all."
+                   : "The hypervisor that emulates them sees the guest's memory anyway: the IOMMU in this guest "
+                     "protects it from them only once they use the DMA API.";
+  f.remedies.push_back(
+      {"Give each device iommu_platform=on (QEMU: -device virtio-...-pci,iommu_platform=on; libvirt: <driver "
+       "iommu='on'/> in the device's definition) and restart the guest",
+       "none for security; every buffer is then mapped through the IOMMU: with a virtual IOMMU each map and unmap "
+       "traps to the hypervisor, costing throughput, and a vhost backend needs device IOTLB support"});
+  out.push_back(std::move(f));
+}
+
 void cachingMode(const HostFacts& h, const HostMode& /*m*/, std::vector<Finding>& out) {
   std::vector<std::string> units;
   for (const auto& u : h.units) {
@@ -389,6 +427,7 @@ std::vector<Finding> findings(const HostFacts& host, const HostMode& mode) {
   untrustedBounce(host, mode, out);
   untrustedNoBounceBuffers(host, mode, out);
   cachingMode(host, mode, out);
+  virtioBypassesIommu(host, mode, out);
   defaultOn(host, mode, out);
   smmuStrict(host, mode, out);
   vfioTranslated(host, mode, out);
@@ -402,9 +441,10 @@ std::vector<Finding> findings(const HostFacts& host, const HostMode& mode) {
 
 const std::vector<std::string_view>& knownFindingIds() {
   static const std::vector<std::string_view> ids = {
-      "vtd-iotlb-sync-map", "untrusted-bounce", "untrusted-no-bounce-buffers",
-      "caching-mode",       "default-on",       "smmu-strict",
-      "vfio-translated",    "cmdline-conflict", "iommu-off"};
+      "vtd-iotlb-sync-map",   "untrusted-bounce", "untrusted-no-bounce-buffers",
+      "caching-mode",         "default-on",       "smmu-strict",
+      "vfio-translated",      "cmdline-conflict", "iommu-off",
+      "virtio-bypasses-iommu"};
   return ids;
 }
 

@@ -22,6 +22,18 @@ std::string_view toString(Vendor vendor) {
   return "unknown";
 }
 
+std::string_view toString(Confidential kind) {
+  switch (kind) {
+    case Confidential::None: return "none";
+    case Confidential::Sev: return "sev";
+    case Confidential::SevEs: return "sev-es";
+    case Confidential::SevSnp: return "sev-snp";
+    case Confidential::Tdx: return "tdx";
+    case Confidential::Unknown: break;
+  }
+  return "unknown";
+}
+
 std::string_view displayName(Vendor vendor) {
   switch (vendor) {
     case Vendor::None: return "no IOMMU";

@@ -116,6 +116,12 @@ inline constexpr Names<DeviceKind, 4> kDeviceKindNames{{{DeviceKind::Nic, "nic"}
 static_assert(checkNames(kDeviceKindNames, DeviceKind::Other));
 std::string_view toString(DeviceKind kind);
 
+/// The virtio device a PCI function carries once virtio-pci binds it: its `virtioN` child.
+struct VirtioChild {
+  std::string name;                    // "virtio0"
+  std::optional<bool> accessPlatform;  // VIRTIO_F_ACCESS_PLATFORM (features bit 33); nullopt: unread
+};
+
 /// One PCI function.
 struct PciDevice {
   std::string address;  // "0000:01:00.0"
@@ -138,8 +144,12 @@ struct PciDevice {
   /// Its config space, read only for the members of shared groups and their bridges (to say why
   /// they share one); 64 bytes without root.
   std::optional<PciConfig> config;
+  std::optional<VirtioChild> virtio;
 
   [[nodiscard]] DeviceKind kind() const;
+  /// A virtio device without VIRTIO_F_ACCESS_PLATFORM: its driver hands the device physical
+  /// addresses without the DMA API, so no IOMMU maps for it (docs/kernel.md §4.3).
+  [[nodiscard]] bool bypassesDmaApi() const { return virtio && virtio->accessPlatform == false; }
   /// The kernel treats devices below an external-facing port as untrusted; `removable` is the
   /// only trace of that in sysfs.
   [[nodiscard]] bool untrusted() const { return removable == Removable::Removable || thunderbolt; }
@@ -222,6 +232,12 @@ struct Firmware {
   std::optional<IvrsInfo> ivrs;           // likewise
 };
 
+/// The kind of confidential guest the kernel runs as, whose memory the hypervisor cannot read
+/// (docs/kernel.md §4.3).
+enum class Confidential { None, Sev, SevEs, SevSnp, Tdx, Unknown };
+/// "none", "sev", "sev-es", "sev-snp", "tdx", "unknown".
+std::string_view toString(Confidential kind);
+
 /// One parameter in /sys/module/<module>/parameters.
 struct ModuleParam {
   std::string value;      // trimmed
@@ -260,6 +276,8 @@ struct HostFacts {
   /// The distinct names of the interrupt chips (/sys/kernel/irq/*/chip_name), read on arm64 only:
   /// "ITS-MSI" (6.1) or "ITS-PCI-MSIX-<device>" (MSI parents) is an ITS (docs/kernel.md §4.2).
   std::set<std::string> irqChips;
+  /// Read on x86 only when a virtio device exists (it decides how grave its bypass is); None elsewhere.
+  Confidential confidential = Confidential::None;
 
   [[nodiscard]] const PciDevice* device(std::string_view address) const;
   [[nodiscard]] PciDevice* device(std::string_view address);

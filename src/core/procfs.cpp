@@ -1,5 +1,7 @@
 #include "core/procfs.hpp"
 
+#include <algorithm>
+
 #include "core/text.hpp"
 
 namespace iommud::core {
@@ -111,6 +113,21 @@ bool isIommuConfigSymbol(std::string_view name) {
   return name.find("IOMMU") != std::string_view::npos || name.find("SMMU") != std::string_view::npos ||
          name.find("SWIOTLB") != std::string_view::npos || name.find("DMAR") != std::string_view::npos ||
          name == "CONFIG_AMD_MEM_ENCRYPT" || name == "CONFIG_AMD_MEM_ENCRYPT_ACTIVE_BY_DEFAULT";
+}
+
+Confidential parseConfidential(std::string_view cpuinfo) {
+  for (auto line : split(cpuinfo, '\n')) {
+    auto colon = line.find(':');
+    if (colon == std::string_view::npos || trim(line.substr(0, colon)) != "flags") continue;
+    auto flags = words(line.substr(colon + 1));
+    auto has = [&](std::string_view f) { return std::find(flags.begin(), flags.end(), f) != flags.end(); };
+    if (has("tdx_guest")) return Confidential::Tdx;
+    if (!has("hypervisor")) return Confidential::None;
+    if (has("sev_snp")) return Confidential::SevSnp;
+    if (has("sev_es")) return Confidential::SevEs;
+    return has("sev") ? Confidential::Sev : Confidential::None;
+  }
+  return Confidential::Unknown;
 }
 
 }  // namespace iommud::core

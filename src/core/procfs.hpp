@@ -30,4 +30,9 @@ std::map<std::string, std::string> parseKconfig(std::string_view text, bool (*ke
 /// The config symbols iommud explains: IOMMU, SMMU, DMA-remapping and swiotlb ones.
 bool isIommuConfigSymbol(std::string_view name);
 
+/// The confidential guest /proc/cpuinfo's first `flags` line tells (docs/kernel.md §4.3):
+/// `tdx_guest` is TDX; `sev_snp`, `sev_es` or `sev` beside `hypervisor` a SEV guest (a host that
+/// can run SEV guests has them without `hypervisor`). Unknown without a flags line.
+Confidential parseConfidential(std::string_view cpuinfo);
+
 }  // namespace iommud::core

@@ -39,6 +39,7 @@ const std::map<std::string, Make>& hosts() {
       {"arm-smmu-v3", [] { return t::armSmmuV3(); }},
       {"workstation", [] { return t::workstation(); }},
       {"no-iommu", [] { return t::noIommu(); }},
+      {"virtio-guest", [] { return t::virtioGuest(); }},
   };
   return all;
 }

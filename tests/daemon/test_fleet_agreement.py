@@ -2,7 +2,8 @@
 `iommuctl status --json`, the Prometheus textfile (`--format=prometheus`) and the
 node-feature-discovery file (`--format=nfd`), from the real iommuctl on the hosts fleet_hosts
 writes (healthy VT-d, iommu=pt with every device reaching all memory, a GPU in a VFIO group under
-iommu=pt, an untrusted Thunderbolt NIC, Arm SMMUv3, no IOMMU, the synthetic workstation) and on its
+iommu=pt, an untrusted Thunderbolt NIC, Arm SMMUv3, no IOMMU, the synthetic workstation, a guest with
+a virtio device that bypasses its vIOMMU) and on its
 capture, the README's (docs/examples/workstation.tar). Run by ctest (label fleet) with IOMMUCTL
 and FLEET_HOSTS set; by hand:
 IOMMUCTL=build/bin/iommuctl FLEET_HOSTS=build/bin/fleet_hosts python3 tests/daemon/test_fleet_agreement.py -v"""
@@ -24,7 +25,7 @@ IOMMUCTL = os.environ.get("IOMMUCTL", "build/bin/iommuctl")
 FLEET_HOSTS = os.environ.get("FLEET_HOSTS", "build/bin/fleet_hosts")
 SOURCE = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 HOSTS = ["intel-bare-metal", "amd-iommu-pt", "vfio-group-pt", "thunderbolt-nic", "arm-smmu-v3", "no-iommu",
-         "workstation"]
+         "workstation", "virtio-guest"]
 NFD = "feature.node.kubernetes.io/iommud-"
 # What a device's group type lets its DMA reach (docs/score.md, status.schema.json exposure_level).
 EXPOSURE_OF_TYPE = {"identity": {"all-memory"}, "DMA-FQ": {"mapped-window"}, "DMA": {"mapped", "mapped-subpage"},
@@ -112,6 +113,8 @@ class ViewsAgree(unittest.TestCase):
                 types = {g["id"]: g["type"] for g in v.status["groups"]}
                 level = {e["address"]: e["level"] for e in v.status["exposure"]["devices"]}
                 self.assertEqual(list(level), [d["address"] for d in v.status["devices"]])
+                # A virtio device without VIRTIO_F_ACCESS_PLATFORM reaches all memory whatever its group.
+                bypass = {a for f in v.status["findings"] if f["id"] == "virtio-bypasses-iommu" for a in f["devices"]}
                 grouped = collections.Counter()
                 for d in v.status["devices"]:
                     if d["group"] is None:
@@ -120,7 +123,9 @@ class ViewsAgree(unittest.TestCase):
                     grouped[kind or "unknown"] += 1
                     if not v.status["iommu"]["present"] or d["class"].startswith("0x0600"):
                         continue
-                    if d["driver"] == "vfio-pci":  # the VFIO domain, strict, whatever the default type
+                    if d["address"] in bypass:
+                        self.assertEqual(level[d["address"]], "all-memory", d["address"])
+                    elif d["driver"] == "vfio-pci":  # the VFIO domain, strict, whatever the default type
                         self.assertEqual(level[d["address"]], "mapped", d["address"])
                     elif kind in EXPOSURE_OF_TYPE:
                         self.assertIn(level[d["address"]], EXPOSURE_OF_TYPE[kind], d["address"])
@@ -172,6 +177,7 @@ class ViewsAgree(unittest.TestCase):
         self.assertTrue(any(d["driver"] == "vfio-pci" for d in self.views["vfio-group-pt"].status["devices"]))
         self.assertTrue(any(d["untrusted"] for d in self.views["thunderbolt-nic"].status["devices"]))
         self.assertEqual(self.views["arm-smmu-v3"].status["iommu"]["vendor"], "arm-smmu-v3")
+        self.assertEqual(self.views["virtio-guest"].status["exposure"]["all_memory"], ["0000:00:05.0"])
         self.assertTrue(self.views["captured-workstation"].status["findings"])
 
 

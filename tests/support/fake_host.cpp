@@ -268,4 +268,21 @@ FakeHost& FakeHost::swiotlb(uint64_t nslabs, uint64_t used, uint64_t hiwater) {
   return *this;
 }
 
+FakeHost& FakeHost::virtio(const std::string& address, const std::string& name, bool accessPlatform) {
+  pci({.address = address, .vendor = 0x1af4, .device = 0x1042, .classCode = 0x010000, .driver = "virtio-pci"});
+  // features_show() prints one digit per bit, bit 0 first: VERSION_1 (32) and bit 33 as asked.
+  std::string bits(64, '0');
+  bits[32] = '1';
+  bits[33] = accessPlatform ? '1' : '0';
+  std::string child = devicePath(address) + "/" + name;
+  write(child + "/features", bits + "\n");
+  symlink(relativeTarget(child + "/driver", "/sys/bus/virtio/drivers/virtio_blk"), child + "/driver");
+  return *this;
+}
+
+FakeHost& FakeHost::cpuFlags(const std::string& flags) {
+  write("/proc/cpuinfo", "processor\t: 0\nvendor_id\t: AuthenticAMD\nflags\t\t: " + flags + "\n\n");
+  return *this;
+}
+
 }  // namespace iommud::testing

@@ -88,6 +88,11 @@ class FakeHost {
 
   FakeHost& thunderboltDomain(const std::string& name, const std::string& security, std::optional<bool> dmaProtection);
   FakeHost& swiotlb(uint64_t nslabs, uint64_t used, uint64_t hiwater);
+  /// A virtio-pci function (Red Hat's 1af4:1042, a virtio-blk, bound to virtio-pci) with its
+  /// `name` child, bound to virtio_blk, whose `features` has VIRTIO_F_ACCESS_PLATFORM (bit 33) as given.
+  FakeHost& virtio(const std::string& address, const std::string& name, bool accessPlatform);
+  /// /proc/cpuinfo with one processor whose `flags` line is `flags`.
+  FakeHost& cpuFlags(const std::string& flags);
 
   /// Writes a file below the root (parents created); throws when the file is read-only or cannot
   /// be written, whoever runs the test.

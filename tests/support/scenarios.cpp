@@ -225,6 +225,21 @@ std::unique_ptr<FakeHost> noIommu() {
   return h;
 }
 
+std::unique_ptr<FakeHost> virtioGuest() {
+  auto h = debian612();
+  h->machine("x86_64");
+  h->cmdline("console=ttyS0 intel_iommu=on");
+  h->intelUnit("dmar0", kQemuCap, kQemuEcap);
+  h->pci({.address = "0000:00:00.0", .device = 0x29c0, .classCode = 0x060000});
+  h->virtio("0000:00:04.0", "virtio0", true);
+  h->virtio("0000:00:05.0", "virtio1", false);
+  h->group(0, "DMA\n", {"0000:00:00.0"});
+  h->group(4, "DMA\n", {"0000:00:04.0"});
+  h->group(5, "DMA\n", {"0000:00:05.0"});
+  h->cpuFlags("fpu vme de pse tsc msr pae mce cx8 apic hypervisor");
+  return h;
+}
+
 std::unique_ptr<FakeHost> thunderboltNic() {
   auto h = debian612();
   h->cmdline("BOOT_IMAGE=/vmlinuz root=UUID=abcd ro quiet");

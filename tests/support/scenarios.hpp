@@ -29,6 +29,10 @@ std::unique_ptr<FakeHost> thunderboltNicWithModule();
 /// the root port 00:10.0 that an SSDT marks external-facing, removable, its group strict DMA while
 /// the others are DMA-FQ; a trusted e1000e at 04:00.0; debugfs's swiotlb directory empty (no pool).
 std::unique_ptr<FakeHost> externalPortGuest();
+/// A QEMU q35 guest on 6.12 with a virtual VT-d and two virtio-blk functions in groups of their
+/// own: 00:04.0 (virtio0) with iommu_platform=on, 00:05.0 (virtio1) without; no confidential
+/// computing in /proc/cpuinfo (tests/vm `virtio`).
+std::unique_ptr<FakeHost> virtioGuest();
 /// Two NVMe drives behind one bridge in one group, Intel, kernel 6.12.30 (affected).
 /// A workstation on Debian 12's 6.12.38 (VT-d, lazy by default, before the 6.12.43 fix): the
 /// integrated GPU, an onboard NIC carrying the default route, the root NVMe, two scratch NVMe

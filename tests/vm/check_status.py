@@ -70,6 +70,14 @@ class KernelFacts:
     # The parameters the kernel did not know ("Unknown kernel command line parameters ..."), which
     # init got instead: on arm64 x86's iommu= is one (docs/kernel.md §1.5).
     unknown_params: list[str] = dataclasses.field(default_factory=list)
+    # PCI address -> its virtio child's negotiated features ("0101...", bit 0 first; "-" with no
+    # driver bound, which negotiated nothing); None when the snapshot predates virtio.txt.
+    virtio: dict[str, str] | None = None
+
+    def bypasses_iommu(self, address: str) -> bool:
+        """A virtio device without VIRTIO_F_ACCESS_PLATFORM (bit 33) uses no DMA API (§4.3)."""
+        features = (self.virtio or {}).get(address, "-")
+        return len(features) > 33 and features[33] != "1"
 
     def untrusted(self, address: str) -> bool:
         """The kernel marks a device below an external-facing port removable and untrusted by
@@ -147,10 +155,14 @@ def read_facts(d: Path, prefix: str = "") -> KernelFacts:
     removable = None
     if (d / f"{prefix}removable.txt").is_file():
         removable = dict(line.split() for line in text("removable.txt").splitlines())
+    virtio = None
+    if (d / f"{prefix}virtio.txt").is_file():
+        virtio = {a: features for a, _, features in (line.split() for line in text("virtio.txt").splitlines())}
     m = re.search(r'Unknown kernel command line parameters "([^"]*)", will be passed to user space', dmesg)
     unknown = m.group(1).split() if m else []
     return KernelFacts(release, text("cmdline.txt").strip(), version, units, default_type,
-                       default_by_cmdline, tlb_policy, forced_strict, groups, classes, removable, unknown)
+                       default_by_cmdline, tlb_policy, forced_strict, groups, classes, removable, unknown,
+                       virtio)
 
 
 def expected_findings(k: KernelFacts) -> set[str]:
@@ -182,6 +194,9 @@ def expected_findings(k: KernelFacts) -> set[str]:
     # An Arm SMMU with a group in strict DMA (docs/kernel.md: arm64 defaults to strict).
     if k.vendor in ("arm-smmu", "arm-smmu-v3") and any(t == "DMA" for t, _ in k.groups.values()):
         out.add("smmu-strict")
+    # A virtio device without VIRTIO_F_ACCESS_PLATFORM: the guests' own 9p shares, unless set.
+    if any(k.bypasses_iommu(a) for a in k.classes):
+        out.add("virtio-bypasses-iommu")
     # No scenario has VFIO, or options the kernel knows and overrides.
     return out
 
@@ -299,6 +314,8 @@ def check(d: Path, prefix: str = "") -> tuple[KernelFacts, list[str]]:
             want_level = "none" if k.present and smmu_aborts else "all-memory"
         if want_level == "mapped" and k.removable is not None and k.untrusted(address):
             want_level = "mapped-subpage"
+        if k.bypasses_iommu(address):
+            want_level = "all-memory"
         expect(f"exposure of {address}", exposures.get(address), want_level)
         if want_level == "all-memory" and not cls.startswith("0x0604"):
             want_all.append(address)

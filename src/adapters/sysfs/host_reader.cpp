@@ -17,6 +17,9 @@ using namespace core;  // NOLINT(google-build-using-namespace): this file fills 
 // The routing tables are the one file that grows with the host's job: a router holding a full
 // Internet table has a million IPv4 routes, 128 bytes a line in /proc/net/route.
 constexpr size_t kRouteReadLimit = size_t{512} << 20U;
+// Red Hat's PCI vendor id, which every virtio-pci function carries.
+constexpr uint16_t kVirtioVendor = 0x1af4;
+constexpr size_t kAccessPlatformBit = 33;
 
 class Reader {
  public:
@@ -43,6 +46,7 @@ class Reader {
     readThunderbolt();
     readSwiotlb();
     if (host_.kernel.arch == Arch::Arm64) readIrqChips();
+    readConfidential();
     for (const auto& d : host_.devices) {
       if (!d.driverModule.empty() && !host_.modules.contains(d.driverModule)) {
         host_.modules.emplace(d.driverModule, readModule(*root_, d.driverModule));
@@ -74,6 +78,7 @@ class Reader {
         was->driverModule = std::move(now.driverModule);
         was->removable = now.removable;
         was->sriovNumVfs = now.sriovNumVfs;
+        was->virtio = std::move(now.virtio);
         was->group = id;
       } else {
         auto pos = std::lower_bound(host_.devices.begin(), host_.devices.end(), addr,
@@ -327,7 +332,32 @@ class Reader {
     if (auto vfs = root_->readFile(base + "/sriov_numvfs")) d.sriovNumVfs = std::atoi(vfs->c_str());
     if (withConfig) readConfig(d, base + "/config");
     if (d.driver) d.driverModule = driverModule(*d.driver);
+    if (d.vendorId == kVirtioVendor && d.driver == "virtio-pci") d.virtio = readVirtio(base);
     return d;
+  }
+
+  // The virtioN child virtio-pci adds under its function, and whether it negotiated
+  // VIRTIO_F_ACCESS_PLATFORM: `features` prints one '0' or '1' per bit, bit 0 first, all '0' until
+  // a virtio driver binds and negotiates (docs/kernel.md §4.3).
+  std::optional<VirtioChild> readVirtio(const std::string& base) {
+    for (const auto& name : optionalDir(base).value_or(std::vector<std::string>{})) {
+      if (!name.starts_with("virtio")) continue;
+      VirtioChild v;
+      v.name = name;
+      if (!root_->readLink(base + "/" + name + "/driver")) return v;
+      auto bits = trim(optional(base + "/" + name + "/features").value_or(""));
+      if (bits.size() > kAccessPlatformBit) v.accessPlatform = bits[kAccessPlatformBit] == '1';
+      return v;
+    }
+    return std::nullopt;
+  }
+
+  // Only a virtio device's bypass depends on it, and /proc/cpuinfo costs a walk over every CPU.
+  void readConfidential() {
+    bool virtio = std::any_of(host_.devices.begin(), host_.devices.end(), [](const PciDevice& d) { return d.virtio; });
+    if (!virtio || host_.kernel.arch != Arch::X86) return;
+    auto cpuinfo = optional("/proc/cpuinfo");
+    host_.confidential = cpuinfo ? parseConfidential(*cpuinfo) : Confidential::Unknown;
   }
 
   // Built-in drivers without parameters have no `module` link; their name is the best guess.

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
+
 #include "support/scenarios.hpp"
 #include "unit/test_host.hpp"
 
@@ -197,4 +199,39 @@ TEST(Exposure, NamesEachLevel) {
   EXPECT_EQ(toString(Exposure::MappedWindow), "mapped-window");
   EXPECT_EQ(toString(Exposure::MappedSubPage), "mapped-subpage");
   EXPECT_EQ(describe(Exposure::AllMemory), "can reach all memory");
+}
+
+TEST(Exposure, AVirtioDeviceWithoutAccessPlatformReachesAllMemoryWhateverItsGroup) {
+  auto s = statusOf(*virtioGuest());
+  auto all = app::exposuresOf(s);
+  EXPECT_EQ(of(all, "0000:00:04.0").level, Exposure::Mapped);
+  auto bypass = of(all, "0000:00:05.0");
+  EXPECT_EQ(bypass.level, Exposure::AllMemory);
+  // The chain keeps what the group says and ends with why it does not count.
+  EXPECT_TRUE(says(bypass, Reason::Source::Group, "group 5 reads DMA"));
+  EXPECT_FALSE(says(bypass, Reason::Source::Device, "strict invalidation"));  // its group would have meant it
+  EXPECT_EQ(bypass.reasons.back().source, Reason::Source::Device);
+  EXPECT_NE(bypass.reasons.back().text.find("virtio1 did not negotiate VIRTIO_F_ACCESS_PLATFORM"), std::string::npos);
+  EXPECT_EQ(reachAllMemory(s.host, all), (std::vector<std::string>{"0000:00:05.0"}));
+}
+
+TEST(Exposure, AVirtioDeviceWithNoDriverNegotiatedNothingAndKeepsItsGroupsExposure) {
+  auto h = virtioGuest();
+  std::filesystem::remove(h->root() / "sys/devices/pci0000:00/0000:00:05.0/virtio1/driver");
+  h->write("/sys/devices/pci0000:00/0000:00:05.0/virtio1/features", std::string(64, '0') + "\n");
+  auto s = statusOf(*h);
+  ASSERT_TRUE(s.host.device("0000:00:05.0")->virtio);
+  EXPECT_FALSE(s.host.device("0000:00:05.0")->virtio->accessPlatform);
+  EXPECT_EQ(of(app::exposuresOf(s), "0000:00:05.0").level, Exposure::Mapped);
+  EXPECT_FALSE(hasFinding(s, "virtio-bypasses-iommu"));
+}
+
+TEST(Exposure, AVirtioDeviceWithoutAccessPlatformOnAHostWithoutIommuSaysBoth) {
+  auto h = noIommu();
+  h->virtio("0000:00:05.0", "virtio1", false);
+  auto s = statusOf(*h);
+  auto bypass = of(app::exposuresOf(s), "0000:00:05.0");
+  EXPECT_EQ(bypass.level, Exposure::AllMemory);
+  EXPECT_TRUE(says(bypass, Reason::Source::Device, "no IOMMU translates DMA on this host"));
+  EXPECT_TRUE(says(bypass, Reason::Source::Device, "VIRTIO_F_ACCESS_PLATFORM"));
 }

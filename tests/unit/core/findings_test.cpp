@@ -283,3 +283,53 @@ TEST(Findings, OnArm64WithoutAnSmmuIommuOffIsNotTheReason) {
   auto x86 = statusOf(*h);
   EXPECT_TRUE(hasReasonContaining(x86.mode, Reason::Source::Cmdline, "iommu=off on the command line disables"));
 }
+
+TEST(Findings, AVirtioBypassIsANoteOutsideAConfidentialGuest) {
+  auto s = statusOf(*virtioGuest());
+  const auto* f = findingById(s, "virtio-bypasses-iommu");
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(f->severity, Severity::Info);
+  EXPECT_EQ(f->devices, (std::vector<std::string>{"0000:00:05.0"}));  // not virtio0, which has the bit
+  EXPECT_EQ(f->groups, (std::vector<int>{5}));
+  EXPECT_NE(f->summary.find("0000:00:05.0 (virtio1)"), std::string::npos);
+  EXPECT_NE(f->summary.find("The hypervisor that emulates them sees the guest's memory anyway"), std::string::npos);
+  ASSERT_EQ(f->remedies.size(), 1U);
+  EXPECT_NE(f->remedies[0].action.find("iommu_platform=on"), std::string::npos);
+  EXPECT_NE(f->remedies[0].action.find("<driver iommu='on'/>"), std::string::npos);
+  EXPECT_NE(f->remedies[0].securityCost.find("traps to the hypervisor"), std::string::npos);
+}
+
+TEST(Findings, AVirtioBypassIsAnErrorInAConfidentialGuest) {
+  for (auto [flags, kind] : {std::pair{"hypervisor sev", "sev"}, std::pair{"hypervisor sev sev_es", "sev-es"},
+                             std::pair{"hypervisor sev sev_es sev_snp", "sev-snp"}, std::pair{"tdx_guest", "tdx"}}) {
+    auto h = virtioGuest();
+    h->cpuFlags(std::string("fpu ") + flags);
+    auto s = statusOf(*h);
+    const auto* f = findingById(s, "virtio-bypasses-iommu");
+    ASSERT_NE(f, nullptr) << kind;
+    EXPECT_EQ(f->severity, Severity::Error) << kind;
+    EXPECT_NE(f->summary.find(std::string("This guest is ") + kind + ":"), std::string::npos) << f->summary;
+  }
+}
+
+TEST(Findings, NoVirtioBypassWhenEveryVirtioDeviceHasAccessPlatform) {
+  auto h = virtioGuest();
+  h->write("/sys/devices/pci0000:00/0000:00:05.0/virtio1/features", std::string(32, '0') + "11" + std::string(30, '0'));
+  auto s = statusOf(*h);
+  EXPECT_FALSE(hasFinding(s, "virtio-bypasses-iommu"));
+}
+
+TEST(Findings, AVirtioBypassWithoutIommuIsIommuOffUnlessTheGuestIsConfidential) {
+  auto h = noIommu();
+  h->virtio("0000:00:05.0", "virtio1", false);
+  h->cpuFlags("fpu hypervisor");
+  auto plain = statusOf(*h);
+  EXPECT_FALSE(hasFinding(plain, "virtio-bypasses-iommu"));
+  EXPECT_TRUE(hasFinding(plain, "iommu-off"));
+  h->cpuFlags("fpu hypervisor tdx_guest");
+  auto tdx = statusOf(*h);
+  const auto* f = findingById(tdx, "virtio-bypasses-iommu");
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(f->severity, Severity::Error);
+  EXPECT_TRUE(f->groups.empty());
+}

@@ -50,3 +50,15 @@ TEST(Kconfig, KeepsIommuSymbolsIncludingUnsetOnes) {
   EXPECT_EQ(c["CONFIG_INTEL_IOMMU_DEFAULT_ON"], "n");
   EXPECT_EQ(c["CONFIG_SWIOTLB_DYNAMIC"], "y");
 }
+
+TEST(Confidential, TellsTheGuestFromItsCpuFlags) {
+  auto flags = [](const std::string& f) { return parseConfidential("processor\t: 0\nflags\t\t: " + f + "\n"); };
+  EXPECT_EQ(flags("fpu hypervisor tdx_guest"), Confidential::Tdx);
+  EXPECT_EQ(flags("fpu hypervisor sev sev_es sev_snp"), Confidential::SevSnp);
+  EXPECT_EQ(flags("fpu hypervisor sev sev_es"), Confidential::SevEs);
+  EXPECT_EQ(flags("fpu hypervisor sev"), Confidential::Sev);
+  EXPECT_EQ(flags("fpu hypervisor"), Confidential::None);
+  // A host that can run SEV guests has the flags without being a guest.
+  EXPECT_EQ(flags("fpu sme sev sev_es sev_snp"), Confidential::None);
+  EXPECT_EQ(parseConfidential("processor\t: 0\n"), Confidential::Unknown);
+}

@@ -110,3 +110,12 @@ TEST(Score, AnArm64HostBridgeInNoGroupDoesNotReachAllMemory) {
   EXPECT_EQ(met(s, "every-device-judged"), true);
   EXPECT_EQ(s.level, 1);  // no MSI chip read: msi-isolation unknown
 }
+
+TEST(Score, AVirtioDeviceThatBypassesTheIommuIsLevelZero) {
+  auto h = virtioGuest();
+  auto s = app::scoreOf(statusOf(*h));
+  EXPECT_EQ(s.level, 0);
+  EXPECT_EQ(met(s, "no-device-reaches-all-memory"), false);
+  h->write("/sys/devices/pci0000:00/0000:00:05.0/virtio1/features", std::string(32, '0') + "11" + std::string(30, '0'));
+  EXPECT_GE(app::scoreOf(statusOf(*h)).level, 1);
+}

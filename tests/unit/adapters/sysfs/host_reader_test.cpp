@@ -304,3 +304,27 @@ TEST(HostReader, ReadsTheConfigSpaceOfSharedGroupsAndTheirBridgesNotingItInAddre
   EXPECT_EQ(facts.unreadable[1].path, (h.root() / "sys/bus/pci/devices/0000:02:00.0/config").string());
   EXPECT_EQ(facts.unreadable[1].reason, "a FIFO, not a regular file: refused");
 }
+
+TEST(HostReader, ReadsEachVirtioChildAndItsAccessPlatformBit) {
+  auto h = read(*iommud::testing::virtioGuest());
+  const auto* on = h.device("0000:00:04.0");
+  const auto* off = h.device("0000:00:05.0");
+  ASSERT_TRUE(on && on->virtio && off && off->virtio);
+  EXPECT_EQ(on->virtio->name, "virtio0");
+  EXPECT_EQ(on->virtio->accessPlatform, true);
+  EXPECT_EQ(off->virtio->name, "virtio1");
+  EXPECT_EQ(off->virtio->accessPlatform, false);
+  EXPECT_FALSE(h.device("0000:00:00.0")->virtio);
+  EXPECT_EQ(h.confidential, Confidential::None);
+}
+
+TEST(HostReader, ReadsTheConfidentialGuestOnlyWhereAVirtioDeviceNeedsIt) {
+  auto guest = iommud::testing::virtioGuest();
+  guest->cpuFlags("fpu hypervisor sev sev_es sev_snp");
+  EXPECT_EQ(read(*guest).confidential, Confidential::SevSnp);
+  std::filesystem::remove(guest->root() / "proc/cpuinfo");
+  EXPECT_EQ(read(*guest).confidential, Confidential::Unknown);
+  auto bare = iommud::testing::intelBareMetal();
+  bare->cpuFlags("fpu hypervisor tdx_guest");
+  EXPECT_EQ(read(*bare).confidential, Confidential::None);  // no virtio device: not read
+}
