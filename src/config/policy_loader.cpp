@@ -303,6 +303,33 @@ class FileParser : public detail::Checker {
     for (const auto& [k, a] : amounts) out[k] = a.value.value_or(0);
   }
 
+  // Module and parameter names as the kernel spells them; modules may also use '-'.
+  static bool identifier(const std::string& s, bool dash) {
+    return !s.empty() && s.size() <= 64 && std::all_of(s.begin(), s.end(), [dash](char c) {
+      return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+             (dash && c == '-');
+    });
+  }
+
+  // A parameter's value as written to sysfs or modprobe.d: booleans as Y/N, integers in decimal.
+  std::optional<std::string> paramValue(const toml::value& v) {
+    if (v.is_boolean()) return v.as_boolean() ? "Y" : "N";
+    if (v.is_integer()) return std::to_string(v.as_integer());
+    if (!v.is_string()) {
+      error(v, "'value' must be a string, an integer or a boolean, not " + typeName(v));
+      return std::nullopt;
+    }
+    // The value ends up on a modprobe.d line: no spaces, comments or line breaks.
+    const auto& s = v.as_string().str;
+    if (s.empty() || std::any_of(s.begin(), s.end(), [](char c) {
+          return c <= ' ' || c == '#' || c == '"' || c == '\'' || c == '\\' || c == 127;
+        })) {
+      error(v, "'value' must be one word of printable characters without quotes, '#' or '\\'");
+      return std::nullopt;
+    }
+    return s;
+  }
+
   std::optional<core::ParamSetting> parseParam(const toml::value& t) {
     if (!t.is_table()) {
       error(t, "each [[rule.param]] must be a table");
@@ -313,12 +340,6 @@ class FileParser : public detail::Checker {
     bool haveName = false;
     bool haveValue = false;
     std::optional<core::ParamSetting::TakesEffect> takesEffect;
-    auto identifier = [](const std::string& s, bool dash) {
-      return !s.empty() && s.size() <= 64 && std::all_of(s.begin(), s.end(), [dash](char c) {
-        return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
-               (dash && c == '-');
-      });
-    };
     forEachKey(t, "[[rule.param]]", {"module", "name", "value", "at", "takes-effect", "optional"},
                [&](const std::string& k, const toml::value& v) {
                  if (k == "module") {
@@ -340,23 +361,7 @@ class FileParser : public detail::Checker {
                  }
                  if (k == "value") {
                    haveValue = true;
-                   if (v.is_boolean()) {
-                     p.value = v.as_boolean() ? "Y" : "N";
-                   } else if (v.is_integer()) {
-                     p.value = std::to_string(v.as_integer());
-                   } else if (v.is_string()) {
-                     // The value ends up on a modprobe.d line: no spaces, comments or line breaks.
-                     const auto& s = v.as_string().str;
-                     if (s.empty() || std::any_of(s.begin(), s.end(), [](char c) {
-                           return c <= ' ' || c == '#' || c == '"' || c == '\'' || c == '\\' || c == 127;
-                         })) {
-                       error(v, "'value' must be one word of printable characters without quotes, '#' or '\\'");
-                     } else {
-                       p.value = s;
-                     }
-                   } else {
-                     error(v, "'value' must be a string, an integer or a boolean, not " + typeName(v));
-                   }
+                   if (auto value = paramValue(v)) p.value = *value;
                  }
                  if (k == "at") {
                    if (auto a = enumValue(v, k, core::ParamSetting::kAtNames)) {
@@ -398,6 +403,56 @@ class FileParser : public detail::Checker {
     return out;
   }
 
+  // The name that overrides and plans refer to the rule by.
+  void checkRuleName(const toml::value& v, const std::string& name) {
+    bool valid = !name.empty() && name.size() <= 64 && std::isalnum(static_cast<unsigned char>(name[0])) &&
+                 std::all_of(name.begin(), name.end(), [](char c) {
+                   return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '_' || c == '.';
+                 });
+    if (!valid) {
+      error(v, "'name' is \"" + name +
+                   "\"; expected lower-case letters, digits, '-', '_' and '.', starting with a letter "
+                   "or digit, at most 64 characters");
+    }
+  }
+
+  // [rule.unless] is one exclusion; [[rule.unless]] several, any of which excludes.
+  void parseUnless(const toml::value& v, std::vector<core::DeviceMatch>& out) {
+    if (v.is_array()) {
+      for (const auto& u : v.as_array()) {
+        if (auto m = parseDeviceMatch(u, "[[rule.unless]]")) out.push_back(std::move(*m));
+      }
+    } else if (auto m = parseDeviceMatch(v, "[rule.unless]")) {
+      out.push_back(std::move(*m));
+    }
+  }
+
+  void parseParams(const toml::value& v, std::vector<core::ParamSetting>& out) {
+    if (!v.is_array()) {
+      error(v, "'param' must be an array of tables, written [[rule.param]]");
+      return;
+    }
+    for (const auto& p : v.as_array()) {
+      if (auto ps = parseParam(p)) out.push_back(std::move(*ps));
+    }
+  }
+
+  // A rule with no error so far must still act, and accepting risks only makes sense below DMA.
+  void checkRuleActs(const toml::value& t, const core::Rule& r, size_t errorsBefore) {
+    bool acts = r.domain || !r.rings.empty() || !r.channels.empty() || !r.coalesce.empty() || !r.params.empty();
+    if (!acts && errorCount() == errorsBefore) {
+      error(t,
+            "rule '" + r.name +
+                "' does nothing: give it 'domain', [rule.rings], [rule.channels], [rule.coalesce] or [[rule.param]]");
+    }
+    if (r.domain == core::DomainRequest::Dma) {
+      for (auto a : r.accepts) {
+        warning(t, "rule '" + r.name + "' accepts " + std::string(core::toString(a)) +
+                       " but asks for DMA, which gives up nothing");
+      }
+    }
+  }
+
   std::optional<core::Rule> parseRule(const toml::value& t) {
     core::Rule r;
     r.where = loc(t);
@@ -412,16 +467,7 @@ class FileParser : public detail::Checker {
                    if (auto s = string(v, k)) {
                      haveName = true;
                      r.name = *s;
-                     bool valid =
-                         !s->empty() && s->size() <= 64 && std::isalnum(static_cast<unsigned char>((*s)[0])) &&
-                         std::all_of(s->begin(), s->end(), [](char c) {
-                           return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '_' || c == '.';
-                         });
-                     if (!valid) {
-                       error(v, "'name' is \"" + *s +
-                                    "\"; expected lower-case letters, digits, '-', '_' and '.', starting with a letter "
-                                    "or digit, at most 64 characters");
-                     }
+                     checkRuleName(v, *s);
                    }
                  }
                  if (k == "description") {
@@ -441,44 +487,16 @@ class FileParser : public detail::Checker {
                  if (k == "match") {
                    if (auto m = parseDeviceMatch(v, "[rule.match]")) r.device = std::move(*m);
                  }
-                 if (k == "unless") {
-                   // [rule.unless] is one exclusion; [[rule.unless]] several, any of which excludes.
-                   if (v.is_array()) {
-                     for (const auto& u : v.as_array()) {
-                       if (auto m = parseDeviceMatch(u, "[[rule.unless]]")) r.unless.push_back(std::move(*m));
-                     }
-                   } else if (auto m = parseDeviceMatch(v, "[rule.unless]")) {
-                     r.unless.push_back(std::move(*m));
-                   }
-                 }
+                 if (k == "unless") parseUnless(v, r.unless);
                  if (k == "host") r.host = parseHostMatch(v);
                  if (k == "rings") parseEthtool(v, "[rule.rings]", core::ringKeys(), r.rings);
                  if (k == "channels") parseEthtool(v, "[rule.channels]", core::channelKeys(), r.channels);
                  if (k == "coalesce") parseCoalesce(v, r.coalesce);
-                 if (k == "param") {
-                   if (!v.is_array()) {
-                     error(v, "'param' must be an array of tables, written [[rule.param]]");
-                   } else {
-                     for (const auto& p : v.as_array()) {
-                       if (auto ps = parseParam(p)) r.params.push_back(std::move(*ps));
-                     }
-                   }
-                 }
+                 if (k == "param") parseParams(v, r.params);
                });
     if (!haveName) error(t, "[[rule]] needs 'name'");
     if (!haveDescription) error(t, "[[rule]] needs 'description': say what the rule is for");
-    bool acts = r.domain || !r.rings.empty() || !r.channels.empty() || !r.coalesce.empty() || !r.params.empty();
-    if (!acts && errorCount() == errorsBefore) {
-      error(t,
-            "rule '" + r.name +
-                "' does nothing: give it 'domain', [rule.rings], [rule.channels], [rule.coalesce] or [[rule.param]]");
-    }
-    if (r.domain == core::DomainRequest::Dma) {
-      for (auto a : r.accepts) {
-        warning(t, "rule '" + r.name + "' accepts " + std::string(core::toString(a)) +
-                       " but asks for DMA, which gives up nothing");
-      }
-    }
+    checkRuleActs(t, r, errorsBefore);
     if (errorCount() != errorsBefore) return std::nullopt;
     return r;
   }

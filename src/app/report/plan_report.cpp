@@ -374,45 +374,58 @@ bool nearly(const RuleEvaluation& e, const HostMode& mode) {
 }  // namespace
 
 namespace {
-std::string unfittedExplainText(const PciDevice& d, const Status& s, const PolicySet& policies,
-                                const std::vector<RuleEvaluation>& evaluations, const Plan& plan, const Style& st) {
-  std::string out;
-  auto line = [&](const std::string& l) { out += l + "\n"; };
-  const auto& h = s.host;
-  line(fmt::format("{} {} ({:04x}:{:04x}, class {:06x}, {}, driver {})", st.bold("Device"), deviceLabel(h, d.address),
-                   d.vendorId, d.deviceId, d.classCode, toString(d.kind()), d.driver.value_or("none")));
-  if (!d.nvme.empty() && !d.nvme.front().model.empty()) line("  model " + d.nvme.front().model);
-  line(fmt::format("  untrusted: {}{}", d.untrusted() ? "yes" : "no",
-                   d.thunderbolt                         ? " (Thunderbolt/USB4: " + d.thunderboltWhy + ")"
-                   : d.removable == Removable::Removable ? " (removable port)"
-                                                         : ""));
-  if (d.inUse.empty()) line("  in use: no");
-  for (const auto& r : d.inUse) line("  in use: " + r.detail);
-  if (d.group) {
-    const Group* g = h.group(*d.group);
-    std::vector<std::string> members;
-    if (g != nullptr) {
-      for (const auto& a : g->devices) members.push_back(deviceLabel(h, a));
-    }
-    line(fmt::format("{} {}: {} ({} {})", st.bold("Group"), *d.group, g != nullptr ? g->typeText : "?", members.size(),
-                     members.size() == 1 ? "device" : "devices"));
-    for (const auto& m : members) line("  " + m);
-    if (auto notes = s.mode.groupNotes.find(*d.group); notes != s.mode.groupNotes.end()) {
-      for (const auto& n : notes->second) line("  " + st.dim(wrapText(n, 2, st.proseWidth())));
-    }
-  } else {
-    line(st.bold("Group") + " none: the device is not translated by an IOMMU");
+void addLine(std::string& out, const std::string& l) {
+  out += l + "\n";
+}
+
+// What the device is, whether it is untrusted and what uses it.
+void explainDevice(std::string& out, const PciDevice& d, const HostFacts& h, const Style& st) {
+  addLine(out, fmt::format("{} {} ({:04x}:{:04x}, class {:06x}, {}, driver {})", st.bold("Device"),
+                           deviceLabel(h, d.address), d.vendorId, d.deviceId, d.classCode, toString(d.kind()),
+                           d.driver.value_or("none")));
+  if (!d.nvme.empty() && !d.nvme.front().model.empty()) addLine(out, "  model " + d.nvme.front().model);
+  addLine(out, fmt::format("  untrusted: {}{}", d.untrusted() ? "yes" : "no",
+                           d.thunderbolt                         ? " (Thunderbolt/USB4: " + d.thunderboltWhy + ")"
+                           : d.removable == Removable::Removable ? " (removable port)"
+                                                                 : ""));
+  if (d.inUse.empty()) addLine(out, "  in use: no");
+  for (const auto& r : d.inUse) addLine(out, "  in use: " + r.detail);
+}
+
+// The devices that share its IOMMU group, and what the mode says of the group.
+void explainGroup(std::string& out, const PciDevice& d, const Status& s, const Style& st) {
+  if (!d.group) {
+    addLine(out, st.bold("Group") + " none: the device is not translated by an IOMMU");
+    return;
   }
+  const Group* g = s.host.group(*d.group);
+  std::vector<std::string> members;
+  if (g != nullptr) {
+    for (const auto& a : g->devices) members.push_back(deviceLabel(s.host, a));
+  }
+  addLine(out, fmt::format("{} {}: {} ({} {})", st.bold("Group"), *d.group, g != nullptr ? g->typeText : "?",
+                           members.size(), members.size() == 1 ? "device" : "devices"));
+  for (const auto& m : members) addLine(out, "  " + m);
+  if (auto notes = s.mode.groupNotes.find(*d.group); notes != s.mode.groupNotes.end()) {
+    for (const auto& n : notes->second) addLine(out, "  " + st.dim(wrapText(n, 2, st.proseWidth())));
+  }
+}
+
+void explainExposure(std::string& out, const PciDevice& d, const Status& s, const Style& st) {
   for (const auto& e : exposuresOf(s)) {
     if (e.address != d.address) continue;
-    line(fmt::format(
-        "{} {}", st.bold("Exposure"),
-        e.level == Exposure::AllMemory ? st.yellow(std::string(describe(e.level))) : std::string(describe(e.level))));
+    addLine(out, fmt::format("{} {}", st.bold("Exposure"),
+                             e.level == Exposure::AllMemory ? st.yellow(std::string(describe(e.level)))
+                                                            : std::string(describe(e.level))));
     for (const auto& r : e.reasons) {
-      line("  " + st.dim(std::string(toString(r.source)) + ":") + " " +
-           wrapText(r.text, 4 + toString(r.source).size(), st.proseWidth()));
+      addLine(out, "  " + st.dim(std::string(toString(r.source)) + ":") + " " +
+                       wrapText(r.text, 4 + toString(r.source).size(), st.proseWidth()));
     }
   }
+}
+
+// Each IOMMU unit's capabilities that change what a mode costs, "name caps".
+std::vector<std::string> unitCaps(const HostFacts& h) {
   std::vector<std::string> caps;
   for (const auto& u : h.units) {
     if (u.intel) {
@@ -422,50 +435,77 @@ std::string unfittedExplainText(const PciDevice& d, const Status& s, const Polic
     }
     if (u.amd) caps.push_back(fmt::format("{} np-cache {}", u.name, u.amd->npCache() ? "yes" : "no"));
   }
-  line(fmt::format("{} {}, mode {}, kernel {}{}", st.bold("Host"), displayName(s.mode.vendor), s.mode.modeName(),
-                   h.kernel.release,
-                   h.kernel.upstream.version ? " (upstream " + h.kernel.upstream.version->str() + ")" : ""));
+  return caps;
+}
+
+// The host's IOMMU, mode and kernel, its units' capabilities and the findings about the device.
+void explainHost(std::string& out, const PciDevice& d, const Status& s, const Style& st) {
+  const auto& h = s.host;
+  std::vector<std::string> caps = unitCaps(h);
+  addLine(out, fmt::format("{} {}, mode {}, kernel {}{}", st.bold("Host"), displayName(s.mode.vendor),
+                           s.mode.modeName(), h.kernel.release,
+                           h.kernel.upstream.version ? " (upstream " + h.kernel.upstream.version->str() + ")" : ""));
   // One line per unit would drown a big server; the caps matter when they differ.
   std::set<std::string> distinct;
   for (const auto& c : caps) distinct.insert(c.substr(c.find(' ') + 1));
   if (distinct.size() == 1) {
-    line("  " + *distinct.begin() + (caps.size() > 1 ? fmt::format(" (all {} units)", caps.size()) : std::string()));
+    addLine(out,
+            "  " + *distinct.begin() + (caps.size() > 1 ? fmt::format(" (all {} units)", caps.size()) : std::string()));
   } else {
-    for (const auto& c : caps) line("  " + c);
+    for (const auto& c : caps) addLine(out, "  " + c);
   }
   for (const auto* f : findingsConcerning(s, d)) {
-    line(fmt::format("  finding {} ({}): {}", f->id, toString(f->severity), f->title));
+    addLine(out, fmt::format("  finding {} ({}): {}", f->id, toString(f->severity), f->title));
   }
+}
 
-  line("");
-  line(st.bold("Rules"));
+void explainRule(std::string& out, const RuleEvaluation& e, const Style& st) {
+  std::string state = e.matches ? st.green("matches") : st.yellow("nearly matches");
+  if (!e.rule->enabled) state = st.dim("disabled by an override");
+  // The verdict beside the name; the file on a line of its own, where a long path cannot push it
+  // onto the next line.
+  addLine(out, fmt::format("  {} {}, mode {}", st.bold(e.rule->name), state, toString(e.rule->mode)));
+  addLine(out, "    " + st.dim("(" + e.rule->where.str() + ")"));
+  addLine(out, "    " + st.dim(wrapText(e.rule->description, 4, st.proseWidth())));
+  for (const auto& c : e.conditions) {
+    addLine(out, fmt::format("    {} {:<44} {}", c.holds ? st.green("yes") : st.red("no "), c.condition, c.actual));
+  }
+  for (const auto& o : e.rule->overriddenBy) addLine(out, "    " + st.dim("changed by [[override]] at " + o));
+}
+
+// The rules that match or nearly match, with each condition; the others only counted.
+void explainRules(std::string& out, const Status& s, const PolicySet& policies,
+                  const std::vector<RuleEvaluation>& evaluations, const Style& st) {
+  addLine(out, st.bold("Rules"));
   size_t others = 0;
   for (const auto& e : evaluations) {
     if (!e.matches && !nearly(e, s.mode)) {
       ++others;
       continue;
     }
-    std::string state = e.matches ? st.green("matches") : st.yellow("nearly matches");
-    if (!e.rule->enabled) state = st.dim("disabled by an override");
-    // The verdict beside the name; the file on a line of its own, where a long path cannot push it
-    // onto the next line.
-    line(fmt::format("  {} {}, mode {}", st.bold(e.rule->name), state, toString(e.rule->mode)));
-    line("    " + st.dim("(" + e.rule->where.str() + ")"));
-    line("    " + st.dim(wrapText(e.rule->description, 4, st.proseWidth())));
-    for (const auto& c : e.conditions) {
-      line(fmt::format("    {} {:<44} {}", c.holds ? st.green("yes") : st.red("no "), c.condition, c.actual));
-    }
-    for (const auto& o : e.rule->overriddenBy) line("    " + st.dim("changed by [[override]] at " + o));
+    explainRule(out, e, st);
   }
   if (policies.rules.empty())
-    line("  no rules in force");
+    addLine(out, "  no rules in force");
   else if (others != 0)
-    line(st.dim(fmt::format("  {} other {} do not match", others, others == 1 ? "rule" : "rules")));
+    addLine(out, st.dim(fmt::format("  {} other {} do not match", others, others == 1 ? "rule" : "rules")));
+}
 
-  line("");
-  line(st.bold("Decisions"));
-  if (plan.changes.empty() && plan.skips.empty() && plan.satisfied.empty()) line("  none: no rule asks anything of it");
-  planLines(out, plan, h, st, true);
+std::string unfittedExplainText(const PciDevice& d, const Status& s, const PolicySet& policies,
+                                const std::vector<RuleEvaluation>& evaluations, const Plan& plan, const Style& st) {
+  std::string out;
+  explainDevice(out, d, s.host, st);
+  explainGroup(out, d, s, st);
+  explainExposure(out, d, s, st);
+  explainHost(out, d, s, st);
+  addLine(out, "");
+  explainRules(out, s, policies, evaluations, st);
+  addLine(out, "");
+  addLine(out, st.bold("Decisions"));
+  if (plan.changes.empty() && plan.skips.empty() && plan.satisfied.empty()) {
+    addLine(out, "  none: no rule asks anything of it");
+  }
+  planLines(out, plan, s.host, st, true);
   return out;
 }
 }  // namespace
