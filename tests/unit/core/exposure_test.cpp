@@ -5,11 +5,11 @@
 #include "support/scenarios.hpp"
 #include "unit/test_host.hpp"
 
+namespace exposure_test {
+
 using namespace iommud;
 using namespace iommud::core;
 using namespace iommud::testing;
-
-namespace {
 
 DeviceExposure of(const std::vector<DeviceExposure>& all, const std::string& address) {
   for (const auto& e : all) {
@@ -22,8 +22,6 @@ bool says(const DeviceExposure& e, Reason::Source source, const std::string& tex
   return std::any_of(e.reasons.begin(), e.reasons.end(),
                      [&](const Reason& r) { return r.source == source && r.text.find(text) != std::string::npos; });
 }
-
-}  // namespace
 
 TEST(Exposure, LazyTranslationLeavesAWindowAfterUnmap) {
   auto s = statusOf(*twoNvmeOneGroup());
@@ -107,16 +105,12 @@ TEST(Exposure, AHostBridgeMastersNoDmaWhateverItsGroupOrTheIommu) {
   EXPECT_EQ(of(app::exposuresOf(statusOf(*h)), "0000:00:1f.0").level, Exposure::AllMemory);
 }
 
-namespace {
-
 // armSmmuV3 with an NVMe whose driver is not loaded: on arm64 it gets no group until one binds.
 std::unique_ptr<FakeHost> armWithUnboundNvme() {
   auto h = armSmmuV3();
   h->pci({.address = "0000:00:02.0", .vendor = 0x1b36, .device = 0x0010, .classCode = 0x010802});
   return h;
 }
-
-}  // namespace
 
 TEST(Exposure, TheSmmuV3AbortsTheDmaOfADeviceInNoGroup) {
   auto s = statusOf(*armWithUnboundNvme());
@@ -198,3 +192,5 @@ TEST(Exposure, NamesEachLevel) {
   EXPECT_EQ(toString(Exposure::MappedSubPage), "mapped-subpage");
   EXPECT_EQ(describe(Exposure::AllMemory), "can reach all memory");
 }
+
+}  // namespace exposure_test

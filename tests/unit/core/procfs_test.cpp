@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+namespace procfs_test {
+
 using namespace iommud::core;
 
 TEST(MountInfo, ReadsDeviceMountPointAndSourceWithOptionalFields) {
@@ -50,3 +52,5 @@ TEST(Kconfig, KeepsIommuSymbolsIncludingUnsetOnes) {
   EXPECT_EQ(c["CONFIG_INTEL_IOMMU_DEFAULT_ON"], "n");
   EXPECT_EQ(c["CONFIG_SWIOTLB_DYNAMIC"], "y");
 }
+
+}  // namespace procfs_test

@@ -5,11 +5,11 @@
 #include "support/scenarios.hpp"
 #include "unit/test_host.hpp"
 
+namespace score_test {
+
 using namespace iommud;
 using namespace iommud::core;
 using namespace iommud::testing;
-
-namespace {
 
 std::optional<bool> met(const Score& s, const std::string& id) {
   for (const auto& c : s.criteria) {
@@ -17,8 +17,6 @@ std::optional<bool> met(const Score& s, const std::string& id) {
   }
   throw std::runtime_error("no criterion " + id);
 }
-
-}  // namespace
 
 TEST(Score, PassthroughOnTheCommandLineIsLevelZeroHoweverEnabledTheIommuIs) {
   auto h = twoNvmeOneGroup();
@@ -110,3 +108,5 @@ TEST(Score, AnArm64HostBridgeInNoGroupDoesNotReachAllMemory) {
   EXPECT_EQ(met(s, "every-device-judged"), true);
   EXPECT_EQ(s.level, 1);  // no MSI chip read: msi-isolation unknown
 }
+
+}  // namespace score_test

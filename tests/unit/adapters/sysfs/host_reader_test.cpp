@@ -7,11 +7,11 @@
 
 #include "support/scenarios.hpp"
 
+namespace host_reader_test {
+
 using namespace iommud;
 using namespace iommud::core;
 using iommud::testing::FakeHost;
-
-namespace {
 
 HostFacts read(const FakeHost& h) {
   auto r = adapters::sysfs::readHost(adapters::sysfs::Root(h.rootString()));
@@ -25,8 +25,6 @@ bool hasReason(const PciDevice& d, InUseReason::Kind kind, const std::string& de
   }
   return false;
 }
-
-}  // namespace
 
 TEST(HostReader, ReadsIntelUnitsGroupsAndDevices) {
   auto h = read(*iommud::testing::intelBareMetal());
@@ -304,3 +302,5 @@ TEST(HostReader, ReadsTheConfigSpaceOfSharedGroupsAndTheirBridgesNotingItInAddre
   EXPECT_EQ(facts.unreadable[1].path, (h.root() / "sys/bus/pci/devices/0000:02:00.0/config").string());
   EXPECT_EQ(facts.unreadable[1].reason, "a FIFO, not a regular file: refused");
 }
+
+}  // namespace host_reader_test
