@@ -7,13 +7,13 @@
 #include <filesystem>
 #include <fstream>
 
+namespace daemon_config_test {
+
 using namespace iommud;
 using config::DaemonConfig;
 using config::Diagnostic;
 using config::LogLevel;
 namespace fs = std::filesystem;
-
-namespace {
 
 std::vector<std::string> lines(const config::LoadedConfig& loaded) {
   std::vector<std::string> out;
@@ -60,8 +60,6 @@ class TempDir {
   fs::path path_;
 };
 
-}  // namespace
-
 TEST(DaemonConfig, EmptyTextGivesTheDefaults) {
   auto loaded = config::parseDaemonConfig("", "iommud.conf");
   EXPECT_TRUE(loaded.ok());
@@ -85,7 +83,7 @@ revert-on-stop = true
 policy-dirs = ["/srv/iommud/policies", "/etc/iommud/policies.d"]
 )",
                                           "iommud.conf");
-  ASSERT_TRUE(loaded.ok()) << testing::PrintToString(lines(loaded));
+  ASSERT_TRUE(loaded.ok()) << ::testing::PrintToString(lines(loaded));
   EXPECT_TRUE(loaded.diagnostics.empty());
   EXPECT_EQ(loaded.config.logLevel, LogLevel::Debug);
   EXPECT_EQ(loaded.config.debounce, std::chrono::milliseconds(750));
@@ -187,7 +185,7 @@ enabled = true
 file = "/run/nfd/features.d/iommud"
 )",
                                           "iommud.conf");
-  ASSERT_TRUE(loaded.ok()) << testing::PrintToString(lines(loaded));
+  ASSERT_TRUE(loaded.ok()) << ::testing::PrintToString(lines(loaded));
   EXPECT_TRUE(loaded.diagnostics.empty());
   EXPECT_TRUE(loaded.config.prometheus);
   EXPECT_EQ(loaded.config.prometheusDirectory, "/srv/textfiles");
@@ -197,7 +195,7 @@ file = "/run/nfd/features.d/iommud"
 
 TEST(DaemonConfig, ReadsTheMeasureTableAndItsBounds) {
   auto loaded = config::parseDaemonConfig("[measure]\nenabled = true\ninterval = 60\n", "iommud.conf");
-  ASSERT_TRUE(loaded.ok()) << testing::PrintToString(lines(loaded));
+  ASSERT_TRUE(loaded.ok()) << ::testing::PrintToString(lines(loaded));
   EXPECT_TRUE(loaded.config.measure);
   EXPECT_EQ(loaded.config.measureInterval, std::chrono::seconds(60));
   EXPECT_EQ(loaded.config.effectWindow, std::chrono::seconds(0));
@@ -277,7 +275,7 @@ TEST(DaemonConfig, TheShippedFileParsesWithoutDiagnosticsToTheDefaults) {
   auto shipped = fs::path(IOMMUD_TEST_DATA) / ".." / ".." / "etc" / "iommud.conf";
   ASSERT_TRUE(fs::exists(shipped));
   auto loaded = config::loadDaemonConfig(shipped.string());
-  EXPECT_TRUE(loaded.diagnostics.empty()) << testing::PrintToString(lines(loaded));
+  EXPECT_TRUE(loaded.diagnostics.empty()) << ::testing::PrintToString(lines(loaded));
   expectDefaults(loaded.config);
 }
 
@@ -295,7 +293,7 @@ TEST(DaemonConfig, EachCommentedKeyOfTheShippedFileIsItsDefault) {
       continue;
     }
     auto loaded = config::parseDaemonConfig(table + line.substr(1), "iommud.conf");
-    ASSERT_TRUE(loaded.diagnostics.empty()) << line << ": " << testing::PrintToString(lines(loaded));
+    ASSERT_TRUE(loaded.diagnostics.empty()) << line << ": " << ::testing::PrintToString(lines(loaded));
     ++keys;
     if (line.starts_with("#policy-dirs")) {
       EXPECT_EQ(loaded.config.policyDirs.size(), config::defaultPolicyDirs().size()) << line;
@@ -310,7 +308,6 @@ TEST(DaemonConfig, EachCommentedKeyOfTheShippedFileIsItsDefault) {
 // iommud.conf under the rules of policy files (config_file.hpp's WriterCheck, shared): as root the
 // file and its directory must be root's and not writable by group or others. The owner asked for
 // is a parameter, so these run as any user: ours for the mode checks, another uid for the owner.
-namespace {
 
 // A configuration file in a directory only we can write: refused for nothing.
 struct StrictConf {
@@ -333,12 +330,10 @@ bool says(const config::LoadedConfig& loaded, const fs::path& where, const std::
   });
 }
 
-}  // namespace
-
 TEST(DaemonConfig, AcceptsAFileOnlyItsOwnerCanWriteWhenStrict) {
   StrictConf c;
   auto loaded = c.load(::geteuid());
-  EXPECT_TRUE(loaded.ok()) << testing::PrintToString(lines(loaded));
+  EXPECT_TRUE(loaded.ok()) << ::testing::PrintToString(lines(loaded));
   EXPECT_EQ(loaded.config.logLevel, LogLevel::Debug);
 }
 
@@ -348,7 +343,7 @@ TEST(DaemonConfig, RefusesAFileWritableByOthers) {
   auto loaded = c.load(::geteuid());
   EXPECT_FALSE(loaded.ok());
   EXPECT_TRUE(says(loaded, c.file, "refusing the configuration writable by group or others (mode 0646)"))
-      << testing::PrintToString(lines(loaded));
+      << ::testing::PrintToString(lines(loaded));
   EXPECT_EQ(loaded.config.logLevel, LogLevel::Info);  // not read
 }
 
@@ -357,7 +352,7 @@ TEST(DaemonConfig, RefusesAFileWritableByGroup) {
   fs::permissions(c.file, fs::perms(0664));
   auto loaded = c.load(::geteuid());
   EXPECT_FALSE(loaded.ok());
-  EXPECT_TRUE(says(loaded, c.file, "chmod go-w " + c.file.string())) << testing::PrintToString(lines(loaded));
+  EXPECT_TRUE(says(loaded, c.file, "chmod go-w " + c.file.string())) << ::testing::PrintToString(lines(loaded));
 }
 
 TEST(DaemonConfig, RefusesAFileOwnedBySomeoneElse) {
@@ -365,7 +360,7 @@ TEST(DaemonConfig, RefusesAFileOwnedBySomeoneElse) {
   auto loaded = c.load(::geteuid() + 1);  // the file is ours, so not that user's
   EXPECT_FALSE(loaded.ok());
   EXPECT_TRUE(says(loaded, c.file, "refusing the configuration owned by uid " + std::to_string(::geteuid())))
-      << testing::PrintToString(lines(loaded));
+      << ::testing::PrintToString(lines(loaded));
 }
 
 TEST(DaemonConfig, RefusesAFileInADirectoryOthersCanWrite) {
@@ -374,7 +369,7 @@ TEST(DaemonConfig, RefusesAFileInADirectoryOthersCanWrite) {
   auto loaded = c.load(::geteuid());
   EXPECT_FALSE(loaded.ok());
   EXPECT_TRUE(says(loaded, c.dir.path(), "refusing the configuration's directory writable by group or others"))
-      << testing::PrintToString(lines(loaded));
+      << ::testing::PrintToString(lines(loaded));
 }
 
 TEST(DaemonConfig, RefusesASymlinkToAFileInADirectoryOthersCanWrite) {
@@ -389,7 +384,7 @@ TEST(DaemonConfig, RefusesASymlinkToAFileInADirectoryOthersCanWrite) {
   auto loaded = c.load(::geteuid());
   EXPECT_FALSE(loaded.ok());
   EXPECT_TRUE(says(loaded, elsewhere.path(), "writable by group or others (mode 0777)"))
-      << testing::PrintToString(lines(loaded));
+      << ::testing::PrintToString(lines(loaded));
 }
 
 TEST(DaemonConfig, RefusesASymlinkToAFileOwnedBySomeoneElseAndNamesTheTarget) {
@@ -402,5 +397,7 @@ TEST(DaemonConfig, RefusesASymlinkToAFileOwnedBySomeoneElseAndNamesTheTarget) {
   auto loaded = c.load(::geteuid() + 1);
   EXPECT_FALSE(loaded.ok());
   EXPECT_TRUE(says(loaded, c.file, "a symlink to " + target.string() + ": refusing the configuration owned by uid"))
-      << testing::PrintToString(lines(loaded));
+      << ::testing::PrintToString(lines(loaded));
 }
+
+}  // namespace daemon_config_test

@@ -10,11 +10,11 @@
 #include "config/line_index.hpp"
 #include "unit/golden.hpp"
 
+namespace policy_loader_test {
+
 using namespace iommud;
 using config::Diagnostic;
 namespace fs = std::filesystem;
-
-namespace {
 
 const fs::path kBad = fs::path(IOMMUD_TEST_DATA) / "policies" / "bad";
 
@@ -66,8 +66,6 @@ std::vector<std::string> ruleNames(const config::Loaded& l) {
     out.push_back(r.name + "@" + fs::path(r.where.file).parent_path().filename().string());
   return out;
 }
-
-}  // namespace
 
 // Every file of tests/data/policies/bad, with exactly the diagnostics `iommuctl check` prints.
 TEST(PolicyLoader, ReportsEachKindOfErrorWithFileLineAndColumn) {
@@ -479,14 +477,10 @@ kind = "nvme"
   EXPECT_EQ(core::toString(core::When::Boot), "boot");
 }
 
-namespace {
-
 std::string firstDiagnostic(const std::string& text) {
   auto parsed = config::parsePolicyText(text, "p.toml");
   return parsed.diagnostics.empty() ? "" : parsed.diagnostics.front().str();
 }
-
-}  // namespace
 
 TEST(PolicyLoader, AMisspeltKeyGetsTheNearestValidKey) {
   EXPECT_EQ(firstDiagnostic(rule("x", "acept = [\"no-isolation\"]\n")),
@@ -523,3 +517,5 @@ TEST(PolicyLoader, ASyntaxErrorNamesItsCause) {
   EXPECT_EQ(firstDiagnostic("[[rule]]\nname = [1, 2\n"),
             "p.toml:2:8: error: the array opened here is not closed: ',' between values and ']' at its end");
 }
+
+}  // namespace policy_loader_test

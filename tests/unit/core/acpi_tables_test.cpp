@@ -4,10 +4,10 @@
 
 #include "unit/test_bytes.hpp"
 
+namespace acpi_tables_test {
+
 using namespace iommud::core;
 using iommud::test::hexBytes;
-
-namespace {
 
 // The common ACPI header of 36 bytes: signature, length, revision, checksum, OEM ids.
 std::string header(std::string_view signature, std::string_view lengthLe) {
@@ -25,8 +25,6 @@ std::string qemuDmar(uint8_t flags) {
   t += hexBytes("0000 1000 01 00 0000 0000d9fe00000000");
   return t;
 }
-
-}  // namespace
 
 TEST(Dmar, DecodesQemusInterruptRemappingFlag) {
   auto d = parseDmar(qemuDmar(0x01));
@@ -59,8 +57,6 @@ TEST(Dmar, RefusesALengthFieldShorterThanTheFixedPart) {
   EXPECT_FALSE(parseDmar(t));
 }
 
-namespace {
-
 // An IVRS as a Ryzen system's firmware ships it: IVinfo 0x00203041 (EFRSup, PA 48, VA 64), one
 // IVHD of type 0x10 (flags 0xb0, IOMMU at 00:00.2, MMIO 0xfd300000, feature reporting
 // 0x80048f6f) without device entries; `extra` subtables follow.
@@ -84,8 +80,6 @@ std::string ivhd40(uint8_t type, std::string_view attributesLe, std::string_view
   s += hexBytes("0000000000000000");
   return s;
 }
-
-}  // namespace
 
 TEST(Ivrs, DecodesIvinfoOfARyzenTable) {
   auto i = parseIvrs(ryzenIvrs("41302000"));
@@ -133,3 +127,5 @@ TEST(Ivrs, SkipsMemoryDefinitionsAndStopsAtATruncatedSubtable) {
   ASSERT_TRUE(zero);  // a zero length ends the walk instead of looping
   EXPECT_EQ(zero->ivhds.size(), 1U);
 }
+
+}  // namespace acpi_tables_test

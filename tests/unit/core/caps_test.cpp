@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+namespace caps_test {
+
 using namespace iommud::core;
 
 TEST(IntelCaps, DecodesTheQemuGuestWithCachingMode) {
@@ -82,3 +84,5 @@ TEST(RwbfQuirk, ListsTheMobile4SeriesChipsetsOnly) {
   EXPECT_FALSE(needsRwbfQuirk(0x1022, 0x2a40));  // an AMD id that happens to match
   EXPECT_FALSE(needsRwbfQuirk(0x8086, 0x0d57));
 }
+
+}  // namespace caps_test

@@ -4,13 +4,13 @@
 
 #include "core/arch.hpp"
 
+namespace cmdline_test {
+
 using namespace iommud::core;
 
-namespace {
 IommuCmdline interpret(const char* cmdline, Arch arch = Arch::X86) {
   return interpretIommuCmdline(parseCmdline(cmdline), arch);
 }
-}  // namespace
 
 TEST(Cmdline, SplitsLikeTheKernelWithQuotesAndStopsAtDoubleDash) {
   auto p = parseCmdline("BOOT_IMAGE=/vmlinuz quiet  dyndbg=\"file x.c +p\" \"a=b c\" -- init --arg=1");
@@ -151,3 +151,5 @@ TEST(Arch, FromTheMachineName) {
   EXPECT_EQ(archFromMachine("i786"), Arch::Other);
   EXPECT_EQ(archFromMachine(""), Arch::Unknown);
 }
+
+}  // namespace cmdline_test

@@ -2,6 +2,8 @@
 
 #include "core/host.hpp"
 
+namespace device_identity_test {
+
 using iommud::core::isPciAddress;
 using iommud::core::NetDev;
 using iommud::core::NvmeController;
@@ -45,3 +47,5 @@ TEST(DeviceIdentity, AUdevDevpathBelongsToItsLastPciFunction) {
   EXPECT_FALSE(isPciAddress("pci0000:00"));
   EXPECT_FALSE(isPciAddress("0000:05:00"));
 }
+
+}  // namespace device_identity_test

@@ -7,10 +7,10 @@
 #include <fstream>
 #include <sstream>
 
+namespace dma_stats_test {
+
 using namespace iommud::core;
 namespace fs = std::filesystem;
-
-namespace {
 
 // Recorded in tests/vm guests (tests/data/trace/README.md): Debian's kernels, fio on the NVMe
 // drives, the triggers docs/measure.md lists.
@@ -40,8 +40,6 @@ std::map<DmaEvent, Hist> recordedHists(const std::string& kernel) {
 const std::string kEmpty =
     "# event histogram\n#\n# trigger info: hist:keys=device:vals=hitcount:sort=hitcount:size=2048 [active]\n#\n\n\n"
     "Totals:\n    Hits: 0\n    Entries: 0\n    Dropped: 0\n";
-
-}  // namespace
 
 TEST(HistParser, ReadsTheMapsOfTwoDrivesOn612) {
   Hist h = hist("6.12", "dma.dma_map_page.hist");
@@ -159,8 +157,6 @@ TEST(DmaReading, On61OnlyHostWideMapsAndNoAttribution) {
   for (const auto& [name, d] : r.devices) EXPECT_EQ(d.maps, 0U) << name;
 }
 
-namespace {
-
 DmaReading readingOf(std::map<std::string, DeviceDmaCounters, std::less<>> devices, HostIommuCounters host = {}) {
   DmaReading r;
   r.armed = {DmaEvent::MapPage, DmaEvent::UnmapPage, DmaEvent::Bounced, DmaEvent::IommuMap};
@@ -176,8 +172,6 @@ DeviceDmaCounters maps(uint64_t n, uint64_t bytes) {
   c.mappedBytes = bytes;
   return c;
 }
-
-}  // namespace
 
 TEST(DmaInterval, RatesAndMeanSizeFromTwoReadings) {
   auto before = readingOf({{"0000:01:00.0", maps(1000, 4096000)}}, {1000, 4096000, 900, 0});
@@ -225,8 +219,6 @@ TEST(DmaInterval, ScatterGatherMapsCountButHaveNoBytes) {
   EXPECT_FALSE(iv.devices[0].meanMapBytes);  // no single-page maps: no size to average
 }
 
-namespace {
-
 HostFacts hostWithTwoDevices() {
   HostFacts h;
   PciDevice nvme;
@@ -246,8 +238,6 @@ HostFacts hostWithTwoDevices() {
               Group{5, DomainType::Identity, "identity", {"0000:04:00.0"}}};
   return h;
 }
-
-}  // namespace
 
 TEST(DmaRows, JoinTheHostAndShowAnUnpluggedDeviceAsGone) {
   auto iv = diffReadings(
@@ -288,3 +278,5 @@ TEST(DmaRows, SortByMapsThenByName) {
   EXPECT_EQ(rows[0].dma.device, "0000:01:00.0");
   EXPECT_EQ(rows[2].dma.device, "0000:06:00.0");
 }
+
+}  // namespace dma_stats_test

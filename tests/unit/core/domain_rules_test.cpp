@@ -6,9 +6,9 @@
 
 #include <cerrno>
 
-using namespace iommud::core;
+namespace domain_rules_test {
 
-namespace {
+using namespace iommud::core;
 
 const KernelVersion k419{4, 19, 0};
 const KernelVersion k511{5, 11, 0};
@@ -34,8 +34,6 @@ GroupAtWrite::Member unbound() {
 TypeWriteVerdict write(const KernelVersion& v, const GroupAtWrite& g, std::string_view text) {
   return judgeTypeWrite(domainRules(v), g, text);
 }
-
-}  // namespace
 
 TEST(DomainRules, BeforeLinux64EvenTheLiveChangeIsRefusedForAGroupOfSeveralDevices) {
   // What Debian's 6.1 did with the NVMe pair's group of three (tests/vm, apply): EINVAL.
@@ -114,3 +112,5 @@ TEST(DomainRules, TheWayOfAChangeSaysWhetherDriversMustGo) {
   // An unknown version is judged by the newest rules.
   EXPECT_TRUE(typeChangeWay(domainRules(std::nullopt), pair, DomainType::DmaFq).verdict.live);
 }
+
+}  // namespace domain_rules_test

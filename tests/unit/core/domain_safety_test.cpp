@@ -9,12 +9,12 @@
 #include "support/scenarios.hpp"
 #include "unit/test_host.hpp"
 
+namespace domain_safety_test {
+
 using namespace iommud;
 using namespace iommud::testing;
 using core::DomainRefusal;
 using core::DomainType;
-
-namespace {
 
 std::string rule(const std::string& domain, const std::string& match) {
   const std::string accept = domain == "identity" ? "accept = [\"no-isolation\"]\n"
@@ -32,8 +32,6 @@ struct Case {
   DomainRefusal refusal;
   core::SkipReason skip;
 };
-
-}  // namespace
 
 TEST(DomainSafety, ThePlannerAndThePreflightRefuseInTheSameWords) {
   Case cases[] = {
@@ -89,3 +87,5 @@ TEST(DomainSafety, UntrustedIsSaidBeforeTheKernelsRulesAndThoseBeforeBeingInUse)
     EXPECT_EQ(v.refusal, refusal) << release << ": " << v.message;
   }
 }
+
+}  // namespace domain_safety_test

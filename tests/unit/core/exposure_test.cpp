@@ -7,11 +7,11 @@
 #include "support/scenarios.hpp"
 #include "unit/test_host.hpp"
 
+namespace exposure_test {
+
 using namespace iommud;
 using namespace iommud::core;
 using namespace iommud::testing;
-
-namespace {
 
 DeviceExposure of(const std::vector<DeviceExposure>& all, const std::string& address) {
   for (const auto& e : all) {
@@ -24,8 +24,6 @@ bool says(const DeviceExposure& e, Reason::Source source, const std::string& tex
   return std::any_of(e.reasons.begin(), e.reasons.end(),
                      [&](const Reason& r) { return r.source == source && r.text.find(text) != std::string::npos; });
 }
-
-}  // namespace
 
 TEST(Exposure, LazyTranslationLeavesAWindowAfterUnmap) {
   auto s = statusOf(*twoNvmeOneGroup());
@@ -109,16 +107,12 @@ TEST(Exposure, AHostBridgeMastersNoDmaWhateverItsGroupOrTheIommu) {
   EXPECT_EQ(of(app::exposuresOf(statusOf(*h)), "0000:00:1f.0").level, Exposure::AllMemory);
 }
 
-namespace {
-
 // armSmmuV3 with an NVMe whose driver is not loaded: on arm64 it gets no group until one binds.
 std::unique_ptr<FakeHost> armWithUnboundNvme() {
   auto h = armSmmuV3();
   h->pci({.address = "0000:00:02.0", .vendor = 0x1b36, .device = 0x0010, .classCode = 0x010802});
   return h;
 }
-
-}  // namespace
 
 TEST(Exposure, TheSmmuV3AbortsTheDmaOfADeviceInNoGroup) {
   auto s = statusOf(*armWithUnboundNvme());
@@ -235,3 +229,4 @@ TEST(Exposure, AVirtioDeviceWithoutAccessPlatformOnAHostWithoutIommuSaysBoth) {
   EXPECT_TRUE(says(bypass, Reason::Source::Device, "no IOMMU translates DMA on this host"));
   EXPECT_TRUE(says(bypass, Reason::Source::Device, "VIRTIO_F_ACCESS_PLATFORM"));
 }
+}  // namespace exposure_test

@@ -7,6 +7,8 @@
 #include "support/scenarios.hpp"
 #include "unit/test_host.hpp"
 
+namespace findings_test {
+
 using namespace iommud;
 using namespace iommud::core;
 using namespace iommud::testing;
@@ -147,12 +149,10 @@ TEST(Findings, VfioGroupsStayTranslatedEvenUnderPassthrough) {
   EXPECT_NE(f->summary.find("even under passthrough"), std::string::npos);
 }
 
-namespace {
 bool remedyContains(const Finding& f, std::string_view text) {
   return std::any_of(f.remedies.begin(), f.remedies.end(),
                      [&](const Remedy& r) { return r.action.find(text) != std::string::npos; });
 }
-}  // namespace
 
 TEST(Findings, WithoutAnIommuEveryDeviceReachesAllMemoryAndTheWayBackIsNamed) {
   // The firmware has a DMAR table; the kernel's config leaves VT-d off.
@@ -333,3 +333,4 @@ TEST(Findings, AVirtioBypassWithoutIommuIsIommuOffUnlessTheGuestIsConfidential) 
   EXPECT_EQ(f->severity, Severity::Error);
   EXPECT_TRUE(f->groups.empty());
 }
+}  // namespace findings_test

@@ -2,12 +2,12 @@
 
 #include <gtest/gtest.h>
 
+namespace initramfs_test {
+
 using iommud::core::canonicalModuleName;
 using iommud::core::Initramfs;
 using iommud::core::initramfsRebuildCommand;
 using iommud::core::parseInitramfsListing;
-
-namespace {
 
 constexpr const char* kRelease = "6.1.0-18-amd64";
 
@@ -35,8 +35,6 @@ usr/lib/modules/6.1.0-18-amd64/modules.dep
 usr/lib/modules/6.1.0-18-amd64/modules.builtin
 usr/sbin/modprobe
 )";
-
-}  // namespace
 
 TEST(InitramfsListing, FindsEveryCompressionOfModuleInADebianImage) {
   auto l = parseInitramfsListing(kDebianListing, kRelease);
@@ -99,3 +97,5 @@ TEST(InitramfsListing, RebuildsWithTheGeneratorsOwnCommand) {
             "update-initramfs -u -k 6.1.0-18-amd64");
   EXPECT_EQ(initramfsRebuildCommand(Initramfs::Generator::Dracut, kRelease), "dracut -f --kver 6.1.0-18-amd64");
 }
+
+}  // namespace initramfs_test

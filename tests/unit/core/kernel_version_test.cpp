@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+namespace kernel_version_test {
+
 using namespace iommud::core;
 
 TEST(KernelVersion, ParsesReleaseStrings) {
@@ -77,3 +79,5 @@ TEST(VersionSet, ReportsTheColumnOfAMalformedRange) {
   EXPECT_FALSE(VersionSet::parse(""));
   EXPECT_FALSE(VersionSet::parse(">=6.1 ||"));
 }
+
+}  // namespace kernel_version_test

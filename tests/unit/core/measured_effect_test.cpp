@@ -2,9 +2,9 @@
 
 #include <gtest/gtest.h>
 
-using namespace iommud::core;
+namespace measured_effect_test {
 
-namespace {
+using namespace iommud::core;
 
 DmaRow drive(const std::string& address, const std::string& name, double mapsPerSecond, bool translated) {
   DmaRow r;
@@ -26,8 +26,6 @@ DmaWindow window(double seconds, std::vector<DmaRow> rows, bool attributed = tru
   w.rows = std::move(rows);
   return w;
 }
-
-}  // namespace
 
 TEST(MeasuredEffect, SaysWhatTheChangeDidToEachChangedDeviceInTheOrderAsked) {
   auto before = window(5, {drive("0000:01:00.0", "nvme0", 8123, true), drive("0000:02:00.0", "nvme1", 10, true),
@@ -79,3 +77,5 @@ TEST(MeasuredEffect, TheHostLineGivesWhatTheIommuMappedInAll) {
   after.hostMapsPerSecond = 2;
   EXPECT_EQ(describeHost(before, after), "host: 3175 -> 2 IOMMU page maps/s");
 }
+
+}  // namespace measured_effect_test

@@ -2,9 +2,9 @@
 
 #include <gtest/gtest.h>
 
-using namespace iommud::core;
+namespace measured_findings_test {
 
-namespace {
+using namespace iommud::core;
 
 DmaRow nic(double mapsPerSecond, double meanBytes, bool translated, uint64_t bounces = 0) {
   DmaRow r;
@@ -31,8 +31,6 @@ DmaWindow window(std::vector<DmaRow> rows, bool attributed = true, uint64_t page
   w.pageBytes = pageBytes;
   return w;
 }
-
-}  // namespace
 
 TEST(MeasuredFindings, ATranslatedDeviceMappingManySmallBuffersIsNamed) {
   std::vector<Finding> findings;
@@ -94,3 +92,5 @@ TEST(MeasuredFindings, AQuietHostSaysSoInsteadOfInventingAFinding) {
   EXPECT_NE(quietWindow(quiet).find("No DMA mapping work in 5.0 s"), std::string::npos);
   EXPECT_TRUE(quietWindow(window({nic(300, 4096, true)})).empty());
 }
+
+}  // namespace measured_findings_test

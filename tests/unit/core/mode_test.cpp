@@ -5,6 +5,8 @@
 #include "support/scenarios.hpp"
 #include "unit/test_host.hpp"
 
+namespace mode_test {
+
 using namespace iommud;
 using namespace iommud::core;
 using namespace iommud::testing;
@@ -153,3 +155,5 @@ TEST(Arch, TheMachineNameElseTheIommuHardwareAndTables) {
   h.kernel.machine = "riscv64";
   EXPECT_EQ(deriveArch(h), Arch::Other);
 }
+
+}  // namespace mode_test

@@ -11,11 +11,11 @@
 #include "adapters/sysfs/net_owners_reader.hpp"
 #include "support/fake_host.hpp"
 
+namespace net_owners_test {
+
 using namespace iommud;
 using namespace iommud::core;
 using iommud::testing::FakeHost;
-
-namespace {
 
 // As systemd 252.39-1~deb12u2 ships them in /lib/systemd/network (Debian 12).
 constexpr const char* kDebian99Default = R"(# SPDX-License-Identifier: MIT-0
@@ -109,8 +109,6 @@ std::vector<std::string> describe(const NetOwnerReport& r) {
   }
   return out;
 }
-
-}  // namespace
 
 TEST(NetOwners, DebianDefaultLinkFilesSetNothing) {
   auto sources = withLinks({parseLinkFile("/usr/lib/systemd/network/73-usb-net-by-mac.link", kDebian73UsbNetByMac),
@@ -472,8 +470,6 @@ TEST(NetOwners, NmLoadsOnlyKeyfileNamesItAccepts) {
   EXPECT_EQ(nmmetaUuid("uplink.nmmeta"), "");
 }
 
-namespace {
-
 // A host with an ixgbe NIC at 0000:01:00.0 behind a root port, and the other owners' files.
 void buildOwnersHost(FakeHost& h) {
   h.bridge("0000:00:1c.0");
@@ -541,8 +537,6 @@ int readAsNobody(const FakeHost& h) {
   }
   return ok ? 0 : 1;
 }
-
-}  // namespace
 
 TEST(NetOwnersReader, ReadsBothOwnersInTheirOrderFromASyntheticRoot) {
   FakeHost h;
@@ -621,3 +615,5 @@ TEST(NetOwnersReader, ReportsWhatItCannotReadAsUnknown) {
   EXPECT_EXIT(std::exit(readAsNobody(h)), ::testing::ExitedWithCode(0), "");
   ::chmod((h.root() / hidden.back()).c_str(), 0700);  // so that the host can be removed
 }
+
+}  // namespace net_owners_test

@@ -6,9 +6,9 @@
 
 #include "unit/test_bytes.hpp"
 
-using namespace iommud::core;
+namespace pci_config_test {
 
-namespace {
+using namespace iommud::core;
 
 std::string config(PcieType type, bool multifunction, std::optional<Acs> acs, bool chained = false) {
   return iommud::test::pciConfigBytes(type, multifunction, acs, chained);
@@ -16,8 +16,6 @@ std::string config(PcieType type, bool multifunction, std::optional<Acs> acs, bo
 
 constexpr uint16_t kFull = kAcsSourceValidation | kAcsTranslationBlocking | kAcsRequestRedirect |
                            kAcsCompletionRedirect | kAcsUpstreamForwarding | kAcsDirectTranslatedP2p;
-
-}  // namespace
 
 TEST(PciConfig, FindsThePcieTypeAndAcsThroughBothCapabilityLists) {
   auto c = parsePciConfig(config(PcieType::RootPort, false, Acs{kFull, kAcsIsolationFlags}, true));
@@ -97,3 +95,5 @@ TEST(PciConfig, NamesEachAcsBit) {
   EXPECT_EQ(acsBitName(kAcsDirectTranslatedP2p), "DT");
   EXPECT_EQ(acsBitName(kAcsEgressControl), "EC");
 }
+
+}  // namespace pci_config_test

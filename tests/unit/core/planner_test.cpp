@@ -15,13 +15,13 @@
 #include "unit/golden.hpp"
 #include "unit/test_host.hpp"
 
+namespace planner_test {
+
 using namespace iommud;
 using namespace iommud::testing;
 using core::ChangeKind;
 using core::SkipReason;
 using core::Trigger;
-
-namespace {
 
 const std::string kShipped = std::string(IOMMUD_TEST_DATA) + "/../../policies";
 
@@ -87,8 +87,6 @@ kind = "nvme"
 constexpr const char* kNic = "0000:05:00.0";    // the Thunderbolt AQC100
 constexpr const char* kNvme0 = "0000:03:00.0";  // twoNvmeOneGroup
 constexpr const char* kNvme1 = "0000:04:00.0";
-
-}  // namespace
 
 // --- Golden plans of the shipped policies, one per case they are written for ---
 
@@ -219,8 +217,6 @@ TEST(ShippedPolicies, AllLoadWithoutDiagnostics) {
 // --- Safety rules no policy overrides: refusals of a domain change, a table of host, policy and
 // trigger, each case named as a test is ---
 
-namespace {
-
 struct RefusalCase {
   const char* name;  // the test's name, a sentence as ever
   std::function<std::unique_ptr<FakeHost>()> host;
@@ -318,8 +314,6 @@ name = "nvme1"
 };
 
 class PlannerRefuses : public ::testing::TestWithParam<RefusalCase> {};
-
-}  // namespace
 
 TEST_P(PlannerRefuses, TheDomainChangeAndSaysWhy) {
   const RefusalCase& c = GetParam();
@@ -552,8 +546,6 @@ finding = "vtd-iotlb-sync-map"
 
 // --- Module parameters ---
 
-namespace {
-
 constexpr const char* kParamRules = R"(
 [[rule]]
 name = "itr"
@@ -578,8 +570,6 @@ name = "aq_itr_rx"
 value = 64
 at = "load"
 )";
-
-}  // namespace
 
 TEST(Planner, PlansModuleParametersByWhatSysfsAllows) {
   auto h = thunderboltNicWithModule();
@@ -615,8 +605,6 @@ TEST(Planner, ALoadTimeParameterAlreadyInTheFileIsSatisfied) {
 
 // --- Load-time parameters and the initramfs ---
 
-namespace {
-
 const core::Change* modprobeChange(const core::Plan& plan) {
   auto it = std::find_if(plan.changes.begin(), plan.changes.end(),
                          [](const core::Change& c) { return c.kind == ChangeKind::ModprobeConf; });
@@ -639,8 +627,6 @@ core::Plan planWithInitramfs(app::Status& s, core::Initramfs image) {
   s.host.kernel.initramfs = std::move(image);
   return planOf(s, rules(kParamRules), Trigger::Hotplug);
 }
-
-}  // namespace
 
 TEST(Planner, SaysTheInitramfsMustBeRebuiltWhenItHoldsTheModuleOfAModprobeLine) {
   auto h = thunderboltNicWithModule();
@@ -803,8 +789,6 @@ TEST(Explain, ARuleForOtherIommuHardwareIsNotNearAndUnlessReadsAsTheRule) {
   }
 }
 
-namespace {
-
 // Identity for every NVMe drive at boot, and a runtime parameter of atlantic at start: the first
 // is the initramfs's, the second the daemon's.
 constexpr const char* kBootAndStart = R"(
@@ -842,8 +826,6 @@ bool mentions(const core::Plan& p, const std::string& rule) {
   return std::any_of(p.changes.begin(), p.changes.end(), named) || std::any_of(p.skips.begin(), p.skips.end(), named) ||
          std::any_of(p.satisfied.begin(), p.satisfied.end(), named);
 }
-
-}  // namespace
 
 TEST(Planner, AtBootPlansOnlyBootRulesAndSaysNothingOfTheOthers) {
   auto s = statusOf(*twoNvmeOneGroup());
@@ -957,3 +939,5 @@ TEST(Planner, AnInitramfsListedAfterThePlanIsSaidAsAPlanWithItWouldSayIt) {
     }
   }
 }
+
+}  // namespace planner_test

@@ -7,9 +7,9 @@
 #include "config/policy_loader.hpp"
 #include "support/fake_host.hpp"
 
-using namespace iommud;
+namespace policy_lint_test {
 
-namespace {
+using namespace iommud;
 
 std::vector<core::Rule> rules(const std::string& text) {
   auto parsed = config::parsePolicyText(text, "p.toml");
@@ -24,8 +24,6 @@ std::vector<std::string> lint(const std::string& text, const std::map<std::strin
 }
 
 const std::string kHead = "[[rule]]\nname = \"r\"\ndescription = \"test\"\n";
-
-}  // namespace
 
 TEST(PolicyLint, AWeakeningDomainWithoutAcceptNeverActs) {
   EXPECT_EQ(lint(kHead + "domain = \"identity\"\n"),
@@ -80,3 +78,5 @@ TEST(PolicyLint, CheckReadsTheModulesOfTheRoot) {
   EXPECT_NE(loaded.diagnostics[0].str().find("did you mean 'poll_queues'?"), std::string::npos)
       << loaded.diagnostics[0].str();
 }
+
+}  // namespace policy_lint_test

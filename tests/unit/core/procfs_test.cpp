@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+namespace procfs_test {
+
 using namespace iommud::core;
 
 TEST(MountInfo, ReadsDeviceMountPointAndSourceWithOptionalFields) {
@@ -62,3 +64,4 @@ TEST(Confidential, TellsTheGuestFromItsCpuFlags) {
   EXPECT_EQ(flags("fpu sme sev sev_es sev_snp"), Confidential::None);
   EXPECT_EQ(parseConfidential("processor\t: 0\n"), Confidential::Unknown);
 }
+}  // namespace procfs_test

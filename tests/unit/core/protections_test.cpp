@@ -6,13 +6,13 @@
 #include "unit/test_bytes.hpp"
 #include "unit/test_host.hpp"
 
+namespace protections_test {
+
 using namespace iommud;
 using namespace iommud::core;
 using namespace iommud::testing;
 using iommud::test::pciConfigBytes;
 using State = Protection::State;
-
-namespace {
 
 Protection byId(const Protections& p, const std::string& id) {
   for (const auto& x : p.host) {
@@ -43,8 +43,6 @@ std::unique_ptr<FakeHost> nvmeSwitch(const std::string& leaky, size_t size = 409
   }
   return h;
 }
-
-}  // namespace
 
 TEST(Protections, PreBootDmaProtectionIsTheDmarOptInFlag) {
   auto on = noIommu();
@@ -164,8 +162,6 @@ TEST(Protections, NoIommuInUseMeansNoTranslationWhateverTheTables) {
   EXPECT_EQ(on.text, "the IOMMU translates DMA");
 }
 
-namespace {
-
 // armSmmuV3 with its interrupt chips as /sys/kernel/irq names them.
 std::unique_ptr<FakeHost> armWithIrqChips(const std::vector<std::string>& chips) {
   auto h = armSmmuV3();
@@ -173,8 +169,6 @@ std::unique_ptr<FakeHost> armWithIrqChips(const std::vector<std::string>& chips)
   for (const auto& c : chips) h->write("/sys/kernel/irq/" + std::to_string(irq++) + "/chip_name", c + "\n");
   return h;
 }
-
-}  // namespace
 
 TEST(Protections, OnArm64TheItsIsolatesMsisAndTheX86NotionsDoNotApply) {
   auto p = of(*armWithIrqChips({"GICv3", "ITS-MSI"}));
@@ -206,3 +200,5 @@ TEST(Protections, MsiIsolationIsArm64sOnly) {
   auto p = of(*twoNvmeOneGroup());
   EXPECT_TRUE(std::none_of(p.host.begin(), p.host.end(), [](const Protection& x) { return x.id == "msi-isolation"; }));
 }
+
+}  // namespace protections_test

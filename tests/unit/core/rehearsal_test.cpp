@@ -10,12 +10,12 @@
 #include "support/scenarios.hpp"
 #include "unit/test_host.hpp"
 
+namespace rehearsal_test {
+
 using namespace iommud;
 using namespace iommud::testing;
 using core::Rehearsed;
 using V = core::Rehearsed::Verdict;
-
-namespace {
 
 constexpr const char* kUntrustedIdentity = R"(
 [[rule]]
@@ -54,8 +54,6 @@ std::vector<const Rehearsed*> domainItems(const core::Rehearsal& r) {
   }
   return out;
 }
-
-}  // namespace
 
 // Debian's 6.1 refuses a group of several devices any type, EINVAL, before it looks at drivers.
 TEST(Rehearsal, AGroupOfSeveralDevicesIsRefusedWithEinvalOn61) {
@@ -131,3 +129,5 @@ TEST(Rehearsal, AdviceIsLeftToAdvise) {
   EXPECT_EQ(r.rehearsal.count(V::Taken), 0U);
   EXPECT_NE(r.text.find("Left to advise"), std::string::npos) << r.text;
 }
+
+}  // namespace rehearsal_test

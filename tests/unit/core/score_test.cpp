@@ -5,11 +5,11 @@
 #include "support/scenarios.hpp"
 #include "unit/test_host.hpp"
 
+namespace score_test {
+
 using namespace iommud;
 using namespace iommud::core;
 using namespace iommud::testing;
-
-namespace {
 
 std::optional<bool> met(const Score& s, const std::string& id) {
   for (const auto& c : s.criteria) {
@@ -17,8 +17,6 @@ std::optional<bool> met(const Score& s, const std::string& id) {
   }
   throw std::runtime_error("no criterion " + id);
 }
-
-}  // namespace
 
 TEST(Score, PassthroughOnTheCommandLineIsLevelZeroHoweverEnabledTheIommuIs) {
   auto h = twoNvmeOneGroup();
@@ -119,3 +117,4 @@ TEST(Score, AVirtioDeviceThatBypassesTheIommuIsLevelZero) {
   h->write("/sys/devices/pci0000:00/0000:00:05.0/virtio1/features", std::string(32, '0') + "11" + std::string(30, '0'));
   EXPECT_GE(app::scoreOf(statusOf(*h)).level, 1);
 }
+}  // namespace score_test

@@ -2,12 +2,12 @@
 
 #include <gtest/gtest.h>
 
+namespace spelling_test {
+
 using iommud::core::editDistance;
 using iommud::core::nearestWord;
 
-namespace {
 const std::vector<std::string> kCommands{"status", "snapshot", "check", "plan", "explain", "apply", "revert", "top"};
-}
 
 TEST(EditDistance, CountsInsertionsDeletionsSubstitutionsAndSwaps) {
   EXPECT_EQ(editDistance("status", "status"), 0U);
@@ -56,3 +56,5 @@ TEST(NearestWord, TakesTheFirstOfEquallyNearCandidates) {
   EXPECT_EQ(nearestWord("pan", {"plan", "span"}), "plan");
   EXPECT_EQ(nearestWord("pan", {"span", "plan"}), "span");
 }
+
+}  // namespace spelling_test

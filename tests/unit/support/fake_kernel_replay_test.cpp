@@ -14,12 +14,12 @@
 #include "support/fake_host.hpp"
 #include "support/fake_kernel.hpp"
 
+namespace fake_kernel_replay_test {
+
 using namespace iommud;
 using namespace iommud::testing;
 namespace fs = std::filesystem;
 using nlohmann::json;
-
-namespace {
 
 constexpr const char* kSolo = "0000:01:00.0";
 constexpr const char* kBridge = "0000:02:00.0";
@@ -103,8 +103,6 @@ void replay(const fs::path& file) {
   EXPECT_GT(n, 20);
 }
 
-}  // namespace
-
 TEST(FakeKernelReplay, AnswersAsDebians61And612Did) {
   if (const char* live = std::getenv("IOMMUD_REPLAY"); live != nullptr) {
     replay(live);  // a fresh guest's result (tests/vm: run replay)
@@ -114,3 +112,5 @@ TEST(FakeKernelReplay, AnswersAsDebians61And612Did) {
   replay(testdata / "replay-6.1.json");
   replay(testdata / "replay-6.12.json");
 }
+
+}  // namespace fake_kernel_replay_test

@@ -10,10 +10,10 @@
 
 #include "support/scenarios.hpp"
 
+namespace fake_kernel_test {
+
 using namespace iommud;
 using namespace iommud::testing;
-
-namespace {
 
 int errorOf(const core::Result<core::Done>& r) {
   return r ? 0 : r.error().code;
@@ -23,8 +23,6 @@ std::string readOf(const FakeHost& h, const std::string& path) {
   std::ifstream in(h.root() / path.substr(1));
   return std::string((std::istreambuf_iterator<char>(in)), {});
 }
-
-}  // namespace
 
 TEST(FakeKernel, BindingADriverThatDoesNotMatchTheDeviceIsEnodev) {
   auto h = twoNvmeOneGroup("6.12.48-1");
@@ -65,3 +63,5 @@ TEST(FakeKernel, BeforeLinux64ALiveChangeOfAGroupOfSeveralDevicesIsEinval) {
   EXPECT_EQ(errorOf(current.write("/sys/kernel/iommu_groups/20/type", "DMA-FQ")), 0);
   EXPECT_EQ(readOf(*h, "/sys/kernel/iommu_groups/20/type"), "DMA-FQ\n");
 }
+
+}  // namespace fake_kernel_test

@@ -11,8 +11,7 @@
 
 #include "support/whole_file.hpp"
 
-namespace iommud {
-namespace {
+namespace iommud::unique_fd_test {
 
 using support::OverLimit;
 using support::UniqueFd;
@@ -105,5 +104,4 @@ TEST(ReadWhole, SaysTheErrorOfTheRead) {
   EXPECT_EQ(got.error().code, EISDIR);
 }
 
-}  // namespace
-}  // namespace iommud
+}  // namespace iommud::unique_fd_test

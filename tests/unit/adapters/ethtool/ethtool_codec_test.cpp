@@ -12,6 +12,8 @@
 #include "adapters/ethtool/codec.hpp"
 #include "core/text.hpp"
 
+namespace ethtool_codec_test {
+
 using namespace iommud::adapters::ethtool;
 using iommud::core::Amount;
 using iommud::core::EthtoolKey;
@@ -20,8 +22,6 @@ using iommud::core::KernelVersion;
 
 // Netlink integers are in host byte order; the vectors below are from (and for) little-endian x86.
 static_assert(std::endian::native == std::endian::little);
-
-namespace {
 
 // "48 00 00 00 ..." as bytes: how the captures below were printed.
 Bytes hex(std::string_view text) {
@@ -176,8 +176,6 @@ const std::vector<EthtoolKey>& coreKeys(Kind kind) {
 }
 
 constexpr std::array kKinds = {Kind::Rings, Kind::Channels, Kind::Coalesce};
-
-}  // namespace
 
 TEST(EthtoolAttributes, CoverEveryKeyOfThePolicyLanguageWithItsType) {
   for (Kind kind : kKinds) {
@@ -618,3 +616,5 @@ TEST(EthtoolResolve, MaxBecomesTheDevicesMaximum) {
   EXPECT_FALSE(resolve(EthtoolState{}, Kind::Rings, "rx", Amount{}).ok());
   EXPECT_EQ(*resolve(EthtoolState{}, Kind::Rings, "rx", Amount{512}), 512U);
 }
+
+}  // namespace ethtool_codec_test

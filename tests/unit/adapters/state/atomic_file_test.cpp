@@ -13,10 +13,10 @@
 
 #include "adapters/state/change_records.hpp"
 
+namespace atomic_file_test {
+
 using namespace iommud;
 namespace fs = std::filesystem;
-
-namespace {
 
 struct TempDir {
   fs::path path;
@@ -58,8 +58,6 @@ ssize_t noSpace(int, const void*, size_t) {
 ssize_t noProgress(int, const void*, size_t) {
   return 0;
 }
-
-}  // namespace
 
 TEST(AtomicFile, WritesEverythingThroughShortWritesAndSignals) {
   TempDir dir;
@@ -180,3 +178,5 @@ TEST(CheckOwnDirectory, RefusesADirectoryGroupOrOthersCanWrite) {
   fs::permissions(dir.path, fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec);
   EXPECT_TRUE(adapters::state::checkOwnDirectory(dir.path.string()).ok());
 }
+
+}  // namespace atomic_file_test

@@ -18,14 +18,14 @@
 #include "support/scenarios.hpp"
 #include "support/timeout_scale.hpp"
 
+namespace contained_read_test {
+
 using namespace iommud;
 using adapters::sysfs::openInRoot;
 using adapters::sysfs::Resolver;
 using adapters::sysfs::Root;
 using support::UniqueFd;
 namespace fs = std::filesystem;
-
-namespace {
 
 // A host root and, beside it, a directory outside it holding what must never be read.
 class HostileTree {
@@ -93,8 +93,6 @@ class HostileTree {
 bool refused(const core::Result<std::string>& r, int code, const std::string& says) {
   return !r && r.error().code == code && r.error().message.find(says) != std::string::npos;
 }
-
-}  // namespace
 
 TEST(ContainedRead, AnAbsoluteLinkIsFollowedInsideTheRoot) {
   HostileTree t;
@@ -293,3 +291,5 @@ TEST(ContainedRead, AFifoInPlaceOfTheConfigurationIsRefusedWithoutHanging) {
            loaded.diagnostics.front().message.find("not a regular file") != std::string::npos;
   }));
 }
+
+}  // namespace contained_read_test

@@ -7,11 +7,11 @@
 
 #include "support/scenarios.hpp"
 
+namespace host_reader_test {
+
 using namespace iommud;
 using namespace iommud::core;
 using iommud::testing::FakeHost;
-
-namespace {
 
 HostFacts read(const FakeHost& h) {
   auto r = adapters::sysfs::readHost(adapters::sysfs::Root(h.rootString()));
@@ -25,8 +25,6 @@ bool hasReason(const PciDevice& d, InUseReason::Kind kind, const std::string& de
   }
   return false;
 }
-
-}  // namespace
 
 TEST(HostReader, ReadsIntelUnitsGroupsAndDevices) {
   auto h = read(*iommud::testing::intelBareMetal());
@@ -328,3 +326,4 @@ TEST(HostReader, ReadsTheConfidentialGuestOnlyWhereAVirtioDeviceNeedsIt) {
   bare->cpuFlags("fpu hypervisor tdx_guest");
   EXPECT_EQ(read(*bare).confidential, Confidential::None);  // no virtio device: not read
 }
+}  // namespace host_reader_test

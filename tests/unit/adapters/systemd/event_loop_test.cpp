@@ -9,11 +9,11 @@
 #include <csignal>
 #include <vector>
 
+namespace event_loop_test {
+
 namespace sd = iommud::adapters::systemd;
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
-
-namespace {
 
 struct Fixture : ::testing::Test {
   sd::EventLoop loop = sd::EventLoop::create().value();
@@ -140,4 +140,4 @@ TEST_F(EventLoop, AMovedTimerStillCallsBack) {
   EXPECT_EQ(fired, 1);
 }
 
-}  // namespace
+}  // namespace event_loop_test

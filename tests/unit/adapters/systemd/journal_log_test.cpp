@@ -11,6 +11,8 @@
 #include "app/change/message_ids.hpp"
 #include "support/stderr_capture.hpp"
 
+namespace journal_log_test {
+
 using iommud::adapters::systemd::Entry;
 using iommud::adapters::systemd::journalFields;
 using iommud::adapters::systemd::Log;
@@ -20,8 +22,6 @@ using iommud::adapters::systemd::validFieldName;
 using iommud::adapters::systemd::validMessageId;
 using iommud::testing::capturedStderr;
 using Strings = std::vector<std::string>;
-
-namespace {
 
 Entry weakened() {
   return Entry{Priority::Warning,
@@ -58,8 +58,6 @@ std::string stderrDevIno() {
   EXPECT_EQ(::fstat(STDERR_FILENO, &st), 0);
   return std::to_string(st.st_dev) + ":" + std::to_string(st.st_ino);
 }
-
-}  // namespace
 
 TEST(JournalFields, ComeInSendOrderWithTheMessageIdAndIdentifier) {
   EXPECT_EQ(journalFields(weakened()),
@@ -217,3 +215,5 @@ TEST(JournalLog, AtEarlyBootPrefersTheJournalThenTheKernelsLog) {
   JournalStreamVariable v(nullptr);
   EXPECT_EQ(Log::forEarlyBoot().target(), ::access("/dev/kmsg", W_OK) == 0 ? Log::Target::Kmsg : Log::Target::Stderr);
 }
+
+}  // namespace journal_log_test

@@ -11,6 +11,8 @@
 #include <cstring>
 #include <filesystem>
 
+namespace notify_test {
+
 namespace sd = iommud::adapters::systemd;
 
 TEST(Notify, SendsTheStateToNotifySocketAndNothingWithoutOne) {
@@ -37,3 +39,5 @@ TEST(Notify, SendsTheStateToNotifySocketAndNothingWithoutOne) {
   close(s);
   std::filesystem::remove_all(dir);
 }
+
+}  // namespace notify_test

@@ -14,9 +14,9 @@
 
 #include "support/worker_exit.hpp"
 
-namespace sd = iommud::adapters::systemd;
+namespace standing_worker_test {
 
-namespace {
+namespace sd = iommud::adapters::systemd;
 
 // A loop with SIGCHLD blocked (sd_event_add_child needs it), as the daemon runs it, bounded so
 // that a test that waits for something that never comes fails instead of hanging.
@@ -100,8 +100,6 @@ struct Harness {
     return loop.run();
   }
 };
-
-}  // namespace
 
 TEST(StandingWorker, OneChildServesEveryRequestInOrder) {
   Harness h;
@@ -193,3 +191,5 @@ TEST(StandingWorker, MessagesAreFramedByTheirLength) {
   a = sd::UniqueFd();
   EXPECT_FALSE(sd::readMessage(b.get(), got));  // the end of the socket
 }
+
+}  // namespace standing_worker_test

@@ -6,14 +6,14 @@
 #include <filesystem>
 #include <fstream>
 
+namespace tracefs_test {
+
 // The naming, the owner check and the sweep of adapters/trace on a synthetic root (a directory
 // standing for /). What tracefs itself does with them is checked in tests/vm (measure_scenario.py).
 
 using namespace iommud::adapters;
 using namespace iommud::adapters::trace;
 namespace fs = std::filesystem;
-
-namespace {
 
 class TempRoot {
  public:
@@ -43,8 +43,6 @@ std::string statLine(int pid, const std::string& comm, uint64_t start) {
   for (int f = 4; f <= 21; ++f) s += " " + std::to_string(f);
   return s + " " + std::to_string(start) + " 23 24\n";
 }
-
-}  // namespace
 
 TEST(TracefsInstance, NamesCarryPidAndStartTimeAndParseBack) {
   EXPECT_EQ(instanceName({1234, 567890}), "iommud-1234-567890");
@@ -90,14 +88,10 @@ TEST(TracefsInstance, NotMountedSaysHowToMountIt) {
   EXPECT_NE(t.error().message.find("mount -t tracefs"), std::string::npos);
 }
 
-namespace {
-
 std::string recorded(const std::string& kernel, const std::string& file) {
   std::ifstream in(fs::path(IOMMUD_TEST_DATA) / "trace" / kernel / file);
   return {std::istreambuf_iterator<char>(in), {}};
 }
-
-}  // namespace
 
 // Linux 6.18 renamed dma_map_page/dma_unmap_page to dma_map_phys/dma_unmap_phys (the formats of
 // this build machine's 6.18 kernel, tests/data/trace/6.18): maps are still counted per device.
@@ -132,3 +126,5 @@ TEST(TracefsCounters, ArmsTheRenamedEventsOf618) {
   ASSERT_TRUE(reading->devices.contains("0000:01:00.0"));
   EXPECT_GE(reading->devices.at("0000:01:00.0").maps, 13963U);
 }
+
+}  // namespace tracefs_test

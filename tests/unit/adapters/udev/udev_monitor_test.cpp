@@ -5,6 +5,8 @@
 
 #include "adapters/udev/monitor.hpp"
 
+namespace udev_monitor_test {
+
 using iommud::adapters::udev::Received;
 using iommud::adapters::udev::receiveErrorKind;
 
@@ -17,3 +19,5 @@ TEST(UdevMonitor, AMessageLibudevRefusesIsUnreadable) {
   EXPECT_EQ(receiveErrorKind(EINVAL), Received::Kind::Unreadable);
   EXPECT_EQ(receiveErrorKind(0), Received::Kind::Unreadable);
 }
+
+}  // namespace udev_monitor_test

@@ -21,14 +21,14 @@
 #include "support/scenarios.hpp"
 #include "unit/test_host.hpp"
 
+namespace apply_test {
+
 using namespace iommud;
 using namespace iommud::testing;
 using core::ChangeKind;
 using R = app::Outcome::Result;
 
 namespace fs = std::filesystem;
-
-namespace {
 
 // A NIC's ethtool values, as a driver keeps them.
 class FakeEthtool final : public app::EthtoolPort {
@@ -416,8 +416,6 @@ kind = "nvme"
   EXPECT_TRUE(b.kernel.log().empty());
 }
 
-}  // namespace
-
 // What reconcile's second round is decided by, and what the journal names a group's devices from:
 // fields of the outcome, never its words.
 TEST(Apply, ASettingOfAGroupJustReboundWaitsForTheNextRoundAndTheDomainChangeNamesItsMembers) {
@@ -499,8 +497,6 @@ TEST(Apply, TheTransactionJudgesTheGroupAsItIsWhenItActsNotAsPlanned) {
 // - every device is bound as at the start;
 // - every setting that differs from the start has a record;
 // - revert gives back the start exactly: group types, drivers, parameters, modprobe.d, rings.
-
-namespace {
 
 struct Killed {};
 
@@ -719,8 +715,6 @@ std::string joined(const std::vector<std::string>& v) {
   return out;
 }
 
-}  // namespace
-
 TEST(CrashSweep, ApplyOfTwoDomainChangesLosesNothingAtAnyKillPoint) {
   auto r = sweep({[] { return twoNvmePairs(); }, nullptr, kNvmeIdentity});
   EXPECT_GE(r.points, 12) << "two groups of two drives: unbind, type and bind each, and their records";
@@ -816,3 +810,5 @@ TEST(Apply, ARecordLeftPendingIsShownAndSettledByTheNextApply) {
     }
   }
 }
+
+}  // namespace apply_test

@@ -17,12 +17,12 @@
 #include "support/scenarios.hpp"
 #include "unit/test_host.hpp"
 
+namespace domain_transaction_test {
+
 using namespace iommud;
 using namespace iommud::testing;
 using core::DomainType;
 using core::KernelVersion;
-
-namespace {
 
 const KernelVersion k61{6, 1, 0};
 const KernelVersion k612{6, 12, 30};
@@ -468,4 +468,4 @@ TEST(WriterLock, SerialisesWriters) {
   std::filesystem::remove_all(dir);
 }
 
-}  // namespace
+}  // namespace domain_transaction_test

@@ -6,12 +6,12 @@
 
 #include "app/change/message_ids.hpp"
 
+namespace outcome_log_test {
+
 namespace app = iommud::app;
 namespace core = iommud::core;
 using Priority = iommud::adapters::systemd::Priority;
 using R = app::Outcome::Result;
-
-namespace {
 
 core::HostFacts nvmePair() {
   core::HostFacts h;
@@ -46,8 +46,6 @@ std::string field(const iommud::adapters::systemd::Entry& e, const std::string& 
   auto it = std::find_if(e.fields.begin(), e.fields.end(), [&](const auto& f) { return f.name == name; });
   return it == e.fields.end() ? "<none>" : it->value;
 }
-
-}  // namespace
 
 TEST(OutcomeLog, AChangeThatWeakensIsolationIsAWarningNamingTheTradeOffTheDevicesAndTheRule) {
   auto e = app::journalEntry(identityDone(), nvmePair());
@@ -122,3 +120,5 @@ TEST(OutcomeLog, ARevertSaysItRevertedAndNamesTheRuleThatHadMadeTheChange) {
   EXPECT_EQ(e.message.find("accepted"), std::string::npos) << e.message;
   EXPECT_EQ(e.message.find("can DMA to all memory"), std::string::npos) << "a revert gives up nothing";
 }
+
+}  // namespace outcome_log_test

@@ -8,6 +8,8 @@
 #include "adapters/dbus/polkit_client.hpp"
 #include "core/backoff.hpp"
 
+namespace bus_link_test {
+
 namespace dbus = iommud::adapters::dbus;
 using iommud::core::Backoff;
 using namespace std::chrono_literals;
@@ -107,3 +109,5 @@ TEST(BusLink, LossIsAWarningAndTheReturnANotice) {
   EXPECT_EQ(back.priority, Priority::Notice);
   EXPECT_EQ(back.message, "back on the system bus after 1 attempt: org.iommud1 asked for again");
 }
+
+}  // namespace bus_link_test

@@ -11,6 +11,8 @@
 #include "support/scenarios.hpp"
 #include "unit/test_host.hpp"
 
+namespace daemon_parts_test {
+
 using namespace iommud;
 using namespace iommud::testing;
 namespace bus = adapters::dbus;
@@ -127,3 +129,5 @@ TEST(DaemonExports, AReloadRemovesTheFileItMovedAndKeepsTheOthers) {
   EXPECT_TRUE(fs::exists(dir / "nfd"));
   fs::remove_all(dir);
 }
+
+}  // namespace daemon_parts_test

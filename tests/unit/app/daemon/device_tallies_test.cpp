@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+namespace device_tallies_test {
+
 namespace app = iommud::app;
 using News = app::DeviceNews;
 
@@ -60,3 +62,5 @@ TEST(DeviceTallies, NewsTakenInTellsTheHotplugFilterWhatToLeaveAlone) {
   EXPECT_FALSE(f.leftAlone("b"));
   EXPECT_EQ(t.statusLine(), "1 devices tuned, 0 advised, 0 refused, 0 failed");
 }
+
+}  // namespace device_tallies_test

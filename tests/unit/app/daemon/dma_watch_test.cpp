@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+namespace dma_watch_test {
+
 // The bookkeeping of WatchDma: who watches, when measuring starts and stops, and the rows of the
 // DmaRates signal. The bus and the tracefs instance are tests/daemon/test_dbus_umockdev.py's.
 
@@ -47,3 +49,5 @@ TEST(DmaRateViews, RowsCarryTopsRatesAndTheHostsNamesElseTheAddress) {
   EXPECT_EQ(rows[0], (adapters::dbus::DmaRateView{"0000:01:00.0", "nvme0", 1000.0, 4096.0 * 1000 / 1048576, 10.0, 3}));
   EXPECT_EQ(rows[1], (adapters::dbus::DmaRateView{"0000:05:00.0", "0000:05:00.0", 5.0, 5.0, 0.0, 0}));
 }
+
+}  // namespace dma_watch_test

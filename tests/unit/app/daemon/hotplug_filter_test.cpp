@@ -4,12 +4,12 @@
 
 #include <gtest/gtest.h>
 
+namespace hotplug_filter_test {
+
 namespace app = iommud::app;
 using iommud::adapters::udev::UEvent;
 using Kind = app::HotplugFilter::Verdict::Kind;
 using namespace std::chrono_literals;
-
-namespace {
 
 constexpr const char* kNvme = "0000:05:00.0";
 constexpr const char* kNic = "0000:06:00.0";
@@ -33,8 +33,6 @@ struct Filter {
     return f.takeQueued();
   }
 };
-
-}  // namespace
 
 TEST(HotplugFilter, ADevicePlugedInWhileRunningIsHotAndActsOnlyAfterItsEventsWereQuietForTheDebounce) {
   Filter x;
@@ -202,3 +200,5 @@ TEST(HotplugFilter, AfterLostEventsAHotPendingPlugStaysHotAndADeviceLeftAloneSta
   EXPECT_EQ(x.f.takeQueued(), (app::Batch{{kNic}, {}}));
   EXPECT_TRUE(x.f.leftAlone(kNvme));
 }
+
+}  // namespace hotplug_filter_test

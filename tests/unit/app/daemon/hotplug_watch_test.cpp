@@ -6,11 +6,11 @@
 #include <chrono>
 #include <filesystem>
 
+namespace hotplug_watch_test {
+
 namespace app = iommud::app;
 namespace sd = iommud::adapters::systemd;
 using namespace std::chrono_literals;
-
-namespace {
 
 size_t openDescriptors() {
   size_t n = 0;
@@ -32,4 +32,4 @@ TEST(HotplugWatch, CloseInChildClosesTheMonitor) {
   EXPECT_EQ(openDescriptors(), started - 1);  // the socket, through its owner
 }
 
-}  // namespace
+}  // namespace hotplug_watch_test

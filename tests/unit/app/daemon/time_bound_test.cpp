@@ -8,15 +8,13 @@
 
 #include "support/stderr_capture.hpp"
 
-using namespace iommud;
+namespace time_bound_test {
 
-namespace {
+using namespace iommud;
 
 adapters::systemd::Log quietLog() {
   return adapters::systemd::Log(adapters::systemd::Log::Target::Stderr);
 }
-
-}  // namespace
 
 TEST(RunWithin, ReturnsTheExitCodeOfWorkThatEndsInTime) {
   EXPECT_EQ(app::runWithin(
@@ -56,3 +54,5 @@ TEST(RunWithin, StopsWaitingAtTheLimitAndLeavesTheWorkToFinish) {
   EXPECT_EQ(::read(done[0], &c, 1), 1) << "the work was killed instead of left to finish";
   ::close(done[0]);
 }
+
+}  // namespace time_bound_test

@@ -2,12 +2,12 @@
 
 #include <gtest/gtest.h>
 
+namespace work_queue_test {
+
 namespace app = iommud::app;
 using Kind = app::WorkerRequest::Kind;
 using Queue = app::WorkQueue<int>;
 using After = Queue::AfterDeath;
-
-namespace {
 
 // A filter with `address` queued, as a plug's debounce leaves it.
 void plug(app::HotplugFilter& f, const std::string& address) {
@@ -20,8 +20,6 @@ void plug(app::HotplugFilter& f, const std::string& address) {
   f.event(e, now, false);
   f.expire(now + std::chrono::seconds(1));
 }
-
-}  // namespace
 
 TEST(WorkQueue, TheWholeHostThenDevicesThenCallsThenAView) {
   Queue q;
@@ -116,3 +114,5 @@ TEST(WorkQueue, AViewThatCameWithTheWorkLeavesNoViewToDo) {
   ASSERT_TRUE(view);
   EXPECT_EQ(view->work.kind, Kind::View);
 }
+
+}  // namespace work_queue_test

@@ -12,11 +12,11 @@
 
 #include "support/worker_exit.hpp"
 
+namespace worker_supervisor_test {
+
 namespace app = iommud::app;
 namespace sd = iommud::adapters::systemd;
 using namespace std::chrono_literals;
-
-namespace {
 
 app::WorkerRequest batchOf(const std::string& address) {
   app::WorkerRequest w;
@@ -134,4 +134,4 @@ TEST_F(WorkerSupervisor, AWorkerThatExitsRightAfterItsReportEndsItsWorkAndTheNex
   EXPECT_TRUE(ended[2].report.complete);
 }
 
-}  // namespace
+}  // namespace worker_supervisor_test

@@ -14,11 +14,11 @@
 #include "unit/golden.hpp"
 #include "unit/test_host.hpp"
 
+namespace fleet_export_test {
+
 using namespace iommud;
 using namespace iommud::testing;
 namespace fs = std::filesystem;
-
-namespace {
 
 app::Counters someCounters() {
   app::Counters c;
@@ -89,8 +89,6 @@ std::string slurp(const fs::path& p) {
   std::ifstream in(p);
   return {(std::istreambuf_iterator<char>(in)), {}};
 }
-
-}  // namespace
 
 TEST(PrometheusText, MatchesTheGoldenFileForAnIntelGuest) {
   expectGolden("golden/intel_guest_caching_mode.prom",
@@ -308,3 +306,5 @@ TEST(WriteExports, RefusesADirectoryOthersCanWriteAndSaysWhy) {
   EXPECT_EQ(r[0].error, dir.path().string() + ": writable by group or others (mode 0777): refusing to write into it");
   EXPECT_FALSE(fs::exists(path));
 }
+
+}  // namespace fleet_export_test

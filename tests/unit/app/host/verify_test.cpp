@@ -11,13 +11,13 @@
 #include "app/report/verify_report.hpp"
 #include "support/fake_host.hpp"
 
+namespace verify_test {
+
 using namespace iommud;
 using namespace iommud::testing;
 using core::ChangeKind;
 using State = app::Verified::State;
 using Seen = app::Observed::State;
-
-namespace {
 
 app::ChangeRecord domainRecord(const std::string& device, int group, const std::string& written) {
   app::ChangeRecord r;
@@ -61,8 +61,6 @@ app::ChangeRecord ringsRecord(const std::string& device, const std::string& netd
 app::Observed value(const std::string& v) {
   return {Seen::Value, v, ""};
 }
-
-}  // namespace
 
 TEST(VerifyRecords, SameValueIsAsRecordedAnotherIsDriftWithBoth) {
   auto results =
@@ -182,3 +180,5 @@ TEST(VerifyJson, EachRecordWithItsStateAndValues) {
   EXPECT_TRUE(j["records"][1]["now"].is_null());
   EXPECT_EQ(j["records"][1]["why"], "module nvme is not loaded");
 }
+
+}  // namespace verify_test

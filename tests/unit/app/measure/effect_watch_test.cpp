@@ -4,10 +4,10 @@
 
 #include "app/change/message_ids.hpp"
 
+namespace effect_watch_test {
+
 namespace app = iommud::app;
 namespace core = iommud::core;
-
-namespace {
 
 // Two NVMe drives in group 14 (DMA-FQ), a NIC alone in group 15 (DMA).
 core::HostFacts host() {
@@ -47,8 +47,6 @@ core::DmaReading reading(uint64_t nvme0Maps, uint64_t hostMaps) {
   r.host.maps = hostMaps;
   return r;
 }
-
-}  // namespace
 
 TEST(EffectSubjects, ADomainChangeConcernsTheWholeGroupAndTakesItOutOfTranslation) {
   auto subjects = app::effectSubjects(
@@ -143,3 +141,5 @@ TEST(EffectWatch, TheJournalEntryAndTheSignalCarryTheNumbers) {
   EXPECT_DOUBLE_EQ(views[0].mapsAfter, 1000);
   EXPECT_TRUE(views[0].mapsAttributed);
 }
+
+}  // namespace effect_watch_test

@@ -9,10 +9,10 @@
 #include "support/scenarios.hpp"
 #include "unit/test_host.hpp"
 
+namespace device_report_test {
+
 using namespace iommud;
 using namespace iommud::testing;
-
-namespace {
 
 // One rule for NVMe drives, one for NICs: only the first matches an NVMe drive.
 core::PolicySet nvmeAndNicRules() {
@@ -71,8 +71,6 @@ app::ChangeRecord domainChange(int group, const std::string& device) {
   c.time = "2026-11-27T10:00:00Z";
   return c;
 }
-
-}  // namespace
 
 TEST(DeviceView, GathersTheGroupTheMatchingRulesAndTheChangesOfTheDevice) {
   auto s = statusOf(*twoNvmeOneGroup());
@@ -149,3 +147,5 @@ TEST(DeviceView, NearestNamesAreThoseOfThisHostCloseToAnUnknownOne) {
   EXPECT_EQ(app::nearestDeviceNames(s.host, "03:00.1"), (std::vector<std::string>{"0000:03:00.0"}));
   EXPECT_TRUE(app::nearestDeviceNames(s.host, "enp0s31f6").empty());
 }
+
+}  // namespace device_report_test

@@ -4,6 +4,8 @@
 
 #include <nlohmann/json.hpp>
 
+namespace json_writer_test {
+
 using iommud::app::JsonWriter;
 
 TEST(JsonWriter, LaysOutLikeNlohmannDumpWithIndentTwo) {
@@ -38,3 +40,5 @@ TEST(JsonWriter, ReplacesBytesThatAreNotUtf8) {
   EXPECT_EQ(text, "\"caf\xc3\xa9 \xef\xbf\xbd\xef\xbf\xbd ok \xef\xbf\xbd\xef\xbf\xbd\"");
   EXPECT_TRUE(nlohmann::json::accept(text));
 }
+
+}  // namespace json_writer_test

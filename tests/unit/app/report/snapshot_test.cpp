@@ -10,12 +10,12 @@
 #include "support/scenarios.hpp"
 #include "unit/test_host.hpp"
 
+namespace snapshot_test {
+
 using namespace iommud;
 using namespace iommud::testing;
 using adapters::snapshot::TarEntry;
 namespace fs = std::filesystem;
-
-namespace {
 
 std::vector<TarEntry> capture(const FakeHost& h, app::Redactor* redactor) {
   adapters::sysfs::Recorder rec;
@@ -48,8 +48,6 @@ const TarEntry* entry(const std::vector<TarEntry>& entries, const std::string& p
   }
   return nullptr;
 }
-
-}  // namespace
 
 TEST(Snapshot, AnUnpackedSnapshotGivesTheSameStatus) {
   std::vector<std::unique_ptr<FakeHost>> hosts;
@@ -163,3 +161,5 @@ TEST(Tar, EncodesMembersThatGnuTarCanRead) {
   EXPECT_EQ(fs::read_symlink(dir / "sys/l"), "x");
   fs::remove_all(dir);
 }
+
+}  // namespace snapshot_test

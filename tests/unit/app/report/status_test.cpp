@@ -11,6 +11,8 @@
 #include "unit/golden.hpp"
 #include "unit/test_host.hpp"
 
+namespace status_test {
+
 using namespace iommud;
 using namespace iommud::testing;
 
@@ -245,3 +247,5 @@ TEST(StatusText, AnArm64DeviceOutsideEveryGroupIsListedWithWhatItReaches) {
   EXPECT_NE(text.find("0000:00:02.0"), std::string::npos) << text;
   EXPECT_NE(text.find("exposure: no DMA"), std::string::npos) << text;
 }
+
+}  // namespace status_test

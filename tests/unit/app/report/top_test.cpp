@@ -4,10 +4,10 @@
 
 #include <nlohmann/json.hpp>
 
+namespace top_test {
+
 using namespace iommud;
 using namespace iommud::core;
-
-namespace {
 
 DmaRow row(const std::string& address, uint64_t maps, bool present = true) {
   DmaRow r;
@@ -32,8 +32,6 @@ app::TopView view(bool attributed) {
   if (!attributed) v.absent = {DmaEvent::MapPage, DmaEvent::UnmapPage, DmaEvent::MapSg, DmaEvent::UnmapSg};
   return v;
 }
-
-}  // namespace
 
 TEST(TopJson, MapsAreNullNotZeroWhenTheKernelCannotAttributeThem) {
   auto doc = nlohmann::json::parse(app::topJson(view(false)));
@@ -79,3 +77,5 @@ TEST(TopKeys, EachSortKeyHasAKeyAndAName) {
   }
   EXPECT_FALSE(app::sortKeyFor('x'));
 }
+
+}  // namespace top_test

@@ -12,11 +12,11 @@
 #include "support/scenarios.hpp"
 #include "unit/test_host.hpp"
 
+namespace daemon_work_test {
+
 using namespace iommud;
 using namespace iommud::testing;
 using News = app::DeviceNews;
-
-namespace {
 
 struct Worker {
   std::unique_ptr<FakeHost> host = twoNvmeOneGroup("6.12.48-1");
@@ -59,8 +59,6 @@ bool has(const app::WorkerReport& r, News news, const std::string& address) {
   return std::any_of(r.devices.begin(), r.devices.end(),
                      [&](const app::DeviceEvent& e) { return e.news == news && e.address == address; });
 }
-
-}  // namespace
 
 TEST(DaemonWork, AHotplugBatchChangesTheGroupAndSaysWhatBecameOfEachMember) {
   Worker w;
@@ -239,3 +237,5 @@ TEST(DaemonWork, ARecoveryWithNoJournalHasNothingToSay) {
   ASSERT_TRUE(report);
   EXPECT_TRUE(report->devices.empty());
 }
+
+}  // namespace daemon_work_test

@@ -2,10 +2,10 @@
 
 #include <gtest/gtest.h>
 
+namespace worker_report_test {
+
 namespace app = iommud::app;
 namespace bus = iommud::adapters::dbus;
-
-namespace {
 
 app::WorkerReport everything() {
   app::WorkerReport r;
@@ -31,8 +31,6 @@ app::WorkerReport everything() {
   r.changed = {{"0000:02:00.0", "nvme0", true, false}, {"0000:03:00.0", "0000:03:00.0", std::nullopt, std::nullopt}};
   return r;
 }
-
-}  // namespace
 
 TEST(WorkerReport, EveryFieldSurvivesTheRoundTrip) {
   const auto r = everything();
@@ -166,3 +164,5 @@ TEST(WorkerRequest, TruncationsGarbageAndUnknownKindsAreErrors) {
   EXPECT_FALSE(app::decodeRequest("[]"));
   EXPECT_FALSE(app::decodeRequest("{\"kind\":0}"));
 }
+
+}  // namespace worker_report_test

@@ -5,6 +5,8 @@
 #include "support/scenarios.hpp"
 #include "unit/test_host.hpp"
 
+namespace domain_decision_test {
+
 using namespace iommud;
 using namespace iommud::testing;
 using core::planning::tradeOffOf;
@@ -60,3 +62,5 @@ kind = "nvme"
   EXPECT_EQ(out.plan.skips[0].reason, core::SkipReason::NeedsAcceptance);
   EXPECT_EQ(out.plan.skips[0].object, "group 20");
 }
+
+}  // namespace domain_decision_test

@@ -5,11 +5,11 @@
 #include "support/scenarios.hpp"
 #include "unit/test_host.hpp"
 
+namespace module_params_test {
+
 using namespace iommud;
 using namespace iommud::testing;
 namespace planning = iommud::core::planning;
-
-namespace {
 
 constexpr const char* kItr = R"(
 [[rule]]
@@ -21,8 +21,6 @@ kind = "nvme"
 name = "itr"
 value = 0
 )";
-
-}  // namespace
 
 TEST(ModuleParams, SkipsAParameterOfADeviceWithoutADriverWhenTheRuleNamesNoModule) {
   auto s = statusOf(*twoNvmeOneGroup());
@@ -101,3 +99,5 @@ at = "load"
   wishes.plan({s.host, s.mode, s.findings}, later);
   EXPECT_EQ(later.plan.changes.size() + later.plan.skips.size() + later.plan.satisfied.size(), 1U);
 }
+
+}  // namespace module_params_test

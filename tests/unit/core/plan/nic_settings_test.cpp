@@ -5,11 +5,11 @@
 #include "support/scenarios.hpp"
 #include "unit/test_host.hpp"
 
+namespace nic_settings_test {
+
 using namespace iommud;
 using namespace iommud::testing;
 namespace planning = iommud::core::planning;
-
-namespace {
 
 constexpr const char* kNic = "0000:05:00.0";  // the Thunderbolt AQC100
 
@@ -34,8 +34,6 @@ app::Status readRings() {
   e.ringsMax = {{"rx", 8184}};
   return s;
 }
-
-}  // namespace
 
 TEST(NicSettings, ResolvesMaxToTheMaximumTheDriverReports) {
   auto s = readRings();
@@ -88,3 +86,5 @@ rx = 4096
   EXPECT_EQ(plan.changes[0].to, "4096");
   EXPECT_EQ(plan.changes[0].note, "current values not read (no ethtool access under --root); may reset the link");
 }
+
+}  // namespace nic_settings_test

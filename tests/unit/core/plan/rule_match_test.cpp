@@ -5,11 +5,11 @@
 #include "support/scenarios.hpp"
 #include "unit/test_host.hpp"
 
+namespace rule_match_test {
+
 using namespace iommud;
 using namespace iommud::testing;
 namespace planning = iommud::core::planning;
-
-namespace {
 
 constexpr const char* kTwoConditions = R"(
 [[rule]]
@@ -21,8 +21,6 @@ kind = "nic"
 [rule.host]
 iommu = "amd"
 )";
-
-}  // namespace
 
 TEST(RuleMatch, ShortCircuitsWhilePlanningButCollectsEveryConditionToExplain) {
   auto s = statusOf(*twoNvmeOneGroup());
@@ -53,3 +51,5 @@ TEST(RuleMatch, AHostConditionIsJudgedWithoutADevice) {
   planning::Eval<false> e(nullptr);
   EXPECT_EQ(planning::matchHost(policy.rules.front().host, host, e, nullptr), host.vendor == core::Vendor::Amd);
 }
+
+}  // namespace rule_match_test
