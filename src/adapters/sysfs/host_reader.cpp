@@ -345,7 +345,8 @@ class Reader {
       VirtioChild v;
       v.name = name;
       if (!root_->readLink(base + "/" + name + "/driver")) return v;
-      auto bits = trim(optional(base + "/" + name + "/features").value_or(""));
+      const auto features = optional(base + "/" + name + "/features").value_or("");
+      const auto bits = trim(features);  // a view: `features` must outlive it
       if (bits.size() > kAccessPlatformBit) v.accessPlatform = bits[kAccessPlatformBit] == '1';
       return v;
     }
