@@ -208,6 +208,16 @@ class CockpitWs:
                                           "--clear-groups"]
         if uid is not None:
             env["HOME"] = work
+        # The bridge starts a session dbus-daemon and an ssh-agent of its own when its environment
+        # names none, and neither ends with it: the test gives it a session bus it owns (as the
+        # session's user, whom a session bus alone admits) and an agent socket that stays unused.
+        self.session_bus = subprocess.Popen([*as_user, "dbus-daemon", "--session", "--nofork", "--nopidfile",
+                                             "--print-address=1"], env=env, stdin=subprocess.DEVNULL,
+                                            stdout=subprocess.PIPE, stderr=self.log, text=True)
+        address = self.session_bus.stdout.readline().strip()  # once it listens
+        if not address:
+            raise AssertionError(f"the session dbus-daemon did not start: {open(log).read()}")
+        env.update(DBUS_SESSION_BUS_ADDRESS=address, SSH_AUTH_SOCK=os.path.join(share, "no-ssh-agent"))
         self.proc = subprocess.Popen([*as_user, COCKPIT_WS, "--no-tls", "-a", "127.0.0.1", "-p", str(self.port),
                                       f"--local-session={bridge}"],
                                      env=env, stdin=subprocess.DEVNULL, stdout=self.log, stderr=subprocess.STDOUT)
@@ -225,8 +235,10 @@ class CockpitWs:
         self.url = f"http://127.0.0.1:{self.port}{PAGE}"
 
     def close(self):
-        self.proc.terminate()
-        self.proc.wait(scaled(10))
+        for proc in (self.proc, self.session_bus):
+            proc.terminate()
+            proc.wait(scaled(10))
+        self.session_bus.stdout.close()
         self.log.close()
 
 
@@ -284,21 +296,27 @@ def readable_by_all(top: str, tree: str) -> None:
                 os.chmod(path, os.stat(path).st_mode | (0o055 if os.path.isdir(path) else 0o044))
 
 
-def end_processes_of(uid: int) -> None:
-    """Ends what runs as `uid`, a user of the test's own: the session bus and ssh-agent its Cockpit
-    bridge started outlive the bridge, and userdel refuses a user with processes."""
-    def alive() -> list[int]:
-        found = []
+def no_process_left_of(uid: int) -> None:
+    """Checks that a session of `uid`, a user of the test's own, left nothing running once closed
+    (the session bus and ssh-agent its bridge would start, CockpitWs, outlived it). What is left is
+    named in the failure and ended, as userdel refuses a user with processes."""
+    def alive() -> dict[int, str]:
+        found = {}
         for entry in os.listdir("/proc"):
             try:
                 if entry.isdigit() and os.stat(f"/proc/{entry}").st_uid == uid:
-                    found.append(int(entry))
-            except FileNotFoundError:
+                    with open(f"/proc/{entry}/cmdline", "rb") as f:
+                        found[int(entry)] = f.read().replace(b"\0", b" ").decode(errors="replace").strip()
+            except (FileNotFoundError, ProcessLookupError):
                 pass
         return found
-    for pid in alive():
-        os.kill(pid, signal.SIGTERM)
-    wait_until(f"uid {uid}'s processes gone", lambda: not alive())
+    try:
+        wait_until(f"uid {uid}'s processes gone", lambda: not alive())
+    except AssertionError:
+        left = alive()
+        for pid in left:
+            os.kill(pid, signal.SIGKILL)
+        raise AssertionError(f"the session of uid {uid} left processes running: {left}") from None
 
 
 class CockpitCase(DaemonTestCase):
@@ -711,7 +729,7 @@ class CockpitPage(CockpitCase):
         subprocess.run(["useradd", "--system", "--no-create-home", "--home-dir", "/nonexistent", "--gid", ADMINS,
                         "--shell", "/usr/sbin/nologin", user], check=True, capture_output=True)
         self.addCleanup(subprocess.run, ["userdel", user], check=True, capture_output=True)
-        self.addCleanup(end_processes_of, pwd.getpwnam(user).pw_uid)
+        self.addCleanup(no_process_left_of, pwd.getpwnam(user).pw_uid)
         self.open_as(user)
         self.wait_for("the page says it is read-only to Cockpit", """
             document.getElementById("read-only").dataset.allowed === "false" """)
