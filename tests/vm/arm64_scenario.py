@@ -29,14 +29,22 @@ def _virt(iommu: str = "smmuv3", *cmdline: str) -> vmlib.Machine:
     return vmlib.Machine(arch=ARCH, iommu=iommu, cmdline=list(cmdline), devices=list(DEVICES))
 
 
+def _virt_its(*cmdline: str) -> vmlib.Machine:
+    """virt with an SMMUv3 and a GICv3 ITS, its 9p shares through the SMMU: the host that can earn
+    level 2 on arm64 (docs/score.md)."""
+    m = _virt("smmuv3", *cmdline)
+    m.gic, m.shares_translated = 3, True
+    return m
+
+
 # Debian's arm64 kernels: CONFIG_IOMMU_DEFAULT_DMA_STRICT=y, CONFIG_ARM_SMMU_V3=y (docs/kernel.md §9).
 STATUS_SCENARIOS: dict[str, scenarios.StatusScenario] = {
     "smmu": scenarios.StatusScenario(
-        "SMMUv3, the distribution default: translated, strict invalidation: groups DMA",
-        _virt(), "arm-smmu-v3", "Translated", "strict", group_type="DMA"),
+        "SMMUv3, the distribution default: translated, strict invalidation: groups DMA; a GICv3 ITS",
+        _virt_its(), "arm-smmu-v3", "Translated", "strict", group_type="DMA"),
     "smmu-lazy": scenarios.StatusScenario(
-        "SMMUv3 with iommu.strict=0: lazy invalidation, groups DMA-FQ",
-        _virt("smmuv3", "iommu.strict=0"), "arm-smmu-v3", "Translated", "lazy", group_type="DMA-FQ"),
+        "SMMUv3 with iommu.strict=0: lazy invalidation, groups DMA-FQ; a GICv3 ITS",
+        _virt_its("iommu.strict=0"), "arm-smmu-v3", "Translated", "lazy", group_type="DMA-FQ"),
     "smmu-pt": scenarios.StatusScenario(
         "SMMUv3 with iommu.passthrough=1: identity for every group",
         _virt("smmuv3", "iommu.passthrough=1"), "arm-smmu-v3", "Passthrough", None, group_type="identity"),
@@ -45,8 +53,24 @@ STATUS_SCENARIOS: dict[str, scenarios.StatusScenario] = {
     # docs/kernel.md §1.5: iommu= is x86's. On arm64 the kernel does not know it: the SMMU stays on,
     # translated and strict as the config says, and iommuctl must read it so (not "off", not identity).
     "smmu-x86-params": scenarios.StatusScenario(
-        "SMMUv3 with x86's iommu=off iommu=pt, unknown to arm64: the distribution default stands, groups DMA",
-        _virt("smmuv3", "iommu=off", "iommu=pt"), "arm-smmu-v3", "Translated", "strict", group_type="DMA"),
+        "SMMUv3 with x86's iommu=off iommu=pt, unknown to arm64: the distribution default stands, groups DMA; "
+        "a GICv3 ITS",
+        _virt_its("iommu=off", "iommu=pt"), "arm-smmu-v3", "Translated", "strict", group_type="DMA"),
+}
+# The protection level each status guest must get, by docs/score.md's rules (not by what iommuctl
+# prints). No guest has an untrusted device or pcie_acs_override=, and arm64 firmware reports no
+# pre-boot DMA protection, so level 3 is out of reach everywhere.
+LEVELS = {
+    # Every endpoint in a DMA group (the 9p shares translated too), MSIs through the ITS: level 2.
+    "smmu": 2,
+    "smmu-x86-params": 2,
+    # DMA-FQ (mapped-window) costs only level 3's strict-invalidation: level 2 as well.
+    "smmu-lazy": 2,
+    # identity groups (and the shares bypassing the SMMU) reach all memory: level 0. Its GICv2m
+    # keeps msi-isolation off, which this guest proves.
+    "smmu-pt": 0,
+    # No IOMMU: level 0, and a GICv2m.
+    "none": 0,
 }
 X86_PARAMS = ("iommu=", "intel_iommu=", "amd_iommu=")
 # One of them as a kernel parameter: not an XML attribute such as libvirt's <driver iommu='on'/>,
@@ -83,6 +107,8 @@ def run_status(name: str, series: str, build: Path, out_dir: Path | None = None,
     files, guest_path = scenarios._prepare_iommuctl(iommuctl)
     # The kernel's own name for its architecture, which iommuctl reads too (docs/kernel.md §1.5).
     script = scenarios.guest_script(guest_path) + 'read -r m < /proc/sys/kernel/arch && echo "$m" > arch.txt\n'
+    # The chip behind each interrupt, as the kernel names it (docs/kernel.md §4.2).
+    script += 'cat /sys/kernel/irq/*/chip_name > irq-chips.txt\n'
     r = vmlib.boot(kernel, sc.machine, script, files_in=files, timeout=300, out_dir=out_dir, echo=echo)
 
     def arm64_problems(facts: check_status.KernelFacts) -> list[str]:
@@ -92,6 +118,7 @@ def run_status(name: str, series: str, build: Path, out_dir: Path | None = None,
         if arch != "aarch64":
             problems.append(f"/proc/sys/kernel/arch reads {arch!r}, not 'aarch64'")
         problems += x86_param_problems(r.out_dir, [p for p in sc.machine.cmdline if p.startswith(X86_PARAMS)])
+        problems += msi_and_level_problems(r.out_dir, sc.machine.gic, LEVELS[name])
         # Groups exist only for devices whose driver bound (device-tree hosts configure the IOMMU
         # at probe): both endpoints must be in one.
         if sc.group_type:
@@ -102,6 +129,41 @@ def run_status(name: str, series: str, build: Path, out_dir: Path | None = None,
 
     return vmlib.judged(f"arm64 status {name} on {series}", r,
                         lambda out, notes: scenarios.status_problems(sc, out, notes, arm64_problems))
+
+
+def msi_isolation_of(chips: list[str]) -> str:
+    """What the kernel's interrupt chips say of MSI isolation (docs/kernel.md §4.2): on when every
+    MSI goes through an ITS, off when any goes through a GICv2m or MBI frame, unknown with no MSI."""
+    msi = [c for c in chips if c.startswith("ITS") or any(k in c for k in ("MSI", "v2m", "MBI"))]
+    if not msi:
+        return "unknown"
+    return "on" if all(c.startswith("ITS") for c in msi) else "off"
+
+
+def msi_and_level_problems(out: Path, gic: int, level: int) -> list[str]:
+    """The guest's MSI isolation, from its own interrupt chips and boot log, against iommuctl's
+    msi-isolation protection; and iommuctl's level against docs/score.md's for this guest."""
+    problems = []
+    chips = (out / "irq-chips.txt").read_text().split() if (out / "irq-chips.txt").is_file() else []
+    truth = msi_isolation_of(chips)
+    dmesg = (out / "dmesg.txt").read_text(errors="replace")
+    its_logged = re.search(r"^.*\bITS\b.*$", dmesg, re.M) is not None
+    want = "on" if gic == 3 else "off"
+    if truth != want or its_logged != (gic == 3):
+        problems.append(f"scenario set-up: a GICv{gic} guest's MSIs read {truth} from its chips "
+                        f"({sorted(set(chips))}), ITS in the boot log: {its_logged}; expected {want}")
+    status = json.loads((out / "status.json").read_text())
+    host = {p.get("id"): p.get("state") for p in status.get("protections", {}).get("host", [])}
+    if host.get("msi-isolation") != truth:
+        problems.append(f"msi-isolation: iommuctl says {host.get('msi-isolation')!r}, the kernel's chips say {truth!r}")
+    for x86 in ("interrupt-remapping", "x2apic"):
+        if host.get(x86) != "not-applicable":
+            problems.append(f"{x86}: iommuctl says {host.get(x86)!r} on arm64, not 'not-applicable'")
+    got = status.get("score", {}).get("level")
+    if got != level:
+        unmet = [c.get("id") for c in status.get("score", {}).get("criteria", []) if not c.get("met")]
+        problems.append(f"protection level: iommuctl says {got}, docs/score.md gives {level} (unmet: {unmet})")
+    return problems
 
 
 def x86_param_problems(out: Path, params: list[str]) -> list[str]:

@@ -324,6 +324,12 @@ class Machine:
     # Extra ACPI tables (compiled .aml files), loaded with -acpitable.
     acpi_tables: list[Path] = dataclasses.field(default_factory=list)
     arch: str = "amd64"  # amd64: q35; arm64: virt (ARCHES)
+    # arm64: virt's interrupt controller. 2: a GICv2 whose MSIs go through a GICv2m frame (QEMU's
+    # default); 3: a GICv3 with an ITS, which isolates MSIs (docs/kernel.md §4.2).
+    gic: int = 2
+    # The harness's own virtio-9p shares with VIRTIO_F_ACCESS_PLATFORM (iommu_platform=on): their
+    # DMA goes through the IOMMU, so they do not reach all memory (docs/kernel.md §4.3).
+    shares_translated: bool = False
 
     def machine_arg(self, accel_mode: str) -> list[str]:
         """QEMU's -machine: q35 (the IOMMU is a -device), or virt whose SMMUv3 is a machine property."""
@@ -331,7 +337,10 @@ class Machine:
             if self.iommu not in ("smmuv3", "none"):
                 raise ValueError(f"arm64: unknown iommu model {self.iommu!r} (smmuv3 | none)")
             smmu = ",iommu=smmuv3" if self.iommu == "smmuv3" else ""
-            return ["-machine", f"virt{smmu},accel={accel_mode}"]
+            if self.gic not in (2, 3):
+                raise ValueError(f"arm64: unknown GIC version {self.gic!r} (2 | 3)")
+            gic = ",gic-version=3,its=on" if self.gic == 3 else ""
+            return ["-machine", f"virt{smmu}{gic},accel={accel_mode}"]
         return ["-machine", f"q35,accel={accel_mode}"]
 
     def qemu_args(self) -> list[str]:
@@ -766,9 +775,10 @@ def boot(kernel: Kernel, machine: Machine, script: str, *,
         # TCG: "max" emulates pointer authentication with QARMA, which costs much; the
         # implementation-defined algorithm is the cheap one.  (KVM: no arm64 host here.)
         cpu = os.environ.get("IOMMUD_VM_CPU") or "max,pauth-impdef=on"
+    share = "virtio-9p-pci,disable-legacy=on,iommu_platform=on" if machine.shares_translated else "virtio-9p-pci"
     kernel_share = [] if kernel.arch == "amd64" else [
         "-fsdev", f"local,id=kernelroot,path={kernel.root},security_model=none,readonly=on",
-        "-device", "virtio-9p-pci,fsdev=kernelroot,mount_tag=kernelroot",
+        "-device", f"{share},fsdev=kernelroot,mount_tag=kernelroot",
     ]
     args = [
         arch.qemu, *machine.machine_arg(mode), "-cpu", cpu,
@@ -781,10 +791,10 @@ def boot(kernel: Kernel, machine: Machine, script: str, *,
         # The host root, read-only; multidevs=remap keeps inode numbers unique
         # across the host's mount points.
         "-fsdev", f"local,id=hostroot,path={arch.root},security_model=none,readonly=on,multidevs=remap",
-        "-device", "virtio-9p-pci,fsdev=hostroot,mount_tag=hostroot",
+        "-device", f"{share},fsdev=hostroot,mount_tag=hostroot",
         *kernel_share,
         "-fsdev", f"local,id=vmio,path={io_dir},security_model=none",
-        "-device", "virtio-9p-pci,fsdev=vmio,mount_tag=vmio",
+        "-device", f"{share},fsdev=vmio,mount_tag=vmio",
     ]
     start = time.monotonic()
     proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
