@@ -17,6 +17,11 @@ namespace iommud::adapters::state {
 
 namespace {
 
+FaultHook& faultHook() {
+  static FaultHook hook;
+  return hook;
+}
+
 // A name nobody can guess ahead: 64 random bits (the clock's if the kernel's pool is not ready at
 // early boot; O_EXCL keeps even a guessed name from being anybody else's file).
 std::string unguessable(int attempt) {
@@ -67,6 +72,7 @@ class Temporary {
 // A rename is durable only once its directory is: without this, a power loss can bring back the
 // old name (and so, of two files renamed in turn, the second without the first).
 core::Result<core::Done> syncDirectory(const std::string& dir) {
+  if (int e = faultAt("fsync-dir", dir)) return core::errnoError(e, dir);
   const support::UniqueFd fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (!fd) return core::errnoError(errno, dir);
   const int r = ::fsync(fd.get());
@@ -77,6 +83,14 @@ core::Result<core::Done> syncDirectory(const std::string& dir) {
 }
 
 }  // namespace
+
+void setFaultHook(FaultHook hook) {
+  faultHook() = std::move(hook);
+}
+
+int faultAt(std::string_view step, const std::string& path) {
+  return faultHook() ? faultHook()(step, path) : 0;
+}
 
 core::Result<core::Done> writeFully(int fd, std::string_view bytes, const std::string& path, WriteCall call) {
   size_t done = 0;
@@ -95,13 +109,19 @@ core::Result<core::Done> writeFileAtomic(const std::string& path, std::string_vi
   const size_t slash = path.rfind('/');
   const size_t base = slash == std::string::npos ? 0 : slash + 1;
   Temporary tmp(path.substr(0, base) + '.' + path.substr(base) + ".tmp.");
+  if (int e = faultAt("create", path)) return core::errnoError(e, path);
   const int fd = tmp.open();
   if (fd < 0) return core::errnoError(errno, tmp.path());
   if (mode && ::fchmod(fd, static_cast<mode_t>(*mode)) != 0) return core::errnoError(errno, tmp.path());
+  if (int e = faultAt("write", path)) return core::errnoError(e, tmp.path());
   if (auto w = writeFully(fd, bytes, tmp.path(), call); !w) return w;
+  if (durability == Durability::Synced) {
+    if (int e = faultAt("fsync", path)) return core::errnoError(e, tmp.path());
+  }
   if ((durability == Durability::Synced && ::fsync(fd) != 0) || tmp.close() != 0) {
     return core::errnoError(errno, tmp.path());
   }
+  if (int e = faultAt("rename", path)) return core::errnoError(e, path);
   if (::rename(tmp.path().c_str(), path.c_str()) != 0) return core::errnoError(errno, path);
   tmp.renamed();
   if (durability == Durability::Synced) return syncDirectory(base == 0 ? "." : path.substr(0, base));
@@ -109,6 +129,7 @@ core::Result<core::Done> writeFileAtomic(const std::string& path, std::string_vi
 }
 
 core::Result<core::Done> removeFile(const std::string& path) {
+  if (int e = faultAt("unlink", path)) return core::errnoError(e, path);
   if (::unlink(path.c_str()) != 0) return core::errnoError(errno, path);
   return core::Done{};
 }

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cstddef>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -14,6 +15,16 @@ namespace iommud::adapters::state {
 
 /// The write(2) a writer calls: ::write, or a test's that is interrupted or writes short.
 using WriteCall = ssize_t (*)(int fd, const void* buf, size_t count);
+
+/// A test's hook at each step that changes iommud's own files (create, write, fsync, rename,
+/// unlink of the change records, the transaction journal, modprobe.d, the exports), called before
+/// the step with the step's name and path. Null outside tests (tests/unit's crash sweep sets it:
+/// tests/README.md). It may throw, which a test takes as the process killed there, or return an
+/// errno (ENOSPC, EIO) the step then fails with; 0 lets the step run.
+using FaultHook = std::function<int(std::string_view step, const std::string& path)>;
+void setFaultHook(FaultHook hook);
+/// 0, or the errno the test's hook injects at this step.
+int faultAt(std::string_view step, const std::string& path);
 
 /// Writes all of `bytes` to `fd`, going on after a short write and after EINTR (a signal that
 /// arrived during the call); an error names `path`.

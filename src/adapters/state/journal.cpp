@@ -8,6 +8,7 @@
 #include <charconv>
 #include <filesystem>
 
+#include "adapters/state/atomic_file.hpp"
 #include "adapters/sysfs/contained_read.hpp"
 #include "core/text.hpp"
 #include "support/unique_fd.hpp"
@@ -34,9 +35,14 @@ Result<Done> writeAll(int fd, std::string_view data, const std::string& path) {
 // Writes `data` to `path` (truncating or appending) and syncs it before returning.
 Result<Done> writeSynced(const std::string& path, std::string_view data, bool append) {
   int flags = O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW | (append ? O_APPEND : O_TRUNC);
+  if (int e = faultAt(append ? "open" : "truncate", path)) return core::errnoError(e, path);
   const support::UniqueFd fd(::open(path.c_str(), flags, 0600));
   if (!fd) return core::errnoError(errno, path);
+  if (int e = faultAt("write", path)) return core::errnoError(e, path);
   auto written = writeAll(fd.get(), data, path);
+  if (written) {
+    if (int e = faultAt("fsync", path)) return core::errnoError(e, path);
+  }
   if (written && ::fsync(fd.get()) != 0) written = core::errnoError(errno, path);
   return written;
 }
@@ -44,6 +50,7 @@ Result<Done> writeSynced(const std::string& path, std::string_view data, bool ap
 // A rename survives a crash once its directory is synced.
 Result<Done> syncDirectoryOf(const std::string& path) {
   auto dir = std::filesystem::path(path).parent_path().string();
+  if (int e = faultAt("fsync-dir", dir)) return core::errnoError(e, dir);
   const support::UniqueFd fd(::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (!fd) return core::errnoError(errno, dir);
   Result<Done> synced = Done{};
@@ -56,6 +63,7 @@ Result<Done> syncDirectoryOf(const std::string& path) {
 Result<std::string> renameToFree(const std::string& from, const std::string& prefix, bool numbered) {
   std::string to = numbered ? prefix + "1" : prefix;
   for (int n = 2; ::access(to.c_str(), F_OK) == 0; ++n) to = prefix + (numbered ? "" : "-") + std::to_string(n);
+  if (int e = faultAt("rename", from)) return core::errnoError(e, from);
   if (::rename(from.c_str(), to.c_str()) != 0) return core::errnoError(errno, from);
   if (auto synced = syncDirectoryOf(to); !synced) return synced.error();
   return to;
@@ -194,6 +202,7 @@ Result<std::string> Journal::moveAside(long now) const {
 }
 
 Result<Done> Journal::discard() {
+  if (int e = faultAt("unlink", path_)) return core::errnoError(e, path_);
   if (::unlink(path_.c_str()) != 0 && errno != ENOENT) return core::errnoError(errno, path_);
   return Done{};
 }
