@@ -26,12 +26,14 @@
 #include "config/policy_loader.hpp"
 #include "support/fake_kernel.hpp"
 #include "support/scenarios.hpp"
+#include "unit/crash_sweep.hpp"
 #include "unit/test_host.hpp"
 
 namespace apply_test {
 
 using namespace iommud;
 using namespace iommud::testing;
+using namespace iommud::testing::crash_sweep;
 using core::ChangeKind;
 using R = app::Outcome::Result;
 
@@ -505,55 +507,6 @@ TEST(Apply, TheTransactionJudgesTheGroupAsItIsWhenItActsNotAsPlanned) {
 // - every setting that differs from the start has a record;
 // - revert gives back the start exactly: group types, drivers, parameters, modprobe.d, rings.
 
-struct Killed {};
-
-class KillPoints {
- public:
-  int seen = 0;
-  int killAt = 0;     // 0: never
-  int writes = 0;     // the host's writes (sysfs, ethtool) so far
-  int failAt = 0;     // the write that fails with EIO instead; 0: none
-  int own = 0;        // the steps on iommud's own files so far (adapters::state::faultAt)
-  int ownFailAt = 0;  // the step that fails with ownErrno instead; 0: none
-  int ownErrno = 0;
-  void point() {
-    if (++seen == killAt) throw Killed{};
-  }
-  bool fails() { return ++writes == failAt; }
-  // A step on iommud's own files (records, journal, modprobe.d): a kill point, or the failure.
-  int ownStep() {
-    point();
-    return ++own == ownFailAt ? ownErrno : 0;
-  }
-};
-
-// The state adapters' fault hook on `points` while it lives.
-class OwnFilesFaults {
- public:
-  explicit OwnFilesFaults(KillPoints& points) {
-    adapters::state::setFaultHook([&points](std::string_view, const std::string&) { return points.ownStep(); });
-  }
-  OwnFilesFaults(const OwnFilesFaults&) = delete;
-  OwnFilesFaults& operator=(const OwnFilesFaults&) = delete;
-  ~OwnFilesFaults() { adapters::state::setFaultHook(nullptr); }
-};
-
-class KillingWriter final : public adapters::sysfs::SysfsWriter {
- public:
-  KillingWriter(SysfsWriter& inner, KillPoints& points) : inner_(inner), points_(points) {}
-  core::Result<core::Done> write(std::string_view path, std::string_view value) override {
-    points_.point();
-    if (points_.fails()) return core::Error{EIO, std::string(path), "Input/output error (injected)"};
-    auto r = inner_.write(path, value);
-    points_.point();
-    return r;
-  }
-
- private:
-  SysfsWriter& inner_;
-  KillPoints& points_;
-};
-
 class KillingEthtool final : public app::EthtoolPort {
  public:
   KillingEthtool(FakeEthtool& inner, KillPoints& points) : inner_(inner), points_(points) {}
@@ -573,55 +526,10 @@ class KillingEthtool final : public app::EthtoolPort {
   KillPoints& points_;
 };
 
-// What a kill may leave changed: each group's type, each device's driver, each module parameter,
-// each modprobe.d file, each ethtool value; keyed by what a record names.
+// What a kill may leave changed: the host's settings (crash_sweep.hpp), and each ethtool value.
 std::map<std::string, std::string> settingsOf(const Bench& b) {
-  std::map<std::string, std::string> out;
-  const fs::path root = b.host->root();
-  auto each = [&](const fs::path& dir, auto&& f) {
-    std::error_code ec;
-    for (const auto& e : fs::directory_iterator(root / dir, ec)) f(e.path());
-  };
-  auto text = [](const fs::path& p) {
-    std::ifstream in(p);
-    return std::string(std::istreambuf_iterator<char>(in), {});
-  };
-  each("sys/kernel/iommu_groups", [&](const fs::path& g) { out["group " + g.filename().string()] = text(g / "type"); });
-  each("sys/bus/pci/devices", [&](const fs::path& d) {
-    std::error_code ec;
-    out["driver " + d.filename().string()] = fs::read_symlink(d / "driver", ec).filename().string();
-  });
-  each("sys/module", [&](const fs::path& m) {
-    each(fs::relative(m, root) / "parameters",
-         [&](const fs::path& p) { out["param " + m.filename().string() + "." + p.filename().string()] = text(p); });
-  });
-  each("etc/modprobe.d", [&](const fs::path& f) { out["file /etc/modprobe.d/" + f.filename().string()] = text(f); });
+  auto out = hostSettings(b.host->root());
   for (const auto& [k, v] : b.ethtool.values) out["ethtool " + k.second] = std::to_string(v);
-  return out;
-}
-
-// The record that names a setting of settingsOf, if any.
-bool recorded(const std::vector<app::ChangeRecord>& records, const std::string& setting) {
-  return std::any_of(records.begin(), records.end(), [&](const app::ChangeRecord& r) {
-    switch (r.kind) {
-      case ChangeKind::Domain: return r.group && setting == "group " + std::to_string(*r.group);
-      case ChangeKind::ModuleParam: return setting == "param " + r.object;
-      case ChangeKind::ModprobeConf: return setting == "file " + r.object;
-      default: return setting == "ethtool " + r.key;
-    }
-  });
-}
-
-std::string differences(const std::map<std::string, std::string>& a, const std::map<std::string, std::string>& b) {
-  std::string out;
-  for (const auto& [k, v] : b) {
-    auto it = a.find(k);
-    if (it == a.end() || it->second != v)
-      out += "  " + k + ": " + (it == a.end() ? "(none)" : it->second) + " -> " + v + "\n";
-  }
-  for (const auto& [k, v] : a) {
-    if (!b.contains(k)) out += "  " + k + ": " + v + " -> (none)\n";
-  }
   return out;
 }
 
@@ -708,19 +616,7 @@ SweepResult runOnce(const Sweep& s, Fault fault, std::string* problem, std::pair
     *problem = "the next start failed: " + session.error().describe();
     return out;
   }
-  const auto after = settingsOf(b);
-  const auto records = app::readRecords(b.root, ctx.paths);
-  for (const auto& [k, v] : after) {
-    auto was = start.find(k);
-    if (was != start.end() && was->second == v) continue;
-    if (k.starts_with("driver "))
-      *problem += "not bound as at the start: " + k + " (" + v + ")\n";
-    else if (!recorded(records, k))
-      *problem += "changed without a record: " + k + " = " + v + "\n";
-  }
-  for (const auto& [k, v] : start) {
-    if (!after.contains(k) && !recorded(records, k)) *problem += "removed without a record: " + k + "\n";
-  }
+  *problem += unrecorded(start, settingsOf(b), app::readRecords(b.root, ctx.paths));
   // Revert (the daemon's stop or iommuctl revert) gives back the start.
   auto st = b.status();
   auto reverted = app::revertChanges(std::nullopt, st.host, ctx);
@@ -730,31 +626,6 @@ SweepResult runOnce(const Sweep& s, Fault fault, std::string* problem, std::pair
   if (!app::readRecords(b.root, ctx.paths).empty()) *problem += "records left after revert\n";
   return out;
 }
-
-// The sweep's hosts in memory (tmpfs) where there is one: each run syncs iommud's files a dozen
-// times, which on a disk costs ten times the run (45 s against 3.5 s for the own-file sweep), and
-// what a sync makes durable is not what a sweep judges (a kill leaves the page cache as it was).
-class HostsInMemory {
- public:
-  HostsInMemory() {
-    if (const char* t = std::getenv("TMPDIR"); t != nullptr) was_ = t;
-    struct statfs fs {};
-    if (::statfs("/dev/shm", &fs) == 0 && fs.f_type == TMPFS_MAGIC && ::access("/dev/shm", W_OK) == 0)
-      ::setenv("TMPDIR", "/dev/shm", 1);
-  }
-  HostsInMemory(const HostsInMemory&) = delete;
-  HostsInMemory& operator=(const HostsInMemory&) = delete;
-  ~HostsInMemory() {
-    if (was_) {
-      ::setenv("TMPDIR", was_->c_str(), 1);
-    } else {
-      ::unsetenv("TMPDIR");
-    }
-  }
-
- private:
-  std::optional<std::string> was_;
-};
 
 // Each kill point in turn, or each of the host's writes failing with EIO in turn, or each step on
 // iommud's own files failing with `error` in turn.
