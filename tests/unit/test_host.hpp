@@ -43,6 +43,23 @@ accept = ["lazy-invalidation"]
 kind = "nvme"
 )";
 
+/// The Atlantic NIC's interrupt moderation: a runtime parameter and one that needs a reload (a
+/// modprobe.d file).
+inline constexpr const char* kAtlanticItr = R"(
+[[rule]]
+name = "itr"
+description = "interrupt moderation"
+[rule.match]
+driver = "atlantic"
+[[rule.param]]
+name = "aq_itr"
+value = 0
+[[rule.param]]
+name = "aq_itr_rx"
+value = 64
+at = "load"
+)";
+
 /// Reads a synthetic host as iommuctl does and derives mode and findings.
 inline app::Status statusOf(const FakeHost& h) {
   auto r = adapters::sysfs::readHost(adapters::sysfs::Root(h.rootString()));

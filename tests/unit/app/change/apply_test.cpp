@@ -190,21 +190,6 @@ TEST(Apply, ARefusalOfTheKernelIsReportedAndNothingIsRecorded) {
   EXPECT_TRUE(app::readRecords(b.root, b.ctx.paths).empty());
 }
 
-constexpr const char* kAtlanticItr = R"(
-[[rule]]
-name = "itr"
-description = "interrupt moderation"
-[rule.match]
-driver = "atlantic"
-[[rule.param]]
-name = "aq_itr"
-value = 0
-[[rule.param]]
-name = "aq_itr_rx"
-value = 64
-at = "load"
-)";
-
 TEST(Apply, WritesRuntimeParametersAndModprobeFilesAndRevertsBoth) {
   Bench b(thunderboltNicWithModule(), {6, 12, 30});
   auto applied = b.apply(rules(kAtlanticItr));

@@ -5,11 +5,14 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstdio>
 
 #include "adapters/state/lock.hpp"
 #include "config/policy_loader.hpp"
 #include "support/fake_kernel.hpp"
 #include "support/scenarios.hpp"
+#include "unit/crash_sweep.hpp"
 #include "unit/test_host.hpp"
 
 namespace daemon_work_test {
@@ -236,6 +239,140 @@ TEST(DaemonWork, ARecoveryWithNoJournalHasNothingToSay) {
   auto report = w.work.run(request);
   ASSERT_TRUE(report);
   EXPECT_TRUE(report->devices.empty());
+}
+
+// The daemon's own changes swept as apply's are (apply_test.cpp, CrashSweep): killed at each point
+// (each sysfs write, before and after, and each step on iommud's own files), or each own-file step
+// failing with ENOSPC, the process going on. Then the next start (a new worker whose first request
+// is the recovery, as the daemon's start sends it): every device bound as at the start or its
+// change recorded, every changed value recorded, and revert-on-stop gives back the start exactly.
+enum class DaemonScenario {
+  HotplugBatch,  // two drives of two groups plugged: both groups to identity
+  Reload,        // a reload to a policy with module parameters: the whole host reconciled, as at start
+  RevertAtStop,  // then the daemon stopping: every change reverted
+};
+
+using crash_sweep::Killed;
+
+struct SweepWorker {
+  explicit SweepWorker(DaemonScenario s)
+      : host(s == DaemonScenario::Reload ? thunderboltNicWithModule() : twoNvmePairs()),
+        policies(rules(s == DaemonScenario::Reload ? "" : kNvmeIdentity)) {}
+  std::unique_ptr<FakeHost> host;
+  FakeKernel kernel{host->root(), {6, 12, 30}};
+  crash_sweep::KillPoints points;
+  crash_sweep::KillingWriter writer{kernel, points};
+  adapters::sysfs::Root root{host->rootString()};
+  app::StatePaths state;
+  config::DaemonConfig config;
+  core::PolicySet policies;
+  adapters::systemd::Log log{adapters::systemd::Log::Target::Stderr, adapters::systemd::Priority::Err};
+  std::optional<adapters::trace::DmaCounters> dma;
+  app::DaemonWork work{root, writer, state, config, policies, false, log, dma};
+
+  app::WorkerRequest plugged() const {
+    app::WorkerRequest request;
+    for (const auto& d : statusOf(*host).host.devices) {
+      if (d.kind() == core::DeviceKind::Nvme) request.batch.hot.push_back(d.address);
+    }
+    return request;
+  }
+};
+
+struct DaemonFault {
+  enum Kind { Kill, OwnFile } kind = Kill;
+  int at = 0;  // from 1; 0: none
+};
+
+// One run of `scenario` with `fault`: what was lost (empty: nothing); `points` (when given) the
+// kill points and own-file steps of the run without a fault.
+std::string runDaemonOnce(DaemonScenario scenario, DaemonFault fault, std::pair<int, int>* points = nullptr) {
+  SweepWorker w(scenario);
+  const crash_sweep::OwnFilesFaults faults(w.points);
+  const auto start = crash_sweep::hostSettings(w.host->root());
+  if (scenario == DaemonScenario::RevertAtStop && !w.work.run(w.plugged())) return "the plug before could not run";
+  const int seen = w.points.seen;
+  const int own = w.points.own;
+  w.points.killAt = fault.kind == DaemonFault::Kill && fault.at != 0 ? seen + fault.at : 0;
+  w.points.ownFailAt = fault.kind == DaemonFault::OwnFile && fault.at != 0 ? own + fault.at : 0;
+  w.points.ownErrno = ENOSPC;
+  try {
+    switch (scenario) {
+      case DaemonScenario::HotplugBatch: (void)w.work.run(w.plugged()); break;
+      case DaemonScenario::Reload:
+        w.policies = rules(kAtlanticItr);  // in place, as the daemon's reload replaces them
+        (void)w.work.run(app::WorkerRequest{});
+        break;
+      case DaemonScenario::RevertAtStop: {
+        app::Counters counters;
+        (void)w.work.revertAtStop(counters);
+        break;
+      }
+    }
+  } catch (const Killed&) {
+  }
+  if (points != nullptr) *points = {w.points.seen - seen, w.points.own - own};
+  w.points.killAt = 0;
+  w.points.ownFailAt = 0;
+
+  // The next start: a worker of its own, whose first request is the recovery.
+  app::DaemonWork next{w.root, w.kernel, w.state, w.config, w.policies, false, w.log, w.dma};
+  app::WorkerRequest recover;
+  recover.kind = app::WorkerRequest::Kind::Recover;
+  if (!next.run(recover)) return "the next start's recovery could not read the host\n";
+  std::string problem =
+      crash_sweep::unrecorded(start, crash_sweep::hostSettings(w.host->root()), app::readRecords(w.root, w.state));
+  app::Counters counters;
+  (void)next.revertAtStop(counters);
+  if (auto d = crash_sweep::differences(start, crash_sweep::hostSettings(w.host->root())); !d.empty())
+    problem += "revert-on-stop did not give back the start:\n" + d;
+  if (!app::readRecords(w.root, w.state).empty()) problem += "records left after revert-on-stop\n";
+  return problem;
+}
+
+struct DaemonSweepResult {
+  int points = 0;
+  std::vector<std::string> lost;
+};
+
+DaemonSweepResult sweepDaemon(DaemonScenario scenario, DaemonFault::Kind kind) {
+  const crash_sweep::HostsInMemory inMemory;
+  std::pair<int, int> seen;
+  EXPECT_EQ(runDaemonOnce(scenario, {}, &seen), "") << "without a fault";
+  DaemonSweepResult out;
+  out.points = kind == DaemonFault::Kill ? seen.first : seen.second;
+  for (int n = 1; n <= out.points; ++n) {
+    auto p = runDaemonOnce(scenario, {kind, n});
+    if (!p.empty())
+      out.lost.push_back((kind == DaemonFault::Kill ? "killed at point " : "ENOSPC at own step ") + std::to_string(n) +
+                         ":\n" + p);
+  }
+  return out;
+}
+
+void expectNothingLost(DaemonScenario scenario, const char* name) {
+  for (auto kind : {DaemonFault::Kill, DaemonFault::OwnFile}) {
+    auto r = sweepDaemon(scenario, kind);
+    EXPECT_GE(r.points, 4) << name;
+    std::string all;
+    for (const auto& l : r.lost) all += l;
+    EXPECT_TRUE(r.lost.empty()) << name << ": " << r.lost.size() << " of " << r.points << " lost something:\n" << all;
+    std::printf("daemon %s, %s: %d points, %zu lost\n", name,
+                kind == DaemonFault::Kill ? "killed at each point" : "ENOSPC at each own-file step", r.points,
+                r.lost.size());
+  }
+}
+
+TEST(CrashSweep, TheDaemonsHotplugBatchLosesNothingAtAnyPoint) {
+  expectNothingLost(DaemonScenario::HotplugBatch, "hotplug batch");
+}
+
+TEST(CrashSweep, TheDaemonsReloadLosesNothingAtAnyPoint) {
+  expectNothingLost(DaemonScenario::Reload, "reload");
+}
+
+TEST(CrashSweep, TheDaemonsRevertAtStopLosesNothingAtAnyPoint) {
+  expectNothingLost(DaemonScenario::RevertAtStop, "revert-on-stop");
 }
 
 }  // namespace daemon_work_test
