@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <cstdio>
 
@@ -242,10 +243,11 @@ TEST(DaemonWork, ARecoveryWithNoJournalHasNothingToSay) {
 }
 
 // The daemon's own changes swept as apply's are (apply_test.cpp, CrashSweep): killed at each point
-// (each sysfs write, before and after, and each step on iommud's own files), or each own-file step
-// failing with ENOSPC, the process going on. Then the next start (a new worker whose first request
-// is the recovery, as the daemon's start sends it): every device bound as at the start or its
-// change recorded, every changed value recorded, and revert-on-stop gives back the start exactly.
+// (each sysfs write, before and after, and each step on iommud's own files), or each sysfs write
+// failing with EIO, or each own-file step failing with ENOSPC or EIO, the process going on. Then
+// the next start (a new worker whose first request is the recovery, as the daemon's start sends
+// it): every device bound as at the start or its change recorded, every changed value recorded,
+// and revert-on-stop gives back the start exactly.
 enum class DaemonScenario {
   HotplugBatch,  // two drives of two groups plugged: both groups to identity
   Reload,        // a reload to a policy with module parameters: the whole host reconciled, as at start
@@ -280,22 +282,25 @@ struct SweepWorker {
 };
 
 struct DaemonFault {
-  enum Kind { Kill, OwnFile } kind = Kill;
-  int at = 0;  // from 1; 0: none
+  enum Kind { Kill, HostWrite, OwnFile } kind = Kill;
+  int at = 0;     // from 1; 0: none
+  int error = 0;  // OwnFile's errno (a host write fails with EIO)
 };
 
 // One run of `scenario` with `fault`: what was lost (empty: nothing); `points` (when given) the
 // kill points and own-file steps of the run without a fault.
-std::string runDaemonOnce(DaemonScenario scenario, DaemonFault fault, std::pair<int, int>* points = nullptr) {
+std::string runDaemonOnce(DaemonScenario scenario, DaemonFault fault, std::array<int, 3>* points = nullptr) {
   SweepWorker w(scenario);
   const crash_sweep::OwnFilesFaults faults(w.points);
   const auto start = crash_sweep::hostSettings(w.host->root());
   if (scenario == DaemonScenario::RevertAtStop && !w.work.run(w.plugged())) return "the plug before could not run";
   const int seen = w.points.seen;
+  const int writes = w.points.writes;
   const int own = w.points.own;
   w.points.killAt = fault.kind == DaemonFault::Kill && fault.at != 0 ? seen + fault.at : 0;
+  w.points.failAt = fault.kind == DaemonFault::HostWrite && fault.at != 0 ? writes + fault.at : 0;
   w.points.ownFailAt = fault.kind == DaemonFault::OwnFile && fault.at != 0 ? own + fault.at : 0;
-  w.points.ownErrno = ENOSPC;
+  w.points.ownErrno = fault.error;
   try {
     switch (scenario) {
       case DaemonScenario::HotplugBatch: (void)w.work.run(w.plugged()); break;
@@ -311,8 +316,9 @@ std::string runDaemonOnce(DaemonScenario scenario, DaemonFault fault, std::pair<
     }
   } catch (const Killed&) {
   }
-  if (points != nullptr) *points = {w.points.seen - seen, w.points.own - own};
+  if (points != nullptr) *points = {w.points.seen - seen, w.points.writes - writes, w.points.own - own};
   w.points.killAt = 0;
+  w.points.failAt = 0;
   w.points.ownFailAt = 0;
 
   // The next start: a worker of its own, whose first request is the recovery.
@@ -335,31 +341,32 @@ struct DaemonSweepResult {
   std::vector<std::string> lost;
 };
 
-DaemonSweepResult sweepDaemon(DaemonScenario scenario, DaemonFault::Kind kind) {
+DaemonSweepResult sweepDaemon(DaemonScenario scenario, DaemonFault::Kind kind, int error) {
   const crash_sweep::HostsInMemory inMemory;
-  std::pair<int, int> seen;
+  std::array<int, 3> seen{};
   EXPECT_EQ(runDaemonOnce(scenario, {}, &seen), "") << "without a fault";
   DaemonSweepResult out;
-  out.points = kind == DaemonFault::Kill ? seen.first : seen.second;
+  out.points = seen.at(static_cast<size_t>(kind));
   for (int n = 1; n <= out.points; ++n) {
-    auto p = runDaemonOnce(scenario, {kind, n});
-    if (!p.empty())
-      out.lost.push_back((kind == DaemonFault::Kill ? "killed at point " : "ENOSPC at own step ") + std::to_string(n) +
-                         ":\n" + p);
+    auto p = runDaemonOnce(scenario, {kind, n, error});
+    if (!p.empty()) out.lost.push_back("fault at " + std::to_string(n) + ":\n" + p);
   }
   return out;
 }
 
 void expectNothingLost(DaemonScenario scenario, const char* name) {
-  for (auto kind : {DaemonFault::Kill, DaemonFault::OwnFile}) {
-    auto r = sweepDaemon(scenario, kind);
-    EXPECT_GE(r.points, 4) << name;
+  const std::pair<DaemonFault, const char*> faults[] = {
+      {{DaemonFault::Kill, 0, 0}, "killed at each point"},
+      {{DaemonFault::HostWrite, 0, EIO}, "EIO at each sysfs write"},
+      {{DaemonFault::OwnFile, 0, ENOSPC}, "ENOSPC at each own-file step"},
+      {{DaemonFault::OwnFile, 0, EIO}, "EIO at each own-file step"}};
+  for (const auto& [fault, what] : faults) {
+    auto r = sweepDaemon(scenario, fault.kind, fault.error);
+    EXPECT_GE(r.points, 1) << name << ", " << what;
     std::string all;
     for (const auto& l : r.lost) all += l;
     EXPECT_TRUE(r.lost.empty()) << name << ": " << r.lost.size() << " of " << r.points << " lost something:\n" << all;
-    std::printf("daemon %s, %s: %d points, %zu lost\n", name,
-                kind == DaemonFault::Kill ? "killed at each point" : "ENOSPC at each own-file step", r.points,
-                r.lost.size());
+    std::printf("daemon %s, %s: %d points, %zu lost\n", name, what, r.points, r.lost.size());
   }
 }
 
