@@ -69,6 +69,8 @@ class Temporary {
   bool renamed_ = false;
 };
 
+}  // namespace
+
 // A rename is durable only once its directory is: without this, a power loss can bring back the
 // old name (and so, of two files renamed in turn, the second without the first).
 core::Result<core::Done> syncDirectory(const std::string& dir) {
@@ -81,8 +83,6 @@ core::Result<core::Done> syncDirectory(const std::string& dir) {
   if (r != 0 && err != EINVAL) return core::errnoError(err, dir);
   return core::Done{};
 }
-
-}  // namespace
 
 void setFaultHook(FaultHook hook) {
   faultHook() = std::move(hook);

@@ -26,6 +26,10 @@ void setFaultHook(FaultHook hook);
 /// 0, or the errno the test's hook injects at this step.
 int faultAt(std::string_view step, const std::string& path);
 
+/// Syncs directory `dir`, so that a rename in it survives a crash (EINVAL, a file system that cannot
+/// sync a directory, needs not to).
+core::Result<core::Done> syncDirectory(const std::string& dir);
+
 /// Writes all of `bytes` to `fd`, going on after a short write and after EINTR (a signal that
 /// arrived during the call); an error names `path`.
 core::Result<core::Done> writeFully(int fd, std::string_view bytes, const std::string& path, WriteCall call = ::write);

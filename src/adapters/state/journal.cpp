@@ -20,18 +20,6 @@ namespace {
 
 constexpr std::string_view kMagic = "iommud-transaction 1";
 
-Result<Done> writeAll(int fd, std::string_view data, const std::string& path) {
-  while (!data.empty()) {
-    ssize_t n = ::write(fd, data.data(), data.size());
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return core::errnoError(errno, path);
-    }
-    data.remove_prefix(static_cast<size_t>(n));
-  }
-  return Done{};
-}
-
 // Writes `data` to `path` (truncating or appending) and syncs it before returning.
 Result<Done> writeSynced(const std::string& path, std::string_view data, bool append) {
   int flags = O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW | (append ? O_APPEND : O_TRUNC);
@@ -39,23 +27,10 @@ Result<Done> writeSynced(const std::string& path, std::string_view data, bool ap
   const support::UniqueFd fd(::open(path.c_str(), flags, 0600));
   if (!fd) return core::errnoError(errno, path);
   if (int e = faultAt("write", path)) return core::errnoError(e, path);
-  auto written = writeAll(fd.get(), data, path);
-  if (written) {
-    if (int e = faultAt("fsync", path)) return core::errnoError(e, path);
-  }
-  if (written && ::fsync(fd.get()) != 0) written = core::errnoError(errno, path);
-  return written;
-}
-
-// A rename survives a crash once its directory is synced.
-Result<Done> syncDirectoryOf(const std::string& path) {
-  auto dir = std::filesystem::path(path).parent_path().string();
-  if (int e = faultAt("fsync-dir", dir)) return core::errnoError(e, dir);
-  const support::UniqueFd fd(::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  if (!fd) return core::errnoError(errno, dir);
-  Result<Done> synced = Done{};
-  if (::fsync(fd.get()) != 0) synced = core::errnoError(errno, dir);
-  return synced;
+  if (auto written = writeFully(fd.get(), data, path); !written) return written;
+  if (int e = faultAt("fsync", path)) return core::errnoError(e, path);
+  if (::fsync(fd.get()) != 0) return core::errnoError(errno, path);
+  return Done{};
 }
 
 // Renames `from` to the first free "PREFIXn" (n from 1 up; "PREFIX" alone when `numbered` is
@@ -65,7 +40,8 @@ Result<std::string> renameToFree(const std::string& from, const std::string& pre
   for (int n = 2; ::access(to.c_str(), F_OK) == 0; ++n) to = prefix + (numbered ? "" : "-") + std::to_string(n);
   if (int e = faultAt("rename", from)) return core::errnoError(e, from);
   if (::rename(from.c_str(), to.c_str()) != 0) return core::errnoError(errno, from);
-  if (auto synced = syncDirectoryOf(to); !synced) return synced.error();
+  auto dir = std::filesystem::path(to).parent_path().string();
+  if (auto synced = syncDirectory(dir.empty() ? "." : dir); !synced) return synced.error();
   return to;
 }
 
