@@ -128,6 +128,28 @@ class FileParser : public detail::Checker {
                                   [&](const toml::value& e) { return enumValue(e, key, core::kDeviceKindNames); });
   }
 
+  std::vector<core::ClassPattern> classes(const toml::value& v, const std::string& key) {
+    return list<core::ClassPattern>(v, key, [&](const toml::value& e) -> std::optional<core::ClassPattern> {
+      auto s = string(e, key);
+      if (!s) return std::nullopt;
+      if (auto c = core::parseClassPattern(*s)) return c;
+      error(e, "'class' is \"" + *s + R"("; expected 2, 4 or 6 hex digits such as "02", "0108", "010802")");
+      return std::nullopt;
+    });
+  }
+
+  std::optional<core::IntRange> groupSize(const toml::value& v, const std::string& key) {
+    if (v.is_integer()) {
+      if (auto i = integer(v, key, 1, 4096)) return core::IntRange{static_cast<int>(*i), static_cast<int>(*i)};
+      return std::nullopt;
+    }
+    auto s = string(v, key);
+    if (!s) return std::nullopt;
+    if (auto r = core::parseIntRange(*s)) return r;
+    error(v, "'group-size' is \"" + *s + R"("; expected a number, ">=2", ">1", "<=4", "<5" or "2..4")");
+    return std::nullopt;
+  }
+
   std::optional<core::DeviceMatch> parseDeviceMatch(const toml::value& t, const std::string& where) {
     if (!t.is_table()) {
       error(t, where + " must be a table");
@@ -139,43 +161,101 @@ class FileParser : public detail::Checker {
         {"vendor", "device", "subsystem-vendor", "subsystem-device", "class", "kind", "driver", "name", "address",
          "removable", "thunderbolt", "untrusted", "in-use", "group-size", "shares-group", "shares-group-with"},
         [&](const std::string& k, const toml::value& v) {
-          if (k == "vendor") m.vendor = ids(v, k);
-          if (k == "device") m.device = ids(v, k);
-          if (k == "subsystem-vendor") m.subsystemVendor = ids(v, k);
-          if (k == "subsystem-device") m.subsystemDevice = ids(v, k);
-          if (k == "class") {
-            m.classes = list<core::ClassPattern>(v, k, [&](const toml::value& e) -> std::optional<core::ClassPattern> {
-              auto s = string(e, k);
-              if (!s) return std::nullopt;
-              if (auto c = core::parseClassPattern(*s)) return c;
-              error(e, "'class' is \"" + *s + R"("; expected 2, 4 or 6 hex digits such as "02", "0108", "010802")");
-              return std::nullopt;
-            });
-          }
-          if (k == "kind") m.kinds = kinds(v, k);
-          if (k == "driver") m.drivers = globs(v, k);
-          if (k == "name") m.names = globs(v, k);
-          if (k == "address") m.addresses = globs(v, k);
-          if (k == "removable") m.removable = boolean(v, k);
-          if (k == "thunderbolt") m.thunderbolt = boolean(v, k);
-          if (k == "untrusted") m.untrusted = boolean(v, k);
-          if (k == "in-use") m.inUse = boolean(v, k);
-          if (k == "shares-group") m.sharesGroup = boolean(v, k);
-          if (k == "shares-group-with") m.sharesGroupWith = kinds(v, k);
-          if (k == "group-size") {
-            if (v.is_integer()) {
-              if (auto i = integer(v, k, 1, 4096))
-                m.groupSize = core::IntRange{static_cast<int>(*i), static_cast<int>(*i)};
-            } else if (auto s = string(v, k)) {
-              if (auto r = core::parseIntRange(*s)) {
-                m.groupSize = r;
-              } else {
-                error(v, "'group-size' is \"" + *s + R"("; expected a number, ">=2", ">1", "<=4", "<5" or "2..4")");
-              }
-            }
-          }
+          if (k == "vendor")
+            m.vendor = ids(v, k);
+          else if (k == "device")
+            m.device = ids(v, k);
+          else if (k == "subsystem-vendor")
+            m.subsystemVendor = ids(v, k);
+          else if (k == "subsystem-device")
+            m.subsystemDevice = ids(v, k);
+          else if (k == "class")
+            m.classes = classes(v, k);
+          else if (k == "kind")
+            m.kinds = kinds(v, k);
+          else if (k == "driver")
+            m.drivers = globs(v, k);
+          else if (k == "name")
+            m.names = globs(v, k);
+          else if (k == "address")
+            m.addresses = globs(v, k);
+          else if (k == "removable")
+            m.removable = boolean(v, k);
+          else if (k == "thunderbolt")
+            m.thunderbolt = boolean(v, k);
+          else if (k == "untrusted")
+            m.untrusted = boolean(v, k);
+          else if (k == "in-use")
+            m.inUse = boolean(v, k);
+          else if (k == "shares-group")
+            m.sharesGroup = boolean(v, k);
+          else if (k == "shares-group-with")
+            m.sharesGroupWith = kinds(v, k);
+          else if (k == "group-size")
+            m.groupSize = groupSize(v, k);
         });
     return m;
+  }
+
+  std::vector<core::Vendor> vendors(const toml::value& v, const std::string& key) {
+    return list<core::Vendor>(v, key, [&](const toml::value& e) {
+      return enumValue<core::Vendor>(
+          e, key, {"intel", "amd", "arm-smmu", "arm-smmu-v3", "virtio", "none"},
+          [](std::string_view s) -> std::optional<core::Vendor> {
+            for (auto x : {core::Vendor::Intel, core::Vendor::Amd, core::Vendor::ArmSmmu, core::Vendor::ArmSmmuV3,
+                           core::Vendor::Virtio, core::Vendor::None}) {
+              if (s == core::toString(x)) return x;
+            }
+            return std::nullopt;
+          });
+    });
+  }
+
+  std::vector<std::string> modes(const toml::value& v, const std::string& key) {
+    return strings(v, key, [&](const toml::value& e, const std::string& s) -> std::optional<std::string> {
+      static const std::vector<std::string_view> names = {"off", "identity", "DMA", "DMA-FQ"};
+      if (std::find(names.begin(), names.end(), s) != names.end()) return s;
+      error(e, "'mode' is \"" + s + "\"; expected one of: " + joinNames(names));
+      return std::nullopt;
+    });
+  }
+
+  void kernelRange(const toml::value& v, const std::string& key, core::HostMatch& m) {
+    auto s = string(v, key);
+    if (!s) return;
+    auto set = core::VersionSet::parse(*s);
+    if (set) {
+      m.kernel = std::move(set).value();
+      m.kernelText = *s;
+      return;
+    }
+    // The set's message names a column inside the string; point there.
+    SourceLoc at = loc(v);
+    std::string msg = set.error().message;
+    if (msg.starts_with("column ")) {
+      at.column += std::atoi(msg.c_str() + 7);
+      if (auto colon = msg.find(": "); colon != std::string::npos) msg.erase(0, colon + 2);
+    }
+    errorAt(at, "'kernel' is not a version range: " + msg);
+  }
+
+  std::vector<std::string> cmdlineEntries(const toml::value& v, const std::string& key) {
+    return strings(v, key, [&](const toml::value& e, const std::string& s) -> std::optional<std::string> {
+      if (core::words(s).size() != 1 || s.find('"') != std::string::npos) {
+        error(e, "'" + key + R"(' entries are single parameters such as "iommu.strict=1", not ")" + s + "\"");
+        return std::nullopt;
+      }
+      return s;
+    });
+  }
+
+  std::vector<std::string> findingIds(const toml::value& v, const std::string& key) {
+    return strings(v, key, [&](const toml::value& e, const std::string& s) -> std::optional<std::string> {
+      const auto& known = core::knownFindingIds();
+      if (std::find(known.begin(), known.end(), s) != known.end()) return s;
+      error(e, "'finding' is \"" + s + "\", which iommud does not know; expected one of: " + joinNames(known));
+      return std::nullopt;
+    });
   }
 
   core::HostMatch parseHostMatch(const toml::value& t) {
@@ -184,70 +264,28 @@ class FileParser : public detail::Checker {
       error(t, "[rule.host] must be a table");
       return m;
     }
-    forEachKey(
-        t, "[rule.host]",
-        {"iommu", "mode", "caching-mode", "rwbf", "np-cache", "kernel", "cmdline", "cmdline-absent", "finding"},
-        [&](const std::string& k, const toml::value& v) {
-          if (k == "iommu") {
-            m.iommu = list<core::Vendor>(v, k, [&](const toml::value& e) {
-              return enumValue<core::Vendor>(
-                  e, k, {"intel", "amd", "arm-smmu", "arm-smmu-v3", "virtio", "none"},
-                  [](std::string_view s) -> std::optional<core::Vendor> {
-                    for (auto x : {core::Vendor::Intel, core::Vendor::Amd, core::Vendor::ArmSmmu,
-                                   core::Vendor::ArmSmmuV3, core::Vendor::Virtio, core::Vendor::None}) {
-                      if (s == core::toString(x)) return x;
-                    }
-                    return std::nullopt;
-                  });
-            });
-          }
-          if (k == "mode") {
-            m.mode = strings(v, k, [&](const toml::value& e, const std::string& s) -> std::optional<std::string> {
-              static const std::vector<std::string_view> modes = {"off", "identity", "DMA", "DMA-FQ"};
-              if (std::find(modes.begin(), modes.end(), s) != modes.end()) return s;
-              error(e, "'mode' is \"" + s + "\"; expected one of: " + joinNames(modes));
-              return std::nullopt;
-            });
-          }
-          if (k == "caching-mode") m.cachingMode = boolean(v, k);
-          if (k == "rwbf") m.rwbf = boolean(v, k);
-          if (k == "np-cache") m.npCache = boolean(v, k);
-          if (k == "kernel") {
-            if (auto s = string(v, k)) {
-              auto set = core::VersionSet::parse(*s);
-              if (set) {
-                m.kernel = std::move(set).value();
-                m.kernelText = *s;
-              } else {
-                // The set's message names a column inside the string; point there.
-                SourceLoc at = loc(v);
-                std::string msg = set.error().message;
-                if (msg.starts_with("column ")) {
-                  at.column += std::atoi(msg.c_str() + 7);
-                  if (auto colon = msg.find(": "); colon != std::string::npos) msg.erase(0, colon + 2);
-                }
-                errorAt(at, "'kernel' is not a version range: " + msg);
-              }
-            }
-          }
-          auto cmdlineEntry = [&](const toml::value& e, const std::string& s) -> std::optional<std::string> {
-            if (core::words(s).size() != 1 || s.find('"') != std::string::npos) {
-              error(e, "'" + k + R"(' entries are single parameters such as "iommu.strict=1", not ")" + s + "\"");
-              return std::nullopt;
-            }
-            return s;
-          };
-          if (k == "cmdline") m.cmdline = strings(v, k, cmdlineEntry);
-          if (k == "cmdline-absent") m.cmdlineAbsent = strings(v, k, cmdlineEntry);
-          if (k == "finding") {
-            m.findings = strings(v, k, [&](const toml::value& e, const std::string& s) -> std::optional<std::string> {
-              const auto& known = core::knownFindingIds();
-              if (std::find(known.begin(), known.end(), s) != known.end()) return s;
-              error(e, "'finding' is \"" + s + "\", which iommud does not know; expected one of: " + joinNames(known));
-              return std::nullopt;
-            });
-          }
-        });
+    forEachKey(t, "[rule.host]",
+               {"iommu", "mode", "caching-mode", "rwbf", "np-cache", "kernel", "cmdline", "cmdline-absent", "finding"},
+               [&](const std::string& k, const toml::value& v) {
+                 if (k == "iommu")
+                   m.iommu = vendors(v, k);
+                 else if (k == "mode")
+                   m.mode = modes(v, k);
+                 else if (k == "caching-mode")
+                   m.cachingMode = boolean(v, k);
+                 else if (k == "rwbf")
+                   m.rwbf = boolean(v, k);
+                 else if (k == "np-cache")
+                   m.npCache = boolean(v, k);
+                 else if (k == "kernel")
+                   kernelRange(v, k, m);
+                 else if (k == "cmdline")
+                   m.cmdline = cmdlineEntries(v, k);
+                 else if (k == "cmdline-absent")
+                   m.cmdlineAbsent = cmdlineEntries(v, k);
+                 else if (k == "finding")
+                   m.findings = findingIds(v, k);
+               });
     return m;
   }
 
@@ -311,6 +349,15 @@ class FileParser : public detail::Checker {
     });
   }
 
+  // A module's or parameter's name, or "" after saying what it should have been.
+  std::string identifierValue(const toml::value& v, const std::string& key, bool dash, const std::string& expected) {
+    auto s = string(v, key);
+    if (!s) return {};
+    if (identifier(*s, dash)) return *s;
+    error(v, "'" + key + "' is \"" + *s + "\"; expected " + expected);
+    return {};
+  }
+
   // A parameter's value as written to sysfs or modprobe.d: booleans as Y/N, integers in decimal.
   std::optional<std::string> paramValue(const toml::value& v) {
     if (v.is_boolean()) return v.as_boolean() ? "Y" : "N";
@@ -343,35 +390,20 @@ class FileParser : public detail::Checker {
     forEachKey(t, "[[rule.param]]", {"module", "name", "value", "at", "takes-effect", "optional"},
                [&](const std::string& k, const toml::value& v) {
                  if (k == "module") {
-                   if (auto s = string(v, k)) {
-                     if (identifier(*s, true))
-                       p.module = *s;
-                     else
-                       error(v, "'module' is \"" + *s + "\"; expected a module name (letters, digits, _ and -)");
-                   }
-                 }
-                 if (k == "name") {
-                   if (auto s = string(v, k)) {
-                     haveName = true;
-                     if (identifier(*s, false))
-                       p.name = *s;
-                     else
-                       error(v, "'name' is \"" + *s + "\"; expected a parameter name (letters, digits and _)");
-                   }
-                 }
-                 if (k == "value") {
+                   p.module = identifierValue(v, k, true, "a module name (letters, digits, _ and -)");
+                 } else if (k == "name") {
+                   haveName = v.is_string();
+                   p.name = identifierValue(v, k, false, "a parameter name (letters, digits and _)");
+                 } else if (k == "value") {
                    haveValue = true;
-                   if (auto value = paramValue(v)) p.value = *value;
-                 }
-                 if (k == "at") {
-                   if (auto a = enumValue(v, k, core::ParamSetting::kAtNames)) {
-                     p.at = *a;
-                   }
-                 }
-                 if (k == "takes-effect") {
+                   p.value = paramValue(v).value_or("");
+                 } else if (k == "at") {
+                   p.at = enumValue(v, k, core::ParamSetting::kAtNames).value_or(p.at);
+                 } else if (k == "takes-effect") {
                    takesEffect = enumValue(v, k, core::ParamSetting::kTakesEffectNames);
+                 } else if (k == "optional") {
+                   p.optional = boolean(v, k).value_or(false);
                  }
-                 if (k == "optional") p.optional = boolean(v, k).value_or(false);
                });
     if (!haveName) error(t, "[[rule.param]] needs 'name', the parameter to set");
     if (!haveValue) error(t, "[[rule.param]] needs 'value'");
@@ -404,16 +436,26 @@ class FileParser : public detail::Checker {
   }
 
   // The name that overrides and plans refer to the rule by.
-  void checkRuleName(const toml::value& v, const std::string& name) {
-    bool valid = !name.empty() && name.size() <= 64 && std::isalnum(static_cast<unsigned char>(name[0])) &&
-                 std::all_of(name.begin(), name.end(), [](char c) {
+  std::string ruleName(const toml::value& v) {
+    auto name = string(v, "name");
+    if (!name) return {};
+    bool valid = !name->empty() && name->size() <= 64 && std::isalnum(static_cast<unsigned char>(name->front())) &&
+                 std::all_of(name->begin(), name->end(), [](char c) {
                    return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '_' || c == '.';
                  });
     if (!valid) {
-      error(v, "'name' is \"" + name +
+      error(v, "'name' is \"" + *name +
                    "\"; expected lower-case letters, digits, '-', '_' and '.', starting with a letter "
                    "or digit, at most 64 characters");
     }
+    return *name;
+  }
+
+  std::string description(const toml::value& v) {
+    auto text = string(v, "description");
+    if (!text) return {};
+    if (core::trim(*text).empty()) error(v, "'description' must say what the rule is for");
+    return *text;
   }
 
   // [rule.unless] is one exclusion; [[rule.unless]] several, any of which excludes.
@@ -464,35 +506,35 @@ class FileParser : public detail::Checker {
                 "channels", "coalesce", "param"},
                [&](const std::string& k, const toml::value& v) {
                  if (k == "name") {
-                   if (auto s = string(v, k)) {
-                     haveName = true;
-                     r.name = *s;
-                     checkRuleName(v, *s);
-                   }
-                 }
-                 if (k == "description") {
-                   if (auto s = string(v, k)) {
-                     haveDescription = true;
-                     r.description = *s;
-                     if (core::trim(*s).empty()) error(v, "'description' must say what the rule is for");
-                   }
-                 }
-                 if (k == "mode") r.mode = ruleMode(v).value_or(r.mode);
-                 if (k == "when") r.when = when(v);
-                 if (k == "accept") r.accepts = accepts(v);
-                 if (k == "domain") {
+                   haveName = v.is_string();
+                   r.name = ruleName(v);
+                 } else if (k == "description") {
+                   haveDescription = v.is_string();
+                   r.description = description(v);
+                 } else if (k == "mode") {
+                   r.mode = ruleMode(v).value_or(r.mode);
+                 } else if (k == "when") {
+                   r.when = when(v);
+                 } else if (k == "accept") {
+                   r.accepts = accepts(v);
+                 } else if (k == "domain") {
                    r.domain = enumValue(v, k, core::kDomainRequestNames);
                    r.domainWhere = loc(v);
-                 }
-                 if (k == "match") {
+                 } else if (k == "match") {
                    if (auto m = parseDeviceMatch(v, "[rule.match]")) r.device = std::move(*m);
+                 } else if (k == "unless") {
+                   parseUnless(v, r.unless);
+                 } else if (k == "host") {
+                   r.host = parseHostMatch(v);
+                 } else if (k == "rings") {
+                   parseEthtool(v, "[rule.rings]", core::ringKeys(), r.rings);
+                 } else if (k == "channels") {
+                   parseEthtool(v, "[rule.channels]", core::channelKeys(), r.channels);
+                 } else if (k == "coalesce") {
+                   parseCoalesce(v, r.coalesce);
+                 } else if (k == "param") {
+                   parseParams(v, r.params);
                  }
-                 if (k == "unless") parseUnless(v, r.unless);
-                 if (k == "host") r.host = parseHostMatch(v);
-                 if (k == "rings") parseEthtool(v, "[rule.rings]", core::ringKeys(), r.rings);
-                 if (k == "channels") parseEthtool(v, "[rule.channels]", core::channelKeys(), r.channels);
-                 if (k == "coalesce") parseCoalesce(v, r.coalesce);
-                 if (k == "param") parseParams(v, r.params);
                });
     if (!haveName) error(t, "[[rule]] needs 'name'");
     if (!haveDescription) error(t, "[[rule]] needs 'description': say what the rule is for");

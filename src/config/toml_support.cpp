@@ -41,100 +41,128 @@ size_t utf8Length(std::string_view text, size_t i) {
 // '[', '{' or dotted keys outside strings and comments (it recurses without limit), and more
 // than rules.maxKeysPerLine keys ('=') on one line (it copies the line for each key). One pass;
 // the first problem is returned with its 1-based line and column.
-std::optional<Diagnostic> precheck(std::string_view text, const std::string& file, const TextRules& rules) {
-  int depth = 0;
-  int dots = 0;
-  int keys = 0;
-  int line = 1;
-  int col = 0;
-  auto at = [&](std::string message) {
-    return Diagnostic{SourceLoc{file, line, col}, Severity::Error, std::move(message)};
-  };
-  enum class In { Code, Comment, Basic, Literal, MlBasic, MlLiteral } in = In::Code;
-  // A multi-line string closes at the last three quotes of a run of three to five.
-  auto closes = [&](size_t& i, char q) {
-    size_t run = 0;
-    while (i + run < text.size() && text[i + run] == q && run < 5) ++run;
-    if (run < 3) return false;
-    i += run - 1;
-    col += static_cast<int>(run) - 1;
-    return true;
-  };
-  for (size_t i = 0; i < text.size(); ++i) {
-    char c = text[i];
-    ++col;
-    auto u = static_cast<unsigned char>(c);
-    if (u >= 0x80U) {
-      size_t n = utf8Length(text, i);
-      if (n == 0) return at(fmt::format("not valid UTF-8 (byte 0x{:02x}); {} are UTF-8 text", u, rules.files));
-      i += n - 1;
-      if (in == In::Code) return at("a character outside ASCII outside a string or comment");
-      continue;
-    }
-    if (c == '\n') {
-      ++line;
-      col = 0;
-      dots = 0;
-      keys = 0;
-      if (in == In::Comment || in == In::Basic || in == In::Literal) in = In::Code;
-      continue;
-    }
-    if ((u < 0x20U && c != '\t' && c != '\r') || u == 0x7FU) {
-      return at(fmt::format("control character 0x{:02x}; {} are text", u, rules.files));
-    }
-    switch (in) {
-      case In::Comment: continue;
-      case In::Basic:
-        if (c == '\\' && i + 1 < text.size() && text[i + 1] != '\n') {
-          ++i;
-          ++col;
-        } else if (c == '"') {
-          in = In::Code;
-        }
-        continue;
-      case In::Literal:
-        if (c == '\'') in = In::Code;
-        continue;
-      case In::MlBasic:
-        if (c == '\\' && i + 1 < text.size() && text[i + 1] != '\n') {  // a line-ending backslash is no escape
-          ++i;
-          ++col;
-        } else if (c == '"' && closes(i, '"')) {
-          in = In::Code;
-        }
-        continue;
-      case In::MlLiteral:
-        if (c == '\'' && closes(i, '\'')) in = In::Code;
-        continue;
-      case In::Code: break;
-    }
-    if (c == '#') {
-      in = In::Comment;
-    } else if (text.substr(i, 3) == R"(""")") {
-      in = In::MlBasic;
-      i += 2;
-      col += 2;
-    } else if (text.substr(i, 3) == "'''") {
-      in = In::MlLiteral;
-      i += 2;
-      col += 2;
-    } else if (c == '"') {
-      in = In::Basic;
-    } else if (c == '\'') {
-      in = In::Literal;
-    } else if (c == '[' || c == '{' || (c == '.' && ++dots > rules.maxNesting)) {
-      if (c == '.' || ++depth > rules.maxNesting) {
-        return at("nested more than " + std::to_string(rules.maxNesting) +
-                  " levels deep (arrays, inline tables or dotted keys); " + std::string(rules.neverNeeds));
+class Prechecker {
+ public:
+  Prechecker(std::string_view text, const std::string& file, const TextRules& rules)
+      : text_(text), file_(file), rules_(rules) {}
+
+  std::optional<Diagnostic> run() {
+    for (i_ = 0; i_ < text_.size(); ++i_) {
+      char c = text_[i_];
+      ++col_;
+      auto u = static_cast<unsigned char>(c);
+      if (u >= 0x80U) {
+        size_t n = utf8Length(text_, i_);
+        if (n == 0) return at(fmt::format("not valid UTF-8 (byte 0x{:02x}); {} are UTF-8 text", u, rules_.files));
+        i_ += n - 1;
+        if (in_ == In::Code) return at("a character outside ASCII outside a string or comment");
+      } else if (c == '\n') {
+        newLine();
+      } else if ((u < 0x20U && c != '\t' && c != '\r') || u == 0x7FU) {
+        return at(fmt::format("control character 0x{:02x}; {} are text", u, rules_.files));
+      } else if (in_ != In::Code) {
+        inText(c);
+      } else if (auto problem = inCode(c)) {
+        return problem;
       }
-    } else if (c == ']' || c == '}') {
-      depth = std::max(0, depth - 1);
-    } else if (c == '=' && ++keys > rules.maxKeysPerLine) {
-      return at("more than " + std::to_string(rules.maxKeysPerLine) + " keys on one line (inline tables); " +
-                std::string(rules.neverNeeds));
+    }
+    return std::nullopt;
+  }
+
+ private:
+  enum class In { Code, Comment, Basic, Literal, MlBasic, MlLiteral };
+
+  Diagnostic at(std::string message) const {
+    return Diagnostic{SourceLoc{file_, line_, col_}, Severity::Error, std::move(message)};
+  }
+
+  void newLine() {
+    ++line_;
+    col_ = 0;
+    dots_ = 0;
+    keys_ = 0;
+    if (in_ == In::Comment || in_ == In::Basic || in_ == In::Literal) in_ = In::Code;
+  }
+
+  void skip(size_t n) {
+    i_ += n;
+    col_ += static_cast<int>(n);
+  }
+
+  // A backslash escapes the next character, but a line-ending backslash is no escape.
+  bool escapes(char c) const { return c == '\\' && i_ + 1 < text_.size() && text_[i_ + 1] != '\n'; }
+
+  // A multi-line string closes at the last three quotes of a run of three to five.
+  bool closes(char q) {
+    size_t run = 0;
+    while (i_ + run < text_.size() && text_[i_ + run] == q && run < 5) ++run;
+    if (run < 3) return false;
+    skip(run - 1);
+    return true;
+  }
+
+  // Inside a comment or a string: only where it ends matters.
+  void inText(char c) {
+    switch (in_) {
+      case In::Basic:
+      case In::MlBasic:
+        if (escapes(c))
+          skip(1);
+        else if (c == '"' && (in_ == In::Basic || closes('"')))
+          in_ = In::Code;
+        return;
+      case In::Literal:
+        if (c == '\'') in_ = In::Code;
+        return;
+      case In::MlLiteral:
+        if (c == '\'' && closes('\'')) in_ = In::Code;
+        return;
+      case In::Comment:
+      case In::Code: return;
     }
   }
-  return std::nullopt;
+
+  std::optional<Diagnostic> inCode(char c) {
+    if (c == '#') {
+      in_ = In::Comment;
+    } else if (text_.substr(i_, 3) == R"(""")") {
+      in_ = In::MlBasic;
+      skip(2);
+    } else if (text_.substr(i_, 3) == "'''") {
+      in_ = In::MlLiteral;
+      skip(2);
+    } else if (c == '"') {
+      in_ = In::Basic;
+    } else if (c == '\'') {
+      in_ = In::Literal;
+    } else if (c == '[' || c == '{' || (c == '.' && ++dots_ > rules_.maxNesting)) {
+      if (c == '.' || ++depth_ > rules_.maxNesting) {
+        return at("nested more than " + std::to_string(rules_.maxNesting) +
+                  " levels deep (arrays, inline tables or dotted keys); " + std::string(rules_.neverNeeds));
+      }
+    } else if (c == ']' || c == '}') {
+      depth_ = std::max(0, depth_ - 1);
+    } else if (c == '=' && ++keys_ > rules_.maxKeysPerLine) {
+      return at("more than " + std::to_string(rules_.maxKeysPerLine) + " keys on one line (inline tables); " +
+                std::string(rules_.neverNeeds));
+    }
+    return std::nullopt;
+  }
+
+  std::string_view text_;
+  const std::string& file_;
+  const TextRules& rules_;
+  size_t i_ = 0;
+  int depth_ = 0;
+  int dots_ = 0;
+  int keys_ = 0;
+  int line_ = 1;
+  int col_ = 0;
+  In in_ = In::Code;
+};
+
+std::optional<Diagnostic> precheck(std::string_view text, const std::string& file, const TextRules& rules) {
+  return Prechecker(text, file, rules).run();
 }
 
 // A place toml11 marked in a syntax error: line, column and the caret's hint.
