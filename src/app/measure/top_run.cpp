@@ -38,6 +38,129 @@ std::string whyNotMeasuring(std::string_view who, const core::Error& e) {
   return "cannot measure: " + e.describe();
 }
 
+namespace {
+
+// One run of `iommuctl top`: its counters, the host it joins them with, and the screen.
+class TopLoop {
+ public:
+  TopLoop(const adapters::sysfs::Root& root, const TopOptions& options, adapters::trace::DmaCounters& counters,
+          const SignalSink& signals)
+      : root_(root),
+        options_(options),
+        counters_(counters),
+        signals_(signals),
+        interactive_(!options.once && !options.json && adapters::process::interactive()),
+        sort_(options.sort) {
+    view_.kernel = std::string(core::trim(root.readFile("/proc/sys/kernel/osrelease").valueOr(std::string())));
+    view_.absent = counters.absent();
+    if (interactive_) raw_.emplace();
+  }
+
+  // Shows each interval until the user, a signal or an error ends it; returns the exit code.
+  int run() {
+    auto period = std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(options_.seconds));
+    auto before = counters_.read();
+    auto t0 = Clock::now();
+    // A single interval of N seconds looks like a hang without a word; scripts wait for this line.
+    if (options_.once && before) std::fprintf(stderr, "iommuctl: counting for %g s\n", options_.seconds);
+    while (before) {
+      Waited w = waitUntil(t0 + period, signals_, interactive_);
+      if (auto code = ends(w)) return *code;
+      if (w.wake == Wake::Key) continue;
+      auto after = counters_.read();
+      auto t1 = Clock::now();
+      if (!after) {
+        before = after;
+        break;
+      }
+      if (!refreshHost()) return 1;
+      show(core::diffReadings(*before, *after, std::chrono::duration<double>(t1 - t0).count()));
+      if (options_.once) return 0;
+      before = std::move(after);
+      t0 = t1;
+    }
+    std::fprintf(stderr, "iommuctl: cannot read the counters: %s\n", before.error().describe().c_str());
+    return 1;
+  }
+
+ private:
+  // The exit code when the wait ended top; a key changes the order and shows the last interval again.
+  std::optional<int> ends(const Waited& w) {
+    // With --once, SIGINT (Ctrl-C) ends the interval early and prints it, as perf stat does.
+    bool endsInterval = options_.once && w.wake == Wake::Quit && w.signal == SIGINT;
+    if (w.wake == Wake::Quit && !endsInterval) return w.signal != 0 ? 128 + w.signal : 0;
+    if (w.wake != Wake::Key) return std::nullopt;
+    if (w.key == 'q') return 0;
+    if (auto key = sortKeyFor(w.key)) {
+      sort_ = *key;
+      if (shown_) print();
+    }
+    return std::nullopt;
+  }
+
+  // The host again when its PCI functions changed (a device came or went), and every
+  // kRereadEvery intervals for what a listing does not show (a group's type).
+  bool refreshHost() {
+    auto functions = root_.listDir("/sys/bus/pci/devices").valueOr(std::vector<std::string>{});
+    if (host_ && functions == lastFunctions_ && ++sinceRead_ < kRereadEvery) return true;
+    auto fresh = adapters::sysfs::readHost(root_);
+    if (!fresh) {
+      std::fprintf(stderr, "iommuctl: cannot read the host: %s\n", fresh.error().describe().c_str());
+      return false;
+    }
+    host_ = std::move(fresh).value();
+    lastFunctions_ = std::move(functions);
+    sinceRead_ = 0;
+    return true;
+  }
+
+  void show(core::DmaInterval interval) {
+    view_.interval = std::move(interval);
+    view_.rows = core::dmaRows(view_.interval, *host_);
+    if (!options_.device.empty()) {
+      std::erase_if(view_.rows, [&](const core::DmaRow& r) { return r.dma.device != options_.device; });
+    }
+    print();
+    shown_ = true;
+  }
+
+  void print() const {
+    if (options_.json) {
+      std::fputs(topJson(view_).c_str(), stdout);
+    } else {
+      if (interactive_) std::fputs("\033[H\033[2J", stdout);
+      std::fputs(topTable(view_, sort_, options_.color, options_.all, options_.width).c_str(), stdout);
+      if (interactive_)
+        std::fputs("keys: m maps, b MiB/s, s mean size, o bounces, f faults, d device, q quit\n", stdout);
+    }
+    std::fflush(stdout);
+  }
+
+  const adapters::sysfs::Root& root_;
+  const TopOptions& options_;
+  adapters::trace::DmaCounters& counters_;
+  const SignalSink& signals_;
+  bool interactive_;
+  std::optional<RawTerminal> raw_;
+  core::DmaSortKey sort_;
+  TopView view_;
+  bool shown_ = false;
+  std::optional<core::HostFacts> host_;
+  std::vector<std::string> lastFunctions_;
+  int sinceRead_ = 0;
+};
+
+void reportSweep(const adapters::trace::DmaCounters& counters) {
+  for (const auto& name : counters.sweep().removed) {
+    std::fprintf(stderr, "iommuctl: removed tracing instance %s, left by a process that is gone\n", name.c_str());
+  }
+  for (const auto& e : counters.sweep().failures) {
+    std::fprintf(stderr, "iommuctl: cannot remove a stale tracing instance: %s, ignoring\n", e.describe().c_str());
+  }
+}
+
+}  // namespace
+
 int runTop(const adapters::sysfs::Root& root, const TopOptions& options) {
   SignalSink signals;
   auto counters = adapters::trace::DmaCounters::open(root);
@@ -45,93 +168,8 @@ int runTop(const adapters::sysfs::Root& root, const TopOptions& options) {
     std::fprintf(stderr, "iommuctl: %s\n", whyNotMeasuring("top", counters.error()).c_str());
     return 1;
   }
-  for (const auto& name : counters->sweep().removed) {
-    std::fprintf(stderr, "iommuctl: removed tracing instance %s, left by a process that is gone\n", name.c_str());
-  }
-  for (const auto& e : counters->sweep().failures) {
-    std::fprintf(stderr, "iommuctl: cannot remove a stale tracing instance: %s, ignoring\n", e.describe().c_str());
-  }
-  TopView view;
-  view.kernel = std::string(core::trim(root.readFile("/proc/sys/kernel/osrelease").valueOr(std::string())));
-  view.absent = counters->absent();
-
-  bool interactive = !options.once && !options.json && adapters::process::interactive();
-  std::optional<RawTerminal> raw;
-  if (interactive) raw.emplace();
-  core::DmaSortKey sort = options.sort;
-  auto period = std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(options.seconds));
-
-  auto before = counters->read();
-  auto t0 = Clock::now();
-  // A single interval of N seconds looks like a hang without a word; scripts wait for this line.
-  if (options.once && before) std::fprintf(stderr, "iommuctl: counting for %g s\n", options.seconds);
-  int code = 0;
-  bool shown = false;
-  std::optional<core::HostFacts> host;
-  std::vector<std::string> lastFunctions;
-  int sinceRead = 0;
-  auto show = [&] {
-    if (options.json) {
-      std::fputs(topJson(view).c_str(), stdout);
-    } else {
-      if (interactive) std::fputs("\033[H\033[2J", stdout);
-      std::fputs(topTable(view, sort, options.color, options.all, options.width).c_str(), stdout);
-      if (interactive)
-        std::fputs("keys: m maps, b MiB/s, s mean size, o bounces, f faults, d device, q quit\n", stdout);
-    }
-    std::fflush(stdout);
-  };
-  while (before) {
-    Waited w = waitUntil(t0 + period, signals, interactive);
-    // With --once, SIGINT (Ctrl-C) ends the interval early and prints it, as perf stat does.
-    bool endsInterval = options.once && w.wake == Wake::Quit && w.signal == SIGINT;
-    if (w.wake == Wake::Quit && !endsInterval) {
-      code = w.signal != 0 ? 128 + w.signal : 0;
-      break;
-    }
-    if (w.wake == Wake::Key) {
-      if (w.key == 'q') break;
-      if (auto key = sortKeyFor(w.key)) {
-        sort = *key;
-        if (shown) show();
-      }
-      continue;
-    }
-    auto after = counters->read();
-    auto t1 = Clock::now();
-    if (!after) {
-      before = after;
-      break;
-    }
-    // The host again when its PCI functions changed (a device came or went), and every
-    // kRereadEvery intervals for what a listing does not show (a group's type).
-    auto functions = root.listDir("/sys/bus/pci/devices").valueOr(std::vector<std::string>{});
-    if (!host || functions != lastFunctions || ++sinceRead >= kRereadEvery) {
-      auto fresh = adapters::sysfs::readHost(root);
-      if (!fresh) {
-        std::fprintf(stderr, "iommuctl: cannot read the host: %s\n", fresh.error().describe().c_str());
-        code = 1;
-        break;
-      }
-      host = std::move(fresh).value();
-      lastFunctions = std::move(functions);
-      sinceRead = 0;
-    }
-    view.interval = core::diffReadings(*before, *after, std::chrono::duration<double>(t1 - t0).count());
-    view.rows = core::dmaRows(view.interval, *host);
-    if (!options.device.empty()) {
-      std::erase_if(view.rows, [&](const core::DmaRow& r) { return r.dma.device != options.device; });
-    }
-    show();
-    shown = true;
-    if (options.once) break;
-    before = std::move(after);
-    t0 = t1;
-  }
-  if (!before) {
-    std::fprintf(stderr, "iommuctl: cannot read the counters: %s\n", before.error().describe().c_str());
-    code = 1;
-  }
+  reportSweep(*counters);
+  int code = TopLoop(root, options, *counters, signals).run();
   if (auto closed = counters->close(); !closed) {
     std::fprintf(stderr, "iommuctl: cannot remove tracing instance %s: %s\n", counters->instance().c_str(),
                  closed.error().describe().c_str());
