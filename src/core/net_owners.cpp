@@ -81,7 +81,48 @@ std::optional<uint32_t> parseBool(std::string_view s) {
 }
 
 // systemd's parse_sec: "50us", "1.5ms", "1s 200ms", a bare number is seconds. Microseconds.
-std::optional<uint64_t> parseTimespan(std::string_view s) {
+namespace timespan {
+
+constexpr uint64_t kLimit = std::numeric_limits<uint32_t>::max() * 1000000ULL;  // far above any coalesce value
+
+// One "1.5s" of a timespan: digits, an optional fraction (to nanoseconds) and a unit's name.
+struct Term {
+  uint64_t whole = 0;
+  std::string_view fraction;
+  std::string_view unit;
+};
+
+bool isDigit(char c) {
+  return c >= '0' && c <= '9';
+}
+
+bool isSpace(char c) {
+  return std::isspace(static_cast<unsigned char>(c)) != 0;
+}
+
+// The term at s[i] (past any space), advancing i; nullopt for a term without digits or too large.
+std::optional<Term> nextTerm(std::string_view s, size_t& i) {
+  Term t;
+  size_t start = i;
+  while (i < s.size() && isDigit(s[i])) {
+    t.whole = t.whole * 10 + static_cast<uint64_t>(s[i++] - '0');
+    if (t.whole > kLimit) return std::nullopt;
+  }
+  if (i < s.size() && s[i] == '.') {
+    size_t f = ++i;
+    while (i < s.size() && isDigit(s[i])) ++i;
+    t.fraction = s.substr(f, std::min<size_t>(i - f, 9));
+  }
+  if (i == start) return std::nullopt;
+  while (i < s.size() && isSpace(s[i])) ++i;
+  size_t u = i;
+  while (i < s.size() && !isDigit(s[i]) && !isSpace(s[i])) ++i;
+  t.unit = s.substr(u, i - u);
+  return t;
+}
+
+// Microseconds in one of the unit (seconds without a unit), or nullopt for a unit systemd does not know.
+std::optional<uint64_t> unitUsec(std::string_view unitName) {
   struct Unit {
     std::string_view name;
     uint64_t usec;
@@ -96,48 +137,43 @@ std::optional<uint64_t> parseTimespan(std::string_view s) {
       Unit{"year", 31557600000000}, Unit{"y", 31557600000000},  Unit{"usec", 1},          Unit{"us", 1},
       Unit{"\xc2\xb5s", 1},         Unit{"\xce\xbcs", 1},
   };
-  constexpr uint64_t kLimit = std::numeric_limits<uint32_t>::max() * 1000000ULL;  // far above any coalesce value
+  if (unitName.empty()) return 1000000;
+  const auto* it = std::find_if(kUnits.begin(), kUnits.end(), [&](const Unit& x) { return x.name == unitName; });
+  if (it == kUnits.end()) return std::nullopt;
+  return it->usec;
+}
+
+// The term's microseconds, or nullopt past the limit.
+std::optional<uint64_t> usecOf(const Term& t, uint64_t mult) {
+  if (t.whole > kLimit / mult) return std::nullopt;
+  uint64_t scale = 1;
+  uint64_t frac = 0;
+  for (char c : t.fraction) {
+    frac = frac * 10 + static_cast<uint64_t>(c - '0');
+    scale *= 10;
+  }
+  // frac < scale <= 10^9: neither product can overflow.
+  return t.whole * mult + (mult >= scale ? frac * (mult / scale) : frac * mult / scale);
+}
+
+}  // namespace timespan
+
+std::optional<uint64_t> parseTimespan(std::string_view s) {
+  using namespace timespan;
   s = trim(s);
   if (s.empty()) return std::nullopt;
   uint64_t total = 0;
   size_t i = 0;
-  auto isDigit = [](char c) { return c >= '0' && c <= '9'; };
   while (i < s.size()) {
-    while (i < s.size() && std::isspace(static_cast<unsigned char>(s[i]))) ++i;
+    while (i < s.size() && isSpace(s[i])) ++i;
     if (i == s.size()) break;
-    size_t start = i;
-    uint64_t whole = 0;
-    while (i < s.size() && isDigit(s[i])) {
-      whole = whole * 10 + static_cast<uint64_t>(s[i++] - '0');
-      if (whole > kLimit) return std::nullopt;
-    }
-    std::string_view fraction;
-    if (i < s.size() && s[i] == '.') {
-      size_t f = ++i;
-      while (i < s.size() && isDigit(s[i])) ++i;
-      fraction = s.substr(f, std::min<size_t>(i - f, 9));
-    }
-    if (i == start) return std::nullopt;
-    while (i < s.size() && std::isspace(static_cast<unsigned char>(s[i]))) ++i;
-    size_t u = i;
-    while (i < s.size() && !isDigit(s[i]) && !std::isspace(static_cast<unsigned char>(s[i]))) ++i;
-    std::string_view unitName = s.substr(u, i - u);
-    uint64_t mult = 1000000;
-    if (!unitName.empty()) {
-      const auto* it = std::find_if(kUnits.begin(), kUnits.end(), [&](const Unit& x) { return x.name == unitName; });
-      if (it == kUnits.end()) return std::nullopt;
-      mult = it->usec;
-    }
-    if (whole > kLimit / mult) return std::nullopt;
-    total += whole * mult;
-    uint64_t scale = 1;
-    uint64_t frac = 0;
-    for (char c : fraction) {
-      frac = frac * 10 + static_cast<uint64_t>(c - '0');
-      scale *= 10;
-    }
-    // frac < scale <= 10^9: neither product can overflow.
-    total += mult >= scale ? frac * (mult / scale) : frac * mult / scale;
+    auto term = nextTerm(s, i);
+    if (!term) return std::nullopt;
+    auto mult = unitUsec(term->unit);
+    if (!mult) return std::nullopt;
+    auto usec = usecOf(*term, *mult);
+    if (!usec) return std::nullopt;
+    total += *usec;
     if (total > kLimit) return std::nullopt;
   }
   return total;
@@ -286,47 +322,70 @@ bool hasMacAddress(std::string_view group) {
   return group == "ethernet" || group == "wifi" || group == "infiniband";
 }
 
+void nmIssue(NmProfile& p, int line, const std::string& message) {
+  p.issues.push_back({p.path, line, message});
+}
+
+void nmConnection(NmProfile& p, std::string_view key, const std::string& value, int line) {
+  if (key == "id") {
+    p.id = value;
+  } else if (key == "uuid") {
+    p.uuid = lower(value);
+  } else if (key == "type") {
+    p.type = canonicalNmGroup(value);
+  } else if (key == "interface-name") {
+    p.interfaceName = value.empty() ? std::nullopt : std::optional(value);
+  } else if (key == "autoconnect") {
+    if (auto b = parseBool(value))
+      p.autoconnect = *b != 0;
+    else
+      nmIssue(p, line, "autoconnect=" + value + " is not a boolean, skipped");
+  }
+}
+
+void nmMatch(NmProfile& p, std::string_view key, std::string_view rawValue) {
+  auto list = keyfileList(rawValue);
+  if (key == "interface-name")
+    p.matchInterfaceName = list;
+  else if (key == "driver")
+    p.matchDriver = list;
+  else if (key == "path")
+    p.matchPath = list;
+  else if (key == "kernel-command-line")
+    p.matchKernelCommandLine = list;
+}
+
+void nmEthtool(NmProfile& p, std::string_view key, const std::string& value, int line) {
+  auto known = nmEthtoolKey(key);
+  if (!known) return;  // features, pause, eee: not iommud's business
+  auto [kind, name] = *known;
+  const auto* k = findEthtoolKey(keysOf(kind), name);
+  auto number = k->type == EthtoolKey::Type::Bool ? parseBool(value) : parseU32(value);
+  if (!number) {
+    nmIssue(p, line, std::string(key) + "=" + value + " is not a value NetworkManager accepts, skipped");
+    dropSetting(p.settings, kind, name);
+    return;
+  }
+  putSetting(p.settings, {kind, name, value, number, p.path, line});
+}
+
 void nmAssign(NmProfile& p, const std::string& group, std::string_view key, std::string_view rawValue, int line) {
   std::string value = keyfileUnescape(trim(rawValue));
-  auto issue = [&](const std::string& message) { p.issues.push_back({p.path, line, message}); };
   if (group == "connection") {
-    if (key == "id") p.id = value;
-    if (key == "uuid") p.uuid = lower(value);
-    if (key == "type") p.type = canonicalNmGroup(value);
-    if (key == "interface-name") p.interfaceName = value.empty() ? std::nullopt : std::optional(value);
-    if (key == "autoconnect") {
-      if (auto b = parseBool(value)) {
-        p.autoconnect = *b != 0;
-      } else {
-        issue("autoconnect=" + value + " is not a boolean, skipped");
-      }
-    }
+    nmConnection(p, key, value, line);
   } else if (hasMacAddress(group) && key == "mac-address") {
     p.macAddress = keyfileMac(value);
-    if (!p.macAddress && !value.empty()) issue("mac-address=" + value + " is not a hardware address, skipped");
+    if (!p.macAddress && !value.empty())
+      nmIssue(p, line, "mac-address=" + value + " is not a hardware address, skipped");
   } else if (hasMacAddress(group) && (key == "mac-address-blacklist" || key == "mac-address-denylist")) {
     p.macDenylist.clear();
     for (const auto& m : keyfileList(rawValue)) {
       if (auto n = normalizeMac(m)) p.macDenylist.push_back(*n);
     }
   } else if (group == "match") {
-    auto list = keyfileList(rawValue);
-    if (key == "interface-name") p.matchInterfaceName = list;
-    if (key == "driver") p.matchDriver = list;
-    if (key == "path") p.matchPath = list;
-    if (key == "kernel-command-line") p.matchKernelCommandLine = list;
+    nmMatch(p, key, rawValue);
   } else if (group == "ethtool") {
-    auto known = nmEthtoolKey(key);
-    if (!known) return;  // features, pause, eee: not iommud's business
-    auto [kind, name] = *known;
-    const auto* k = findEthtoolKey(keysOf(kind), name);
-    auto number = k->type == EthtoolKey::Type::Bool ? parseBool(value) : parseU32(value);
-    if (!number) {
-      issue(std::string(key) + "=" + value + " is not a value NetworkManager accepts, skipped");
-      dropSetting(p.settings, kind, name);
-      return;
-    }
-    putSetting(p.settings, {kind, name, value, number, p.path, line});
+    nmEthtool(p, key, value, line);
   }
 }
 

@@ -132,16 +132,12 @@ class DeviceConditions {
   std::string prefix_;
 };
 
-}  // namespace
+using ExpectedActual = std::pair<std::string, std::string>;
 
+// The host's IOMMU, its default mode, the VT-d capability flags and the kernel's version.
 template <bool Collect>
-bool matchDevice(const DeviceMatch& m, const DeviceCtx& c, Eval<Collect>& e, const char* prefix) {
-  return DeviceConditions<Collect>(m, c, e, prefix).hold();
-}
-
-template <bool Collect>
-bool matchHost(const HostMatch& m, const HostCtx& h, Eval<Collect>& e, const DeviceCtx* c) {
-  using P = std::pair<std::string, std::string>;
+bool matchPlatform(const HostMatch& m, const HostCtx& h, Eval<Collect>& e) {
+  using P = ExpectedActual;
   auto quoted = [](const std::string& s) { return "\"" + s + "\""; };
   if (!m.iommu.empty() && !e(contains(m.iommu, h.vendor), [&] {
         return P{
@@ -165,19 +161,33 @@ bool matchHost(const HostMatch& m, const HostCtx& h, Eval<Collect>& e, const Dev
       !flag("np-cache", m.npCache, h.npCache)) {
     return false;
   }
-  if (m.kernel && !e(h.version && m.kernel->contains(*h.version), [&] {
-        return P{"host.kernel = \"" + m.kernelText + "\"", h.version ? h.version->str() : "unknown"};
-      })) {
-    return false;
-  }
+  return !m.kernel || e(h.version && m.kernel->contains(*h.version), [&] {
+    return P{"host.kernel = \"" + m.kernelText + "\"", h.version ? h.version->str() : "unknown"};
+  });
+}
+
+// Parameters the kernel's command line must have, and those it must not.
+template <bool Collect>
+bool matchCmdline(const HostMatch& m, const HostCtx& h, Eval<Collect>& e) {
+  using P = ExpectedActual;
+  auto has = [&](const std::string& p) {
+    return p.find('=') == std::string::npos ? h.cmdlineKeys.contains(p) : h.cmdlineParams.contains(p);
+  };
   for (const auto& p : m.cmdline) {
-    bool has = p.find('=') == std::string::npos ? h.cmdlineKeys.contains(p) : h.cmdlineParams.contains(p);
-    if (!e(has, [&] { return P{"host.cmdline has \"" + p + "\"", has ? "present" : "absent"}; })) return false;
+    bool present = has(p);
+    if (!e(present, [&] { return P{"host.cmdline has \"" + p + "\"", present ? "present" : "absent"}; })) return false;
   }
   for (const auto& p : m.cmdlineAbsent) {
-    bool has = p.find('=') == std::string::npos ? h.cmdlineKeys.contains(p) : h.cmdlineParams.contains(p);
-    if (!e(!has, [&] { return P{"host.cmdline-absent has \"" + p + "\"", has ? "present" : "absent"}; })) return false;
+    bool present = has(p);
+    if (!e(!present, [&] { return P{"host.cmdline-absent has \"" + p + "\"", present ? "present" : "absent"}; }))
+      return false;
   }
+  return true;
+}
+
+// Findings hold for the whole host, or for the devices and groups they name.
+template <bool Collect>
+bool matchFindings(const HostMatch& m, const HostCtx& h, Eval<Collect>& e, const DeviceCtx* c) {
   for (const auto& id : m.findings) {
     auto it = h.findings.find(id);
     bool hit = false;
@@ -187,14 +197,26 @@ bool matchHost(const HostMatch& m, const HostCtx& h, Eval<Collect>& e, const Dev
             (c->dev->group && s.groups.contains(*c->dev->group));
     }
     if (!e(hit, [&] {
-          return P{"host.finding = \"" + id + "\"", it == h.findings.end() ? "not present"
-                                                    : hit                  ? "present"
-                                                                           : "present, not for this device"};
+          return ExpectedActual{"host.finding = \"" + id + "\"", it == h.findings.end() ? "not present"
+                                                                 : hit                  ? "present"
+                                                                       : "present, not for this device"};
         })) {
       return false;
     }
   }
   return true;
+}
+
+}  // namespace
+
+template <bool Collect>
+bool matchDevice(const DeviceMatch& m, const DeviceCtx& c, Eval<Collect>& e, const char* prefix) {
+  return DeviceConditions<Collect>(m, c, e, prefix).hold();
+}
+
+template <bool Collect>
+bool matchHost(const HostMatch& m, const HostCtx& h, Eval<Collect>& e, const DeviceCtx* c) {
+  return matchPlatform(m, h, e) && matchCmdline(m, h, e) && matchFindings(m, h, e, c);
 }
 
 template <bool Collect>
