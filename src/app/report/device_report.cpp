@@ -69,14 +69,7 @@ std::string trustText(const PciDevice& d) {
   return "trusted (the kernel does not say whether its port is removable)";
 }
 
-}  // namespace
-
-std::string deviceText(const Status& s, const DeviceView& v, bool rulesKnown, bool color, size_t width) {
-  const Style st{color, width};
-  const auto& h = s.host;
-  const auto& d = *v.device;
-  std::string out;
-  auto line = [&](const std::string& l) { out += l + "\n"; };
+void identityLines(Lines& line, const Style& st, const core::HostFacts& h, const core::PciDevice& d) {
   line(fmt::format("{}{} ({:04x}:{:04x}, class {:06x}, {})", label(st, "Device"), deviceName(h, d.address), d.vendorId,
                    d.deviceId, d.classCode, toString(d.kind())));
   if (!d.nvme.empty() && !d.nvme.front().model.empty()) line("         model " + d.nvme.front().model);
@@ -85,31 +78,36 @@ std::string deviceText(const Status& s, const DeviceView& v, bool rulesKnown, bo
   for (const auto& r : d.inUse) line("         " + st.dim(wrapText(r.detail, 9, st.proseWidth())));
   const std::string trust = trustText(d);
   line(label(st, "Trust") + (d.untrusted() ? st.yellow(trust) : trust));
+}
 
-  if (v.group != nullptr) {
-    std::string type = v.group->typeText.empty() ? "?" : v.group->typeText;
-    std::vector<std::string> others;
-    for (const auto& a : v.group->devices) {
-      if (a != d.address) others.push_back(deviceName(h, a));
-    }
-    line(fmt::format("{}{} ({}), {}", label(st, "Group"), v.group->id, type,
-                     others.empty() ? std::string("no other device")
-                                    : st.yellow(fmt::format("shared with {} other device{}", others.size(),
-                                                            others.size() == 1 ? "" : "s"))));
-    for (const auto& o : others) line("         " + o);
-  } else {
+void groupLines(Lines& line, const Style& st, const core::HostFacts& h, const DeviceView& v) {
+  if (v.group == nullptr) {
     line(label(st, "Group") + "none: no IOMMU translates its DMA");
+    return;
   }
-  if (v.exposure != nullptr) {
-    std::string level(describe(v.exposure->level));
-    line(label(st, "Exposure") + (v.exposure->level == Exposure::AllMemory ? st.yellow(level) : level));
-    for (const auto& r : v.exposure->reasons) {
-      line("         " + st.dim(std::string(toString(r.source)) + ":") + " " +
-           wrapText(r.text, 11 + toString(r.source).size(), st.proseWidth()));
-    }
+  std::string type = v.group->typeText.empty() ? "?" : v.group->typeText;
+  std::vector<std::string> others;
+  for (const auto& a : v.group->devices) {
+    if (a != v.device->address) others.push_back(deviceName(h, a));
   }
+  line(fmt::format("{}{} ({}), {}", label(st, "Group"), v.group->id, type,
+                   others.empty() ? std::string("no other device")
+                                  : st.yellow(fmt::format("shared with {} other device{}", others.size(),
+                                                          others.size() == 1 ? "" : "s"))));
+  for (const auto& o : others) line("         " + o);
+}
 
-  line("");
+void exposureLines(Lines& line, const Style& st, const DeviceView& v) {
+  if (v.exposure == nullptr) return;
+  std::string level(describe(v.exposure->level));
+  line(label(st, "Exposure") + (v.exposure->level == Exposure::AllMemory ? st.yellow(level) : level));
+  for (const auto& r : v.exposure->reasons) {
+    line("         " + st.dim(std::string(toString(r.source)) + ":") + " " +
+         wrapText(r.text, 11 + toString(r.source).size(), st.proseWidth()));
+  }
+}
+
+void findingLines(Lines& line, const Style& st, const DeviceView& v) {
   line(st.bold("Findings") + (v.findings.empty() ? ": none" : ""));
   for (const auto* f : v.findings) {
     auto sev = std::string(toString(f->severity));
@@ -122,25 +120,43 @@ std::string deviceText(const Status& s, const DeviceView& v, bool rulesKnown, bo
     if (!f->remedies.empty())
       line("      " + st.dim("first: ") + wrapText(f->remedies.front().action, 13, st.proseWidth()));
   }
+}
 
-  line("");
+void ruleLines(Lines& line, const Style& st, const DeviceView& v, bool rulesKnown) {
   if (!rulesKnown) {
     line(st.bold("Rules") + ": not known, the policies are not valid (`iommuctl check`)");
-  } else {
-    line(st.bold("Rules") + (v.rules.empty() ? ": none matches (`iommuctl explain` shows the near ones)" : ""));
-    for (const auto* r : v.rules) {
-      line(fmt::format("  {} ({}), mode {}", st.bold(r->rule->name), r->rule->where.str(), toString(r->rule->mode)));
-    }
+    return;
   }
+  line(st.bold("Rules") + (v.rules.empty() ? ": none matches (`iommuctl explain` shows the near ones)" : ""));
+  for (const auto* r : v.rules) {
+    line(fmt::format("  {} ({}), mode {}", st.bold(r->rule->name), r->rule->where.str(), toString(r->rule->mode)));
+  }
+}
 
-  line("");
+void changeLines(Lines& line, const Style& st, const DeviceView& v) {
   line(st.bold("Changed by iommud") + (v.changes.empty() ? ": nothing" : ""));
   for (const auto* c : v.changes) {
     line(fmt::format("  {} {}{}", c->time, changeText(*c),
                      c->irreversible ? st.yellow(" (irreversible until unbind or reboot)") : ""));
     line("      " + st.dim("by rule " + c->rule + " (" + c->ruleWhere + ")"));
   }
-  return fitLines(out, width);
+}
+
+}  // namespace
+
+std::string deviceText(const Status& s, const DeviceView& v, bool rulesKnown, bool color, size_t width) {
+  const Style st{color, width};
+  Lines line;
+  identityLines(line, st, s.host, *v.device);
+  groupLines(line, st, s.host, v);
+  exposureLines(line, st, v);
+  line("");
+  findingLines(line, st, v);
+  line("");
+  ruleLines(line, st, v, rulesKnown);
+  line("");
+  changeLines(line, st, v);
+  return fitLines(line.out, width);
 }
 
 std::string deviceJson(const Status& s, const DeviceView& v, bool rulesKnown) {

@@ -326,12 +326,6 @@ std::string deviceFlags(const PciDevice& d, const Style& st) {
 
 namespace {
 
-// The text of `status`, one section at a time.
-struct Lines {
-  std::string out;
-  void operator()(const std::string& l) { out += l + "\n"; }
-};
-
 void unitLines(const HostFacts& h, const Style& st, Lines& line) {
   for (const auto& u : h.units) {
     std::vector<std::string> caps;

@@ -56,6 +56,12 @@ inline std::string wrapText(std::string_view text, size_t indent, size_t width =
   return out;
 }
 
+/// A report's text, built a line at a time: `line("...")` appends it and a newline.
+struct Lines {
+  std::string out;
+  void operator()(const std::string& l) { out += l + "\n"; }
+};
+
 namespace detail {
 
 // The length of the escape code (ESC [ digits ; m) at text[i], or 0.
