@@ -393,6 +393,28 @@ Bytes encodeGetFamily(uint32_t seq) {
   return std::move(w).finish();
 }
 
+namespace {
+
+// CTRL_ATTR_OPS: a list of nests, one per command, each with CTRL_ATTR_OP_ID and CTRL_ATTR_OP_FLAGS.
+core::Result<std::vector<uint32_t>> commandIds(const Attr& opsAttr) {
+  auto ops = parseAttrs(opsAttr.payload, opsAttr.offset + 4);
+  if (!ops) return ops.error();
+  std::vector<uint32_t> ids;
+  for (const auto& op : *ops) {
+    auto fields = parseAttrs(op.payload, op.offset + 4);
+    if (!fields) return fields.error();
+    for (const auto& f : *fields) {
+      if (f.type != kCtrlAttrOpId) continue;
+      auto id = u32Of(f, "command id");
+      if (!id) return id.error();
+      ids.push_back(*id);
+    }
+  }
+  return ids;
+}
+
+}  // namespace
+
 core::Result<Family> decodeFamily(const Message& message) {
   auto cmd = genlCommand(message);
   if (!cmd) return cmd.error();
@@ -415,19 +437,9 @@ core::Result<Family> decodeFamily(const Message& message) {
       if (!v) return v.error();
       family.version = *v;
     } else if (a.type == kCtrlAttrOps) {
-      // A list of nests, one per command, each with CTRL_ATTR_OP_ID and CTRL_ATTR_OP_FLAGS.
-      auto ops = parseAttrs(a.payload, a.offset + 4);
-      if (!ops) return ops.error();
-      for (const auto& op : *ops) {
-        auto fields = parseAttrs(op.payload, op.offset + 4);
-        if (!fields) return fields.error();
-        for (const auto& f : *fields) {
-          if (f.type != kCtrlAttrOpId) continue;
-          auto id = u32Of(f, "command id");
-          if (!id) return id.error();
-          family.commands.push_back(*id);
-        }
-      }
+      auto ids = commandIds(a);
+      if (!ids) return ids.error();
+      family.commands.insert(family.commands.end(), ids->begin(), ids->end());
     }
   }
   if (name != kFamilyName) return malformed("the family is " + name.value_or("none") + ", not ethtool");

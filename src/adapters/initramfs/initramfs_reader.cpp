@@ -82,6 +82,49 @@ std::string lastLine(std::string_view text) {
   return std::string(last.substr(0, kMax));
 }
 
+// What a lister printed: all of stdout, the end of stderr.
+struct Printed {
+  std::string out;
+  std::string err;
+};
+
+// Reads the lister's stdout and stderr until both end; an error when the time or the size
+// allowed runs out first.
+std::optional<Error> collect(const UniqueFd& outRead, const UniqueFd& errRead, const std::string& program,
+                             const std::string& image, const ListOptions& options, Printed& printed) {
+  constexpr size_t kErrKeep = 4096;
+  const auto deadline = Clock::now() + options.timeout;
+  std::array<pollfd, 2> fds{pollfd{outRead.get(), POLLIN, 0}, pollfd{errRead.get(), POLLIN, 0}};
+  std::array<char, 65536> buf{};
+  while (fds[0].fd >= 0 || fds[1].fd >= 0) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+    if (left <= 0) {
+      const auto ms = options.timeout.count();
+      return Error{ETIMEDOUT, image,
+                   program + " did not finish within " +
+                       (ms % 1000 == 0 ? std::to_string(ms / 1000) + " s" : std::to_string(ms) + " ms")};
+    }
+    int n = ::poll(fds.data(), fds.size(), static_cast<int>(left));
+    if (n < 0 && errno != EINTR) return core::errnoError(errno, "poll");
+    for (size_t i = 0; i < fds.size() && n > 0; ++i) {
+      if (fds[i].fd < 0 || fds[i].revents == 0) continue;
+      ssize_t got = ::read(fds[i].fd, buf.data(), buf.size());
+      if (got < 0 && errno == EINTR) continue;
+      if (got <= 0) {
+        fds[i].fd = -1;  // EOF (or an error, which ends the stream all the same)
+        continue;
+      }
+      std::string& into = i == 0 ? printed.out : printed.err;
+      into.append(buf.data(), static_cast<size_t>(got));
+      if (i == 1 && printed.err.size() > 2 * kErrKeep) printed.err.erase(0, printed.err.size() - kErrKeep);
+    }
+    if (printed.out.size() > options.maxOutput) {
+      return Error{EFBIG, image, program + " printed more than " + std::to_string(options.maxOutput >> 20U) + " MiB"};
+    }
+  }
+  return std::nullopt;
+}
+
 // Runs `program IMAGE` and collects its stdout; `notFound` when the program is not in PATH.
 Result<std::string> run(const std::string& program, const std::string& image, const ListOptions& options,
                         bool& notFound) {
@@ -100,46 +143,8 @@ Result<std::string> run(const std::string& program, const std::string& image, co
   }
   if (child.error != 0) return core::errnoError(child.error, program);
 
-  std::string out;
-  std::string err;
-  constexpr size_t kErrKeep = 4096;
-  const auto deadline = Clock::now() + options.timeout;
-  std::array<pollfd, 2> fds{pollfd{outRead.get(), POLLIN, 0}, pollfd{errRead.get(), POLLIN, 0}};
-  std::array<char, 65536> buf{};
-  std::optional<Error> failure;
-  while (fds[0].fd >= 0 || fds[1].fd >= 0) {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
-    if (left <= 0) {
-      const auto ms = options.timeout.count();
-      failure = Error{ETIMEDOUT, image,
-                      program + " did not finish within " +
-                          (ms % 1000 == 0 ? std::to_string(ms / 1000) + " s" : std::to_string(ms) + " ms")};
-      break;
-    }
-    int n = ::poll(fds.data(), fds.size(), static_cast<int>(left));
-    if (n < 0 && errno != EINTR) {
-      failure = core::errnoError(errno, "poll");
-      break;
-    }
-    for (size_t i = 0; i < fds.size() && n > 0; ++i) {
-      if (fds[i].fd < 0 || fds[i].revents == 0) continue;
-      ssize_t got = ::read(fds[i].fd, buf.data(), buf.size());
-      if (got < 0 && errno == EINTR) continue;
-      if (got <= 0) {
-        fds[i].fd = -1;  // EOF (or an error, which ends the stream all the same)
-        continue;
-      }
-      std::string& into = i == 0 ? out : err;
-      into.append(buf.data(), static_cast<size_t>(got));
-      if (i == 1 && err.size() > 2 * kErrKeep) err.erase(0, err.size() - kErrKeep);
-    }
-    if (out.size() > options.maxOutput) {
-      failure =
-          Error{EFBIG, image, program + " printed more than " + std::to_string(options.maxOutput >> 20U) + " MiB"};
-      break;
-    }
-  }
-  if (failure) {
+  Printed printed;
+  if (auto failure = collect(outRead, errRead, program, image, options, printed)) {
     ::kill(-child.pid, SIGKILL);
     waitFor(child.pid);
     return *failure;
@@ -149,10 +154,10 @@ Result<std::string> run(const std::string& program, const std::string& image, co
     return Error{0, image, program + " was killed by signal " + std::to_string(WTERMSIG(status))};
   }
   if (WEXITSTATUS(status) != 0) {
-    std::string why = core::trim(err).empty() ? "" : ": " + lastLine(err);
+    std::string why = core::trim(printed.err).empty() ? "" : ": " + lastLine(printed.err);
     return Error{0, image, program + " exited with status " + std::to_string(WEXITSTATUS(status)) + why};
   }
-  return out;
+  return std::move(printed.out);
 }
 
 }  // namespace

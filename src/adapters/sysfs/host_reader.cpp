@@ -285,6 +285,39 @@ class Reader {
 
   // One PCI function: its bridges, driver, ids and class, trust and SR-IOV state, and its config
   // space when `withConfig` (from its directory, held).
+  // ".../pci0000:00/0000:00:1c.0/0000:02:00.0": the components between the host bridge and the
+  // device itself are its upstream bridges.
+  static std::vector<std::string> bridgesOnPath(std::string_view path, std::string_view addr) {
+    std::vector<std::string> bridges;
+    for (auto part : split(path, '/')) {
+      if (part.size() == 12 && part[4] == ':' && part[7] == ':' && part[10] == '.' && part != addr) {
+        bridges.emplace_back(part);
+      }
+    }
+    return bridges;
+  }
+
+  // A PCI function's uevent: its driver, class and the vendor and device ids, its own and its subsystem's.
+  static void readUevent(PciDevice& d, std::string_view text) {
+    for (auto line : split(text, '\n')) {
+      auto eq = line.find('=');
+      if (eq == std::string_view::npos) continue;
+      auto key = line.substr(0, eq);
+      auto value = line.substr(eq + 1);
+      auto colon = value.find(':');
+      if (key == "DRIVER") {
+        d.driver = std::string(value);
+      } else if (key == "PCI_CLASS") {
+        d.classCode = static_cast<uint32_t>(parseHex64(value).value_or(0));
+      } else if ((key == "PCI_ID" || key == "PCI_SUBSYS_ID") && colon != std::string_view::npos) {
+        auto& vendor = key == "PCI_ID" ? d.vendorId : d.subsystemVendorId;
+        auto& device = key == "PCI_ID" ? d.deviceId : d.subsystemDeviceId;
+        vendor = hex16(value.substr(0, colon));
+        device = hex16(value.substr(colon + 1));
+      }
+    }
+  }
+
   PciDevice readPciDevice(const std::string& addr, bool withConfig = false) {
     PciDevice d;
     d.address = addr;
@@ -292,36 +325,11 @@ class Reader {
     std::string base = link;
     if (auto target = root_->readLink(link)) {
       base = resolveLink(link, *target);
-      // ".../pci0000:00/0000:00:1c.0/0000:02:00.0": the components between the host bridge
-      // and the device itself are its upstream bridges.
-      for (auto part : split(base, '/')) {
-        if (part.size() == 12 && part[4] == ':' && part[7] == ':' && part[10] == '.' && part != addr) {
-          d.bridges.emplace_back(part);
-        }
-      }
+      d.bridges = bridgesOnPath(base, addr);
     }
     const HeldDir held(*this, base);  // its attributes read by name from its directory
     // uevent carries driver, ids and class in one read instead of five.
-    if (auto ev = optional(base + "/uevent")) {
-      for (auto line : split(*ev, '\n')) {
-        auto eq = line.find('=');
-        if (eq == std::string_view::npos) continue;
-        auto key = line.substr(0, eq);
-        auto value = line.substr(eq + 1);
-        if (key == "DRIVER") {
-          d.driver = std::string(value);
-        } else if (key == "PCI_CLASS") {
-          d.classCode = static_cast<uint32_t>(parseHex64(value).value_or(0));
-        } else if (key == "PCI_ID" || key == "PCI_SUBSYS_ID") {
-          auto colon = value.find(':');
-          if (colon == std::string_view::npos) continue;
-          auto& vendor = key == "PCI_ID" ? d.vendorId : d.subsystemVendorId;
-          auto& device = key == "PCI_ID" ? d.deviceId : d.subsystemDeviceId;
-          vendor = hex16(value.substr(0, colon));
-          device = hex16(value.substr(colon + 1));
-        }
-      }
-    }
+    if (auto ev = optional(base + "/uevent")) readUevent(d, *ev);
     // `removable` appeared in 5.14; before that the kernel's verdict is invisible.
     if (auto r = root_->readFile(base + "/removable")) {
       auto v = trim(*r);
