@@ -80,7 +80,6 @@ std::optional<uint32_t> parseBool(std::string_view s) {
   return std::nullopt;
 }
 
-// systemd's parse_sec: "50us", "1.5ms", "1s 200ms", a bare number is seconds. Microseconds.
 namespace timespan {
 
 constexpr uint64_t kLimit = std::numeric_limits<uint32_t>::max() * 1000000ULL;  // far above any coalesce value
@@ -158,6 +157,7 @@ std::optional<uint64_t> usecOf(const Term& t, uint64_t mult) {
 
 }  // namespace timespan
 
+// systemd's parse_sec: "50us", "1.5ms", "1s 200ms", a bare number is seconds. Microseconds.
 std::optional<uint64_t> parseTimespan(std::string_view s) {
   using namespace timespan;
   s = trim(s);

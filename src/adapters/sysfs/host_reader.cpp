@@ -283,8 +283,6 @@ class Reader {
     return true;
   }
 
-  // One PCI function: its bridges, driver, ids and class, trust and SR-IOV state, and its config
-  // space when `withConfig` (from its directory, held).
   // ".../pci0000:00/0000:00:1c.0/0000:02:00.0": the components between the host bridge and the
   // device itself are its upstream bridges.
   static std::vector<std::string> bridgesOnPath(std::string_view path, std::string_view addr) {
@@ -318,6 +316,8 @@ class Reader {
     }
   }
 
+  // One PCI function: its bridges, driver, ids and class, trust and SR-IOV state, and its config
+  // space when `withConfig` (from its directory, held).
   PciDevice readPciDevice(const std::string& addr, bool withConfig = false) {
     PciDevice d;
     d.address = addr;
