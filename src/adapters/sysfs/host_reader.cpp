@@ -420,13 +420,27 @@ class Reader {
     }
   }
 
+  using Controllers = std::map<std::string, std::pair<std::string, NvmeController>>;  // name -> (address, controller)
+  using Holders = std::map<std::string, std::vector<std::string>>;                    // block device -> its holders
+
   void readNvme() {
     auto ctrlNames = optionalDir("/sys/class/nvme");
     if (!ctrlNames || ctrlNames->empty()) return;
     // Controllers are filled here and handed to their PCI functions at the end.
-    std::map<std::string, std::pair<std::string, NvmeController>> ctrls;  // name -> (address, controller)
+    Controllers ctrls = readNvmeControllers(*ctrlNames);
+    if (ctrls.empty()) return;
+    Holders holdersOf;
+    auto nvmeBlocks = readBlockClass(holdersOf);
+    placeNvmeBlocks(nvmeBlocks, holdersOf, ctrls);
+    for (auto& [name, entry] : ctrls) host_.device(entry.first)->nvme.push_back(std::move(entry.second));
+    if (auto mi = optional("/proc/self/mountinfo")) host_.mounts = parseMountInfo(*mi);
+    if (auto sw = optional("/proc/swaps")) host_.swaps = parseSwaps(*sw);
+  }
+
+  Controllers readNvmeControllers(const std::vector<std::string>& names) {
+    Controllers ctrls;
     const HeldDir classDir(*this, "/sys/class/nvme");
-    for (const auto& name : *ctrlNames) {
+    for (const auto& name : names) {
       std::string link = "/sys/class/nvme/" + name;
       auto target = root_->readLink(link);
       if (!target) continue;
@@ -440,12 +454,15 @@ class Reader {
       c.serial = std::string(trim(optional(base + "/serial").value_or("")));
       ctrls.emplace(name, std::pair{address, std::move(c)});
     }
-    if (ctrls.empty()) return;
+    return ctrls;
+  }
 
-    // Who holds what comes from the few stacked devices' slaves/ (dm, md, bcache live under
-    // /sys/devices/virtual/block), not from listing holders/ of every namespace and partition.
-    std::vector<std::pair<std::string, std::string>> nvmeBlocks;  // (name, resolved path)
-    std::map<std::string, std::vector<std::string>> holdersOf;
+  // The stacked block devices (into host_.stackedBlock, with their holders) and the NVMe ones, as
+  // (name, resolved path). Who holds what comes from the few stacked devices' slaves/ (dm, md,
+  // bcache live under /sys/devices/virtual/block), not from listing holders/ of every namespace
+  // and partition.
+  std::vector<std::pair<std::string, std::string>> readBlockClass(Holders& holdersOf) {
+    std::vector<std::pair<std::string, std::string>> nvmeBlocks;
     const HeldDir blockDir(*this, "/sys/class/block");
     for (const auto& name : optionalDir("/sys/class/block").value_or(std::vector<std::string>{})) {
       std::string link = "/sys/class/block/" + name;
@@ -467,24 +484,36 @@ class Reader {
       host_.stackedBlock[name] = std::move(b);
     }
     for (auto& [name, stacked] : host_.stackedBlock) stacked.holders = holdersOf[name];
+    return nvmeBlocks;
+  }
 
+  // An NVMe block device's controller and disk, from its path:
+  // .../nvme/nvme0/nvme0n1[/nvme0n1p1] or .../nvme-subsystem/nvme-subsys0/nvme0n1[/...]
+  std::pair<std::string, std::string> nvmeOwner(std::string_view base, const Controllers& ctrls,
+                                                std::map<std::string, std::string>& subsystemCtrl) {
+    auto parts = split(base, '/');
+    std::string ctrl;
+    std::string disk;
+    for (size_t i = 0; i + 2 < parts.size(); ++i) {
+      if (parts[i] == "nvme" && ctrls.contains(std::string(parts[i + 1]))) {
+        ctrl = std::string(parts[i + 1]);
+      } else if (parts[i] == "nvme-subsystem") {
+        ctrl = subsystemController(std::string(parts[i + 1]), ctrls, subsystemCtrl);
+      } else {
+        continue;
+      }
+      disk = std::string(parts[i + 2]);
+    }
+    return {ctrl, disk};
+  }
+
+  // Each namespace to its controller, each partition to its namespace.
+  void placeNvmeBlocks(const std::vector<std::pair<std::string, std::string>>& nvmeBlocks, Holders& holdersOf,
+                       Controllers& ctrls) {
     std::map<std::string, std::string> subsystemCtrl;  // nvme-subsysN -> a controller name
     std::map<std::string, std::string> diskCtrl;       // "nvme0n1" -> controller name
     for (const auto& [name, base] : nvmeBlocks) {
-      auto parts = split(base, '/');
-      // .../nvme/nvme0/nvme0n1[/nvme0n1p1] or .../nvme-subsystem/nvme-subsys0/nvme0n1[/...]
-      std::string ctrl;
-      std::string disk;
-      for (size_t i = 0; i + 2 < parts.size(); ++i) {
-        if (parts[i] == "nvme" && ctrls.contains(std::string(parts[i + 1]))) {
-          ctrl = std::string(parts[i + 1]);
-        } else if (parts[i] == "nvme-subsystem") {
-          ctrl = subsystemController(std::string(parts[i + 1]), ctrls, subsystemCtrl);
-        } else {
-          continue;
-        }
-        disk = std::string(parts[i + 2]);
-      }
+      auto [ctrl, disk] = nvmeOwner(base, ctrls, subsystemCtrl);
       // Hidden per-path disks of native multipath (nvme0c0n1) are reached through their head.
       if (ctrl.empty() || disk.empty() || name.find('c') != std::string::npos) continue;
       const HeldDir held(*this, base);  // its `dev` read with one path walk instead of two
@@ -492,9 +521,8 @@ class Reader {
       b.name = name;
       b.devNum = std::string(trim(optional(base + "/dev").value_or("")));
       b.holders = holdersOf[name];
-      auto& namespaces = ctrls.at(ctrl).second.namespaces;
       if (name == disk) {
-        namespaces.push_back(NvmeNamespace{std::move(b), {}});
+        ctrls.at(ctrl).second.namespaces.push_back(NvmeNamespace{std::move(b), {}});
         diskCtrl[name] = ctrl;
       } else if (diskCtrl.contains(disk)) {
         auto& owner = ctrls.at(diskCtrl[disk]).second.namespaces;
@@ -502,9 +530,6 @@ class Reader {
         if (ns != owner.end()) ns->partitions.push_back(std::move(b));
       }
     }
-    for (auto& [name, entry] : ctrls) host_.device(entry.first)->nvme.push_back(std::move(entry.second));
-    if (auto mi = optional("/proc/self/mountinfo")) host_.mounts = parseMountInfo(*mi);
-    if (auto sw = optional("/proc/swaps")) host_.swaps = parseSwaps(*sw);
   }
 
   std::string subsystemController(const std::string& subsys,
