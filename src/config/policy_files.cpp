@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <cstring>
 #include <map>
+#include <memory>
 
 #include "config/config_file.hpp"
 #include "config/policy_loader.hpp"
@@ -42,11 +43,27 @@ bool sameFile(const std::string& a, const std::string& b) {
   return ::stat(a.c_str(), &sa) == 0 && ::stat(b.c_str(), &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
 }
 
-}  // namespace
+// The *.toml files of one layer's directory, in lexical order; an absent directory is an empty layer.
+std::vector<std::string> policyNames(const std::string& dir, std::vector<Diagnostic>& diags) {
+  std::vector<std::string> names;
+  std::unique_ptr<DIR, int (*)(DIR*)> d(::opendir(dir.c_str()), ::closedir);
+  if (!d) {
+    if (errno != ENOENT && errno != ENOTDIR) diags.push_back(fileError(dir, std::strerror(errno)));
+    return names;
+  }
+  while (const dirent* e = ::readdir(d.get())) {
+    std::string name = e->d_name;
+    if (name.size() > 5 && name.ends_with(".toml") && name[0] != '.') names.push_back(name);
+  }
+  d.reset();
+  std::sort(names.begin(), names.end());
+  return names;
+}
 
-Loaded loadPolicyFiles(const std::vector<std::string>& dirs, const std::vector<std::string>& files,
-                       const LoadOptions& options) {
-  std::vector<Diagnostic> diags;
+// Each file name's winner: the files named first, then the layers in order; a later file of the
+// same name is shadowed.
+std::map<std::string, Found> findPolicyFiles(const std::vector<std::string>& dirs,
+                                             const std::vector<std::string>& files, std::vector<Diagnostic>& diags) {
   std::map<std::string, Found> byName;  // file name -> the winner; std::map gives the lexical order
   auto consider = [&](const std::string& name, const std::string& path, const std::string& dir) {
     auto [it, fresh] = byName.try_emplace(name);
@@ -65,21 +82,17 @@ Loaded loadPolicyFiles(const std::vector<std::string>& dirs, const std::vector<s
     consider(slash == std::string::npos ? f : f.substr(slash + 1), f, "");
   }
   for (const auto& dir : dirs) {
-    DIR* d = ::opendir(dir.c_str());
-    if (d == nullptr) {
-      if (errno != ENOENT && errno != ENOTDIR) diags.push_back(fileError(dir, std::strerror(errno)));
-      continue;
-    }
-    std::vector<std::string> names;
-    while (const dirent* e = ::readdir(d)) {
-      std::string name = e->d_name;
-      if (name.size() > 5 && name.ends_with(".toml") && name[0] != '.') names.push_back(name);
-    }
-    ::closedir(d);
-    std::sort(names.begin(), names.end());
-    for (const auto& n : names) consider(n, dir + "/" + n, dir);
+    for (const auto& n : policyNames(dir, diags)) consider(n, dir + "/" + n, dir);
   }
+  return byName;
+}
 
+}  // namespace
+
+Loaded loadPolicyFiles(const std::vector<std::string>& dirs, const std::vector<std::string>& files,
+                       const LoadOptions& options) {
+  std::vector<Diagnostic> diags;
+  auto byName = findPolicyFiles(dirs, files, diags);
   std::vector<core::PolicyFile> order;
   std::vector<ParsedFile> parsed;
   std::optional<detail::WriterCheck> check;

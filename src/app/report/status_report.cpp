@@ -575,46 +575,54 @@ void daemonVerdict(const Status& s, const Style& st, Lines& line) {
                               9, st.proseWidth()));
 }
 
+// "3 devices can reach all memory, the worst 0000:05:00.0 (enp5s0) (Thunderbolt/USB4)"
+std::string reachText(const HostFacts& h, const std::vector<std::string>& all) {
+  if (all.empty()) return "no device can reach all memory";
+  std::string reach = fmt::format("{} device{} can reach all memory", all.size(), all.size() == 1 ? "" : "s");
+  const auto* worst = worstOf(h, all);
+  if (worst == nullptr) return reach;
+  const std::string name = worst->displayName();
+  reach += fmt::format("{} {}", all.size() == 1 ? ":" : ", the worst", worst->address);
+  if (name != worst->address) reach += " (" + name + ")";
+  if (worst->untrusted()) reach += worst->thunderbolt ? " (Thunderbolt/USB4)" : " (removable)";
+  return reach;
+}
+
+// The most severe findings first, at most kShown of them, each with its first remedy.
+void topFindingLines(const std::vector<Finding>& findings, const Style& st, Lines& line) {
+  std::vector<const Finding*> order;
+  order.reserve(findings.size());
+  for (const auto& f : findings) order.push_back(&f);
+  std::stable_sort(order.begin(), order.end(),
+                   [](const Finding* a, const Finding* b) { return a->severity > b->severity; });
+  if (order.empty()) {
+    line("         no findings");
+    return;
+  }
+  line("         " + severityCounts(order) + " (each in full under Findings):");
+  constexpr size_t kShown = 6;
+  for (size_t i = 0; i < order.size() && i < kShown; ++i) {
+    const auto& f = *order[i];
+    std::string sev(toString(f.severity));
+    sev += std::string(sev.size() < 7 ? 7 - sev.size() : 0, ' ');
+    sev = f.severity == Severity::Info ? sev : f.severity == Severity::Warning ? st.yellow(sev) : st.red(sev);
+    line(fmt::format("  {} {}: {}", sev, st.bold(f.id), wrapText(f.title, 12 + f.id.size(), st.proseWidth())));
+    if (!f.remedies.empty())
+      line("          " + st.dim("first: ") + wrapText(f.remedies.front().action, 17, st.proseWidth()));
+  }
+  if (order.size() > kShown) line(fmt::format("  and {} more under Findings", order.size() - kShown));
+}
+
 void verdictLines(const Status& s, const std::vector<DeviceExposure>& exposed, const Protections& prot, const Style& st,
                   Lines& line) {
   const auto& h = s.host;
   const auto level = score(h, exposed, prot);
   const auto all = reachAllMemory(h, exposed);
-  std::string reach = "no device can reach all memory";
-  if (!all.empty()) {
-    reach = fmt::format("{} device{} can reach all memory", all.size(), all.size() == 1 ? "" : "s");
-    if (const auto* worst = worstOf(h, all)) {
-      const std::string name = worst->displayName();
-      reach += fmt::format("{} {}", all.size() == 1 ? ":" : ", the worst", worst->address);
-      if (name != worst->address) reach += " (" + name + ")";
-      if (worst->untrusted()) reach += worst->thunderbolt ? " (Thunderbolt/USB4)" : " (removable)";
-    }
-  }
   // Wrapped before it is coloured: the escape codes take no room on the terminal.
   const std::string verdict =
-      wrapText(fmt::format("protection level {} of 3; {}", level.level, reach), 9, st.proseWidth());
+      wrapText(fmt::format("protection level {} of 3; {}", level.level, reachText(h, all)), 9, st.proseWidth());
   line(label(st, "Verdict") + (all.empty() ? st.green(verdict) : st.yellow(verdict)));
-  std::vector<const Finding*> order;
-  order.reserve(s.findings.size());
-  for (const auto& f : s.findings) order.push_back(&f);
-  std::stable_sort(order.begin(), order.end(),
-                   [](const Finding* a, const Finding* b) { return a->severity > b->severity; });
-  if (order.empty()) {
-    line("         no findings");
-  } else {
-    line("         " + severityCounts(order) + " (each in full under Findings):");
-    constexpr size_t kShown = 6;
-    for (size_t i = 0; i < order.size() && i < kShown; ++i) {
-      const auto& f = *order[i];
-      std::string sev(toString(f.severity));
-      sev += std::string(sev.size() < 7 ? 7 - sev.size() : 0, ' ');
-      sev = f.severity == Severity::Info ? sev : f.severity == Severity::Warning ? st.yellow(sev) : st.red(sev);
-      line(fmt::format("  {} {}: {}", sev, st.bold(f.id), wrapText(f.title, 12 + f.id.size(), st.proseWidth())));
-      if (!f.remedies.empty())
-        line("          " + st.dim("first: ") + wrapText(f.remedies.front().action, 17, st.proseWidth()));
-    }
-    if (order.size() > kShown) line(fmt::format("  and {} more under Findings", order.size() - kShown));
-  }
+  topFindingLines(s.findings, st, line);
   daemonVerdict(s, st, line);
 }
 
