@@ -209,23 +209,46 @@ Protection acsOverride(const HostFacts& h) {
   return p;
 }
 
+// The members of a group and the bridges above each, nearest first, each once.
+std::vector<std::string> pathsOf(const HostFacts& h, const Group& g) {
+  std::vector<std::string> path;
+  for (const auto& a : g.devices) {
+    const auto* d = h.device(a);
+    if (d == nullptr) continue;
+    path.push_back(a);
+    path.insert(path.end(), d->bridges.rbegin(), d->bridges.rend());
+  }
+  std::vector<std::string> once;
+  for (auto& a : path) {
+    if (std::find(once.begin(), once.end(), a) == once.end()) once.push_back(std::move(a));
+  }
+  return once;
+}
+
+std::string sharedGroupText(const SharedGroup& s) {
+  std::string text;
+  if (!s.withoutAcs.empty()) {
+    text = "no ACS isolation (SV, RR, CR, UF) at ";
+    for (size_t i = 0; i < s.withoutAcs.size(); ++i) text += (i ? ", " : "") + s.withoutAcs[i];
+    text += ": peer-to-peer traffic is not forced up to the IOMMU there";
+  } else if (!s.unknown.empty()) {
+    text = "unknown: the config space of the paths is readable by root only";
+  } else {
+    text =
+        "every function on the paths isolates; the kernel joined them for another reason (a DMA alias, "
+        "a conventional PCI bridge, or a quirk)";
+  }
+  if (!s.unknown.empty() && !s.withoutAcs.empty()) text += " (some functions could not be read)";
+  return text;
+}
+
 std::vector<SharedGroup> sharedGroups(const HostFacts& h) {
   std::vector<SharedGroup> out;
   for (const auto& g : h.groups) {
     if (g.devices.size() < 2) continue;
     SharedGroup s;
     s.group = g.id;
-    std::vector<std::string> path;
-    for (const auto& a : g.devices) {
-      const auto* d = h.device(a);
-      if (d == nullptr) continue;
-      path.push_back(a);
-      path.insert(path.end(), d->bridges.rbegin(), d->bridges.rend());
-    }
-    std::vector<std::string> seen;
-    for (const auto& a : path) {
-      if (std::find(seen.begin(), seen.end(), a) != seen.end()) continue;
-      seen.push_back(a);
+    for (const auto& a : pathsOf(h, g)) {
       const auto* d = h.device(a);
       if (d == nullptr) continue;
       auto isolates = d->config ? acsEnabled(*d->config, kAcsIsolationFlags) : std::nullopt;
@@ -235,18 +258,7 @@ std::vector<SharedGroup> sharedGroups(const HostFacts& h) {
         s.withoutAcs.push_back(a);
       }
     }
-    if (!s.withoutAcs.empty()) {
-      s.text = "no ACS isolation (SV, RR, CR, UF) at ";
-      for (size_t i = 0; i < s.withoutAcs.size(); ++i) s.text += (i ? ", " : "") + s.withoutAcs[i];
-      s.text += ": peer-to-peer traffic is not forced up to the IOMMU there";
-    } else if (!s.unknown.empty()) {
-      s.text = "unknown: the config space of the paths is readable by root only";
-    } else {
-      s.text =
-          "every function on the paths isolates; the kernel joined them for another reason (a DMA alias, "
-          "a conventional PCI bridge, or a quirk)";
-    }
-    if (!s.unknown.empty() && !s.withoutAcs.empty()) s.text += " (some functions could not be read)";
+    s.text = sharedGroupText(s);
     out.push_back(std::move(s));
   }
   return out;

@@ -513,7 +513,9 @@ class Reader {
     std::map<std::string, std::string> subsystemCtrl;  // nvme-subsysN -> a controller name
     std::map<std::string, std::string> diskCtrl;       // "nvme0n1" -> controller name
     for (const auto& [name, base] : nvmeBlocks) {
-      auto [ctrl, disk] = nvmeOwner(base, ctrls, subsystemCtrl);
+      const auto placed = nvmeOwner(base, ctrls, subsystemCtrl);
+      const std::string& ctrl = placed.first;
+      const std::string& disk = placed.second;
       // Hidden per-path disks of native multipath (nvme0c0n1) are reached through their head.
       if (ctrl.empty() || disk.empty() || name.find('c') != std::string::npos) continue;
       const HeldDir held(*this, base);  // its `dev` read with one path walk instead of two

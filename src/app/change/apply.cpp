@@ -333,47 +333,52 @@ class Session {
     }
     switch (r.kind) {
       case ChangeKind::Domain: return revertDomain(r);
-      case ChangeKind::ModuleParam: {
-        const std::string path = moduleParamPath(r.object);
-        auto now = ctx_.root.readFile(path);
-        if (!now)
-          return done(r, OutcomeResult::Drift, "it cannot be read any more (module unloaded?); left alone", true);
-        if (canonicalParam(*now) != canonicalParam(r.written)) return drift(r, std::string(core::trim(*now)));
-        if (auto w = ctx_.writer.write(path, r.original); !w)
-          return done(r, OutcomeResult::Failed, w.error().describe(), false);
-        return done(r, OutcomeResult::Done, r.object + " " + r.written + " -> " + r.original, true);
-      }
-      case ChangeKind::ModprobeConf: {
-        auto now = ctx_.root.readFile(r.object);
-        if (now.valueOr(std::string()) != r.written) return drift(r, "edited since iommud wrote it");
-        const std::string host = ctx_.root.hostPath(r.object);
-        auto restored = r.existed ? writeModprobeFile(host, r.original) : adapters::state::removeFile(host);
-        step((r.existed ? "write " : "remove ") + r.object);
-        if (!restored) return done(r, OutcomeResult::Failed, restored.error().describe(), false);
-        return done(r, OutcomeResult::Done, r.object + (r.existed ? " restored" : " removed"), true);
-      }
+      case ChangeKind::ModuleParam: return revertParam(r);
+      case ChangeKind::ModprobeConf: return revertModprobe(r);
       case ChangeKind::Rings:
       case ChangeKind::Channels:
-      case ChangeKind::Coalesce: {
-        if (ctx_.ethtool == nullptr) return done(r, OutcomeResult::Kept, "no ethtool access (under --root)", false);
-        const core::EthtoolKey* k = ethtoolKeyOf(r.kind, r.key);
-        auto written = k != nullptr ? core::parseEthtoolValue(k->type, r.written) : std::nullopt;
-        auto original = k != nullptr ? core::parseEthtoolValue(k->type, r.original) : std::nullopt;
-        auto now = ctx_.ethtool->get(r.ifindex, r.kind, r.key);
-        if (!now) return done(r, OutcomeResult::Drift, now.error().describe() + "; left alone", true);
-        if (!written || !original || *now != *written) {
-          return drift(r, std::to_string(*now), competitors(r.device, r.object, r.kind, r.key));
-        }
-        if (auto s = ctx_.ethtool->set(r.ifindex, r.kind, r.key, *original); !s) {
-          return done(r, OutcomeResult::Failed, s.error().describe(), false);
-        }
-        return done(r, OutcomeResult::Done,
-                    r.object + " " + r.key + " " + r.written + " -> " + r.original +
-                        competitors(r.device, r.object, r.kind, r.key),
-                    true);
-      }
+      case ChangeKind::Coalesce: return revertEthtool(r);
     }
     return false;
+  }
+
+  bool revertParam(const ChangeRecord& r) {
+    const std::string path = moduleParamPath(r.object);
+    auto now = ctx_.root.readFile(path);
+    if (!now) return done(r, OutcomeResult::Drift, "it cannot be read any more (module unloaded?); left alone", true);
+    if (canonicalParam(*now) != canonicalParam(r.written)) return drift(r, std::string(core::trim(*now)));
+    if (auto w = ctx_.writer.write(path, r.original); !w)
+      return done(r, OutcomeResult::Failed, w.error().describe(), false);
+    return done(r, OutcomeResult::Done, r.object + " " + r.written + " -> " + r.original, true);
+  }
+
+  bool revertModprobe(const ChangeRecord& r) {
+    auto now = ctx_.root.readFile(r.object);
+    if (now.valueOr(std::string()) != r.written) return drift(r, "edited since iommud wrote it");
+    const std::string host = ctx_.root.hostPath(r.object);
+    auto restored = r.existed ? writeModprobeFile(host, r.original) : adapters::state::removeFile(host);
+    step((r.existed ? "write " : "remove ") + r.object);
+    if (!restored) return done(r, OutcomeResult::Failed, restored.error().describe(), false);
+    return done(r, OutcomeResult::Done, r.object + (r.existed ? " restored" : " removed"), true);
+  }
+
+  bool revertEthtool(const ChangeRecord& r) {
+    if (ctx_.ethtool == nullptr) return done(r, OutcomeResult::Kept, "no ethtool access (under --root)", false);
+    const core::EthtoolKey* k = ethtoolKeyOf(r.kind, r.key);
+    auto written = k != nullptr ? core::parseEthtoolValue(k->type, r.written) : std::nullopt;
+    auto original = k != nullptr ? core::parseEthtoolValue(k->type, r.original) : std::nullopt;
+    auto now = ctx_.ethtool->get(r.ifindex, r.kind, r.key);
+    if (!now) return done(r, OutcomeResult::Drift, now.error().describe() + "; left alone", true);
+    if (!written || !original || *now != *written) {
+      return drift(r, std::to_string(*now), competitors(r.device, r.object, r.kind, r.key));
+    }
+    if (auto s = ctx_.ethtool->set(r.ifindex, r.kind, r.key, *original); !s) {
+      return done(r, OutcomeResult::Failed, s.error().describe(), false);
+    }
+    return done(
+        r, OutcomeResult::Done,
+        r.object + " " + r.key + " " + r.written + " -> " + r.original + competitors(r.device, r.object, r.kind, r.key),
+        true);
   }
 
   bool revertDomain(const ChangeRecord& r) {

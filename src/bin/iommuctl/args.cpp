@@ -86,6 +86,29 @@ struct Diagnosis {
   std::optional<std::string> why;
   bool noCommand = false;  // nothing wrong but that no command is named
 };
+// What is wrong with the option at args[i], if anything; i moves past the value it takes.
+std::optional<std::string> optionMistake(const CLI::App& app, Diagnosis& d, const std::vector<std::string>& args,
+                                         std::size_t& i, std::map<const CLI::Option*, int>& given) {
+  const std::string& a = args[i];
+  const auto eq = a.find('=');
+  const std::string name = a.substr(0, eq);
+  const CLI::Option* opt = d.command != nullptr ? d.command->get_option_no_throw(name) : nullptr;
+  if (opt == nullptr) opt = app.get_option_no_throw(name);
+  if (opt == nullptr) {
+    // Before the command: the command written after it is the one meant.
+    for (std::size_t j = i + 1; d.command == nullptr && j < args.size(); ++j) d.command = subcommandNamed(app, args[j]);
+    return unknownOption(app, d.command, name);
+  }
+  if (opt->get_expected_min() > 0 && eq == std::string::npos) {
+    if (i + 1 == args.size() || (args[i + 1].size() > 1 && args[i + 1][0] == '-')) {
+      return fmt::format("{} needs a value", name);
+    }
+    ++i;
+  }
+  if (++given[opt] == 2 && !repeatable(*opt)) return fmt::format("{} is given twice; it takes one value", name);
+  return std::nullopt;
+}
+
 Diagnosis diagnose(const CLI::App& app, const std::vector<std::string>& args) {
   Diagnosis d;
   std::map<const CLI::Option*, int> given;
@@ -93,35 +116,14 @@ Diagnosis diagnose(const CLI::App& app, const std::vector<std::string>& args) {
     const std::string& a = args[i];
     if (a == "--") break;
     if (a.size() > 1 && a[0] == '-') {
-      const auto eq = a.find('=');
-      const std::string name = a.substr(0, eq);
-      const CLI::Option* opt = d.command != nullptr ? d.command->get_option_no_throw(name) : nullptr;
-      if (opt == nullptr) opt = app.get_option_no_throw(name);
-      if (opt == nullptr) {
-        // Before the command: the command written after it is the one meant.
-        for (std::size_t j = i + 1; d.command == nullptr && j < args.size(); ++j)
-          d.command = subcommandNamed(app, args[j]);
-        d.why = unknownOption(app, d.command, name);
+      d.why = optionMistake(app, d, args, i, given);
+      if (d.why) return d;
+    } else if (d.command == nullptr) {  // else an argument of the command
+      d.command = subcommandNamed(app, a);
+      if (d.command == nullptr) {
+        d.why = unknownCommand(app, a);
         return d;
       }
-      if (opt->get_expected_min() > 0 && eq == std::string::npos) {
-        if (i + 1 == args.size() || (args[i + 1].size() > 1 && args[i + 1][0] == '-')) {
-          d.why = fmt::format("{} needs a value", name);
-          return d;
-        }
-        ++i;
-      }
-      if (++given[opt] == 2 && !repeatable(*opt)) {
-        d.why = fmt::format("{} is given twice; it takes one value", name);
-        return d;
-      }
-      continue;
-    }
-    if (d.command != nullptr) continue;  // an argument of the command
-    d.command = subcommandNamed(app, a);
-    if (d.command == nullptr) {
-      d.why = unknownCommand(app, a);
-      return d;
     }
   }
   if (d.command == nullptr) {
