@@ -336,7 +336,9 @@ void expectChanges(const core::Plan& plan, const PlanIs& want) {
   }
   for (const auto& w : want.hasNo) {
     for (size_t i = 0; i < plan.changes.size(); ++i) {
-      EXPECT_FALSE(isSo(plan.changes[i], w)) << "#" << i << " is a change the case rules out";
+      const auto& c = plan.changes[i];
+      EXPECT_FALSE(isSo(c, w)) << "#" << i << " (" << shown(c.kind) << " " << c.object << " " << c.key
+                               << ") is a change the case rules out";
     }
   }
 }
