@@ -33,6 +33,16 @@ accept = ["no-isolation"]
 kind = "nvme"
 )";
 
+/// Identity for every NVMe drive without accepting its trade-off: refused, whatever the host.
+inline constexpr const char* kNvmeIdentityNotAccepted = R"(
+[[rule]]
+name = "nvme-identity"
+description = "identity without accepting it"
+domain = "identity"
+[rule.match]
+kind = "nvme"
+)";
+
 inline constexpr const char* kNvmeLazy = R"(
 [[rule]]
 name = "nvme-lazy"

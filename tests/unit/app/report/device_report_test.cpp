@@ -5,7 +5,6 @@
 #include <nlohmann/json.hpp>
 
 #include "app/report/status_report.hpp"
-#include "config/policy_loader.hpp"
 #include "support/scenarios.hpp"
 #include "unit/test_host.hpp"
 
@@ -16,25 +15,14 @@ using namespace iommud::testing;
 
 // One rule for NVMe drives, one for NICs: only the first matches an NVMe drive.
 core::PolicySet nvmeAndNicRules() {
-  std::vector<config::ParsedFile> files;
-  files.push_back(config::parsePolicyText(R"([[rule]]
-name = "nvme-identity"
-description = "identity, accepted"
-domain = "identity"
-accept = ["no-isolation"]
-[rule.match]
-kind = "nvme"
-
+  return rules(std::string(kNvmeIdentity) + R"(
 [[rule]]
 name = "nic-strict"
 description = "strict"
 domain = "DMA"
 [rule.match]
 kind = "nic"
-)",
-                                          "test.toml"));
-  for (const auto& d : files.front().diagnostics) ADD_FAILURE() << d.str();
-  return config::combine({}, std::move(files)).policies;
+)");
 }
 
 // The view of the device named `name` and its text, as `status DEVICE` builds them.
@@ -98,7 +86,7 @@ TEST(DeviceView, TextNamesTheGroupsOtherMembersTheExposureAndWhy) {
   EXPECT_NE(text.find("         0000:04:00.0 nvme1"), std::string::npos) << text;
   EXPECT_NE(text.find("Exposure mapped buffers, with a window after unmap"), std::string::npos) << text;
   EXPECT_NE(text.find("group: group 20 reads DMA-FQ"), std::string::npos) << text;
-  EXPECT_NE(text.find("  nvme-identity (test.toml:1:1), mode apply"), std::string::npos) << text;
+  EXPECT_NE(text.find("  nvme-identity (test.toml:2:1), mode apply"), std::string::npos) << text;
   EXPECT_NE(text.find("Changed by iommud: nothing"), std::string::npos) << text;
   EXPECT_EQ(text.find("nic-strict"), std::string::npos) << text;
 }

@@ -35,14 +35,7 @@ TEST(DomainDecision, StrictTranslationIsProtectionGainedWithoutRisk) {
 // The decision on its own: a group both of whose endpoints a rule covers, without acceptance.
 TEST(DomainDecision, RefusesPerRuleWhatARuleDoesNotAccept) {
   auto s = statusOf(*twoNvmeOneGroup());
-  auto policy = rules(R"(
-[[rule]]
-name = "nvme-identity"
-description = "identity without accepting it"
-domain = "identity"
-[rule.match]
-kind = "nvme"
-)");
+  auto policy = rules(kNvmeIdentityNotAccepted);
   core::PlanInput in{s.host, s.mode, s.findings};
   std::vector<core::planning::GroupCtx> groups;
   const core::Group* g = s.host.group(20);
