@@ -272,6 +272,29 @@ void detectTunnels(HostFacts& host) {
   }
 }
 
+namespace {
+
+void storageUse(const HostFacts& host, const PciDevice& dev, const std::string& rootDev,
+                std::vector<InUseReason>& reasons) {
+  for (const auto& ctrl : dev.nvme) {
+    for (const auto& ns : ctrl.namespaces) {
+      blockUse(host, ns.disk, rootDev, reasons, "", 0);
+      for (const auto& part : ns.partitions) blockUse(host, part, rootDev, reasons, "", 0);
+    }
+  }
+}
+
+void networkUse(const PciDevice& dev, std::vector<InUseReason>& reasons) {
+  for (const auto& nd : dev.netdevs) {
+    if (!nd.master.empty()) reasons.push_back({Kind::NetMaster, nd.name + " is enslaved to " + nd.master});
+    // A NIC that is up but has no address or route carries no traffic that a rebind would cut.
+    if (nd.up && nd.hasRoute) reasons.push_back({Kind::NetRoute, nd.name + " is up and carries routes"});
+    if (nd.up && nd.hasGlobalAddress) reasons.push_back({Kind::NetAddress, nd.name + " is up with IPv6 addresses"});
+  }
+}
+
+}  // namespace
+
 void assessUse(HostFacts& host) {
   std::string rootDev;
   for (const auto& m : host.mounts) {
@@ -279,20 +302,8 @@ void assessUse(HostFacts& host) {
   }
   for (auto& dev : host.devices) {
     std::vector<InUseReason> reasons;
-    for (const auto& ctrl : dev.nvme) {
-      for (const auto& ns : ctrl.namespaces) {
-        blockUse(host, ns.disk, rootDev, reasons, "", 0);
-        for (const auto& part : ns.partitions) blockUse(host, part, rootDev, reasons, "", 0);
-      }
-    }
-    for (const auto& nd : dev.netdevs) {
-      if (!nd.master.empty()) reasons.push_back({Kind::NetMaster, nd.name + " is enslaved to " + nd.master});
-      // A NIC that is up but has no address or route carries no traffic that a rebind would cut.
-      if (nd.up && nd.hasRoute) reasons.push_back({Kind::NetRoute, nd.name + " is up and carries routes"});
-      if (nd.up && nd.hasGlobalAddress) {
-        reasons.push_back({Kind::NetAddress, nd.name + " is up with IPv6 addresses"});
-      }
-    }
+    storageUse(host, dev, rootDev, reasons);
+    networkUse(dev, reasons);
     if (dev.driver == "vfio-pci") {
       reasons.push_back({Kind::Vfio,
                          "bound to vfio-pci: a VM or user-space driver owns it; unbinding "

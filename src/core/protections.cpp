@@ -75,28 +75,30 @@ Protection x86Only(std::string id) {
           ""};
 }
 
+// VT-d's interrupt remapping: the kernel enables it only when the units have ecap.IR and DMAR
+// sets INTR_REMAP (docs/kernel.md §11.1); the table is root-only.
+void intelInterruptRemapping(const HostFacts& h, Protection& p) {
+  const auto& fw = h.firmware;
+  bool ecap = anyIntel(h, &IntelCaps::interruptRemapping);
+  p.state = !ecap ? State::Off : !fw.dmar ? State::Unknown : fw.dmar->interruptRemapping() ? State::On : State::Off;
+  p.text = std::string("the VT-d units ") + (ecap ? "support" : "do not support") + " it (ecap.IR)" +
+           (fw.dmar ? std::string(", DMAR ") + (fw.dmar->interruptRemapping() ? "sets" : "does not set") + " INTR_REMAP"
+                    : std::string("; whether DMAR allows it (INTR_REMAP) is readable by root only")) +
+           (p.state == State::On ? "; the kernel logs \"DMAR-IR: Enabled IRQ remapping\"" : "");
+}
+
 Protection interruptRemapping(const HostFacts& h) {
   if (arm64(h)) return x86Only("interrupt-remapping");
   Protection p{"interrupt-remapping", State::Unknown, "", ""};
-  const auto& fw = h.firmware;
-  bool intremapOff = false;
-  for (const auto& param : parseCmdline(h.kernel.cmdline)) {
-    if (param.key == "intremap" && param.value == "off") intremapOff = true;
-  }
+  const auto params = parseCmdline(h.kernel.cmdline);
+  bool intremapOff = std::any_of(params.begin(), params.end(),
+                                 [](const auto& param) { return param.key == "intremap" && param.value == "off"; });
   if (intremapOff) {
     p.state = State::Off;
     p.text = "intremap=off on the command line: a device can send any interrupt message it likes";
   } else if (intelUnits(h)) {
-    // The kernel enables it only when the units have ecap.IR and DMAR sets INTR_REMAP
-    // (docs/kernel.md §11.1); the table is root-only.
-    bool ecap = anyIntel(h, &IntelCaps::interruptRemapping);
-    p.state = !ecap ? State::Off : !fw.dmar ? State::Unknown : fw.dmar->interruptRemapping() ? State::On : State::Off;
-    p.text =
-        std::string("the VT-d units ") + (ecap ? "support" : "do not support") + " it (ecap.IR)" +
-        (fw.dmar ? std::string(", DMAR ") + (fw.dmar->interruptRemapping() ? "sets" : "does not set") + " INTR_REMAP"
-                 : std::string("; whether DMAR allows it (INTR_REMAP) is readable by root only")) +
-        (p.state == State::On ? "; the kernel logs \"DMAR-IR: Enabled IRQ remapping\"" : "");
-  } else if (fw.ivrs || h.vendor() == Vendor::Amd) {
+    intelInterruptRemapping(h, p);
+  } else if (h.firmware.ivrs || h.vendor() == Vendor::Amd) {
     p.text =
         "AMD-Vi remaps interrupts when the kernel says \"AMD-Vi: Interrupt remapping enabled\"; the sysfs "
         "attributes do not tell";

@@ -78,45 +78,49 @@ std::string formatJournalHeader(const core::DomainChange& change) {
   return out;
 }
 
+namespace {
+
+// One line of a journal after its header, into `r`; what is wrong with it, if anything.
+std::optional<std::string> parseJournalLine(std::string_view line, JournalRecord& r) {
+  auto [word, rest] = firstWord(line);
+  if (word == "group") {
+    auto [end, ec] = std::from_chars(rest.data(), rest.data() + rest.size(), r.change.group);
+    if (ec != std::errc() || end != rest.data() + rest.size()) return "bad group number";
+  } else if (word == "from" || word == "to") {
+    auto type = core::parseDomainType(rest);
+    if (!type) return "unknown domain type";
+    (word == "from" ? r.change.from : r.change.to) = *type;
+  } else if (word == "live") {
+    r.change.live = rest == "1";
+  } else if (word == "member") {
+    auto [address, tail] = firstWord(rest);
+    auto [how, driver] = firstWord(tail);
+    if (address.empty() || (how != "unbind" && how != "keep") || driver.empty()) return "bad member line";
+    core::MemberStep m{std::string(address), std::nullopt, how == "unbind"};
+    if (driver != "-") m.driver = std::string(driver);
+    r.change.members.push_back(std::move(m));
+  } else if (word == "step") {
+    r.steps.emplace_back(rest);
+  } else if (word == "end") {
+    r.end = std::string(rest);
+  } else if (!line.empty()) {
+    return "unknown line";
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
 Result<JournalRecord> parseJournal(std::string_view text) {
   JournalRecord r;
   int n = 0;
-  bool header = false;
   for (auto line : core::split(text, '\n')) {
     ++n;
-    if (n == 1) {
-      if (line != kMagic) return malformed(n, "not an iommud transaction journal");
-      header = true;
-      continue;
-    }
-    auto [word, rest] = firstWord(line);
-    if (word == "group") {
-      auto [end, ec] = std::from_chars(rest.data(), rest.data() + rest.size(), r.change.group);
-      if (ec != std::errc() || end != rest.data() + rest.size()) return malformed(n, "bad group number");
-    } else if (word == "from" || word == "to") {
-      auto type = core::parseDomainType(rest);
-      if (!type) return malformed(n, "unknown domain type");
-      (word == "from" ? r.change.from : r.change.to) = *type;
-    } else if (word == "live") {
-      r.change.live = rest == "1";
-    } else if (word == "member") {
-      auto [address, tail] = firstWord(rest);
-      auto [how, driver] = firstWord(tail);
-      if (address.empty() || (how != "unbind" && how != "keep") || driver.empty()) {
-        return malformed(n, "bad member line");
-      }
-      core::MemberStep m{std::string(address), std::nullopt, how == "unbind"};
-      if (driver != "-") m.driver = std::string(driver);
-      r.change.members.push_back(std::move(m));
-    } else if (word == "step") {
-      r.steps.emplace_back(rest);
-    } else if (word == "end") {
-      r.end = std::string(rest);
-    } else if (!line.empty()) {
-      return malformed(n, "unknown line");
-    }
+    if (n == 1 && line != kMagic) return malformed(n, "not an iommud transaction journal");
+    if (n == 1) continue;
+    if (auto wrong = parseJournalLine(line, r)) return malformed(n, *wrong);
   }
-  if (!header) return malformed(1, "empty");
+  if (n == 0) return malformed(1, "empty");
   return r;
 }
 
