@@ -307,24 +307,11 @@ class FileParser : public detail::Checker {
           if (auto b = boolean(v, k)) out[k] = core::Amount{*b ? 1U : 0U};
           return;
         case T::TcpDataSplit:
-          if (auto s = string(v, k)) {
-            if (*s == "auto")
-              out[k] = core::Amount{0U};
-            else if (*s == "disabled")
-              out[k] = core::Amount{1U};
-            else if (*s == "enabled")
-              out[k] = core::Amount{2U};
-            else
-              error(v, "'" + k + "' is \"" + *s + "\"; expected one of: auto, disabled, enabled");
-          }
+          if (auto a = tcpDataSplit(v, k)) out[k] = *a;
           return;
         case T::CountOrMax:
           if (v.is_string()) {
-            if (v.as_string().str == "max") {
-              out[k] = core::Amount{};
-            } else {
-              error(v, "'" + k + "' is \"" + v.as_string().str + R"("; expected a number or "max")");
-            }
+            if (auto a = maxAmount(v, k)) out[k] = *a;
             return;
           }
           [[fallthrough]];
@@ -333,6 +320,24 @@ class FileParser : public detail::Checker {
           return;
       }
     });
+  }
+
+  // tcp-data-split's names, as the kernel numbers them.
+  std::optional<core::Amount> tcpDataSplit(const toml::value& v, const std::string& k) {
+    auto s = string(v, k);
+    if (!s) return std::nullopt;
+    if (*s == "auto") return core::Amount{0U};
+    if (*s == "disabled") return core::Amount{1U};
+    if (*s == "enabled") return core::Amount{2U};
+    error(v, "'" + k + "' is \"" + *s + "\"; expected one of: auto, disabled, enabled");
+    return std::nullopt;
+  }
+
+  // "max": the most the device allows (an Amount without a value).
+  std::optional<core::Amount> maxAmount(const toml::value& v, const std::string& k) {
+    if (v.as_string().str == "max") return core::Amount{};
+    error(v, "'" + k + "' is \"" + v.as_string().str + R"("; expected a number or "max")");
+    return std::nullopt;
   }
 
   void parseCoalesce(const toml::value& t, std::map<std::string, uint32_t>& out) {

@@ -413,6 +413,22 @@ core::Result<std::vector<uint32_t>> commandIds(const Attr& opsAttr) {
   return ids;
 }
 
+// ETHTOOL_A_*_HEADER: the device's index and name.
+core::Result<core::Done> readHeader(const Attr& headerAttr, Reply& reply) {
+  auto fields = parseAttrs(headerAttr.payload, headerAttr.offset + 4);
+  if (!fields) return fields.error();
+  for (const auto& f : *fields) {
+    if (f.type == kHeaderDevIndex) {
+      auto index = u32Of(f, "device index");
+      if (!index) return index.error();
+      reply.ifindex = *index;
+    } else if (f.type == kHeaderDevName) {
+      reply.ifname = readString(f.payload);
+    }
+  }
+  return core::Done{};
+}
+
 }  // namespace
 
 core::Result<Family> decodeFamily(const Message& message) {
@@ -484,17 +500,7 @@ core::Result<Reply> decodeReply(Kind kind, const Message& message) {
   bool header = false;
   for (const auto& a : *attrs) {
     if (a.type == kAttrHeader) {
-      auto fields = parseAttrs(a.payload, a.offset + 4);
-      if (!fields) return fields.error();
-      for (const auto& f : *fields) {
-        if (f.type == kHeaderDevIndex) {
-          auto index = u32Of(f, "device index");
-          if (!index) return index.error();
-          reply.ifindex = *index;
-        } else if (f.type == kHeaderDevName) {
-          reply.ifname = readString(f.payload);
-        }
-      }
+      if (auto read = readHeader(a, reply); !read) return read.error();
       header = true;
     } else if (const auto* attr = attributeById(kind, a.type)) {
       auto value = valueOf(a, attr->type, attr->name);

@@ -88,11 +88,24 @@ struct Printed {
   std::string err;
 };
 
+constexpr size_t kErrKeep = 4096;  // of stderr: its end, where the reason is
+
+// One read from a ready stream into `into`; its end (or an error, which ends it all the same)
+// takes it out of the poll.
+void readSome(pollfd& p, std::array<char, 65536>& buf, std::string& into) {
+  ssize_t got = ::read(p.fd, buf.data(), buf.size());
+  if (got < 0 && errno == EINTR) return;
+  if (got <= 0) {
+    p.fd = -1;
+    return;
+  }
+  into.append(buf.data(), static_cast<size_t>(got));
+}
+
 // Reads the lister's stdout and stderr until both end; an error when the time or the size
 // allowed runs out first.
 std::optional<Error> collect(const UniqueFd& outRead, const UniqueFd& errRead, const std::string& program,
                              const std::string& image, const ListOptions& options, Printed& printed) {
-  constexpr size_t kErrKeep = 4096;
   const auto deadline = Clock::now() + options.timeout;
   std::array<pollfd, 2> fds{pollfd{outRead.get(), POLLIN, 0}, pollfd{errRead.get(), POLLIN, 0}};
   std::array<char, 65536> buf{};
@@ -107,17 +120,9 @@ std::optional<Error> collect(const UniqueFd& outRead, const UniqueFd& errRead, c
     int n = ::poll(fds.data(), fds.size(), static_cast<int>(left));
     if (n < 0 && errno != EINTR) return core::errnoError(errno, "poll");
     for (size_t i = 0; i < fds.size() && n > 0; ++i) {
-      if (fds[i].fd < 0 || fds[i].revents == 0) continue;
-      ssize_t got = ::read(fds[i].fd, buf.data(), buf.size());
-      if (got < 0 && errno == EINTR) continue;
-      if (got <= 0) {
-        fds[i].fd = -1;  // EOF (or an error, which ends the stream all the same)
-        continue;
-      }
-      std::string& into = i == 0 ? printed.out : printed.err;
-      into.append(buf.data(), static_cast<size_t>(got));
-      if (i == 1 && printed.err.size() > 2 * kErrKeep) printed.err.erase(0, printed.err.size() - kErrKeep);
+      if (fds[i].fd >= 0 && fds[i].revents != 0) readSome(fds[i], buf, i == 0 ? printed.out : printed.err);
     }
+    if (printed.err.size() > 2 * kErrKeep) printed.err.erase(0, printed.err.size() - kErrKeep);
     if (printed.out.size() > options.maxOutput) {
       return Error{EFBIG, image, program + " printed more than " + std::to_string(options.maxOutput >> 20U) + " MiB"};
     }

@@ -60,6 +60,15 @@ void longRecord(std::string& out, char type, const std::string& value, long long
   pad(out);
 }
 
+// ustar: where to split a long path at a '/' so that name <= 100 and prefix <= 155 bytes, or npos.
+size_t ustarCut(const std::string& path) {
+  for (size_t i = path.find('/'); i <= 155; i = path.find('/', i + 1)) {  // npos > 155
+    const size_t rest = path.size() - i - 1;                              // the name part; never empty
+    if (rest > 0 && rest <= 100) return i;
+  }
+  return std::string::npos;
+}
+
 }  // namespace
 
 std::string encodeTar(const std::vector<TarEntry>& entries, long long mtime) {
@@ -69,15 +78,7 @@ std::string encodeTar(const std::vector<TarEntry>& entries, long long mtime) {
     std::string name = path;
     std::string prefix;
     if (path.size() > 100) {
-      // ustar: split at a '/' so that name <= 100 and prefix <= 155 bytes.
-      size_t cut = std::string::npos;
-      for (size_t i = path.find('/'); i <= 155; i = path.find('/', i + 1)) {  // npos > 155
-        const size_t rest = path.size() - i - 1;                              // the name part; never empty
-        if (rest > 0 && rest <= 100) {
-          cut = i;
-          break;
-        }
-      }
+      const size_t cut = ustarCut(path);
       if (cut != std::string::npos) {
         prefix = path.substr(0, cut);
         name = path.substr(cut + 1);

@@ -38,6 +38,16 @@ void pushComponents(std::vector<std::string>& todo, std::string_view path) {
   todo.insert(todo.end(), parts.rbegin(), parts.rend());
 }
 
+// A link met on the walk: its target's components go on the stack, from the root when it is absolute.
+core::Result<core::Done> follow(const UniqueFd& link, std::vector<UniqueFd>& dirs, std::vector<std::string>& todo) {
+  std::array<char, 4096> target;  // NOLINT(cppcoreguidelines-pro-type-member-init): filled by the syscall
+  ssize_t n = ::readlinkat(link.get(), "", target.data(), target.size());
+  if (n < 0) return errnoError(errno, "");
+  if (target[0] == '/') dirs.resize(1);
+  pushComponents(todo, std::string_view(target.data(), static_cast<size_t>(n)));
+  return core::Done{};
+}
+
 // RESOLVE_IN_ROOT done in user space: each component opened with O_NOFOLLOW beside the
 // directories held so far, so that ".." pops to a held directory (never above the first) and a
 // link's target is pushed back as components, from the root when it is absolute.
@@ -61,11 +71,7 @@ core::Result<UniqueFd> walk(int rootFd, std::string_view path, int flags) {
     if (next.get() < 0 || ::fstat(next.get(), &st) != 0) return errnoError(errno, "");
     if (S_ISLNK(st.st_mode)) {
       if (++links > kMaxLinks) return errnoError(ELOOP, "");
-      std::array<char, 4096> target;  // NOLINT(cppcoreguidelines-pro-type-member-init): filled by the syscall
-      ssize_t n = ::readlinkat(next.get(), "", target.data(), target.size());
-      if (n < 0) return errnoError(errno, "");
-      if (target[0] == '/') dirs.resize(1);
-      pushComponents(todo, std::string_view(target.data(), static_cast<size_t>(n)));
+      if (auto followed = follow(next, dirs, todo); !followed) return followed.error();
       continue;
     }
     if (todo.empty()) {

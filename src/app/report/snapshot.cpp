@@ -168,40 +168,51 @@ std::string Redactor::redactFile(std::string_view path, const std::string& conte
   return content;
 }
 
+namespace {
+
+using Links = std::map<std::string, std::string>;  // host path -> target
+using Members = std::map<std::string, TarEntry>;   // by host path; map order puts parents first
+
+// Rewrites a path so that no recorded link is a proper prefix of it.
+std::string canonicalPath(const Links& links, std::string path) {
+  for (int guard = 0; guard < 40; ++guard) {
+    bool changed = false;
+    for (size_t slash = path.find('/', 1); slash != std::string::npos; slash = path.find('/', slash + 1)) {
+      auto it = links.find(path.substr(0, slash));
+      if (it != links.end()) {
+        path = adapters::sysfs::resolveLink(it->first, it->second) + path.substr(slash);
+        changed = true;
+        break;
+      }
+    }
+    if (!changed) break;
+  }
+  return path;
+}
+
+void addDir(Members& members, const std::string& path) {
+  members.try_emplace(path, TarEntry{TarEntry::Kind::Dir, path.substr(1), "", 0755});
+}
+
+void addParents(Members& members, const std::string& path) {
+  for (size_t slash = path.find('/', 1); slash != std::string::npos; slash = path.find('/', slash + 1)) {
+    addDir(members, path.substr(0, slash));
+  }
+}
+
+}  // namespace
+
 std::vector<TarEntry> snapshotEntries(const std::vector<Capture>& captures, Redactor* redactor) {
-  std::map<std::string, std::string> links;  // host path -> target
+  Links links;
   for (const auto& c : captures) {
     if (c.kind == Capture::Kind::Link) links[c.path] = c.data;
   }
-  // Rewrites a path so that no recorded link is a proper prefix of it.
-  auto canonical = [&](std::string path) {
-    for (int guard = 0; guard < 40; ++guard) {
-      bool changed = false;
-      for (size_t slash = path.find('/', 1); slash != std::string::npos; slash = path.find('/', slash + 1)) {
-        auto it = links.find(path.substr(0, slash));
-        if (it != links.end()) {
-          path = adapters::sysfs::resolveLink(it->first, it->second) + path.substr(slash);
-          changed = true;
-          break;
-        }
-      }
-      if (!changed) break;
-    }
-    return path;
-  };
-
-  std::map<std::string, TarEntry> members;  // by host path; map order puts parents first
-  auto addDirs = [&](const std::string& path) {
-    for (size_t slash = path.find('/', 1); slash != std::string::npos; slash = path.find('/', slash + 1)) {
-      auto dir = path.substr(0, slash);
-      members.try_emplace(dir, TarEntry{TarEntry::Kind::Dir, dir.substr(1), "", 0755});
-    }
-  };
+  Members members;
   for (const auto& c : captures) {
-    std::string path = c.kind == Capture::Kind::Link
-                           ? canonical(c.path.substr(0, c.path.rfind('/'))) + c.path.substr(c.path.rfind('/'))
-                           : canonical(c.path);
-    addDirs(path);
+    std::string path = c.kind == Capture::Kind::Link ? canonicalPath(links, c.path.substr(0, c.path.rfind('/'))) +
+                                                           c.path.substr(c.path.rfind('/'))
+                                                     : canonicalPath(links, c.path);
+    addParents(members, path);
     switch (c.kind) {
       case Capture::Kind::File: {
         std::string data = redactor != nullptr ? redactor->redactFile(c.path, c.data) : c.data;
@@ -210,11 +221,9 @@ std::vector<TarEntry> snapshotEntries(const std::vector<Capture>& captures, Reda
       }
       case Capture::Kind::Link: members[path] = TarEntry{TarEntry::Kind::Symlink, path.substr(1), c.data, 0777}; break;
       case Capture::Kind::Dir:
-        members.try_emplace(path, TarEntry{TarEntry::Kind::Dir, path.substr(1), "", 0755});
+        addDir(members, path);
         for (auto name : core::split(c.data, '\n')) {
-          if (name.empty()) continue;
-          std::string child = path + "/" + std::string(name);
-          members.try_emplace(child, TarEntry{TarEntry::Kind::Dir, child.substr(1), "", 0755});
+          if (!name.empty()) addDir(members, path + "/" + std::string(name));
         }
         break;
     }

@@ -55,6 +55,30 @@ bool printDevice(const Globals& globals, const Options& opts, const app::Status&
   return true;
 }
 
+// What the running daemon did, when it runs; it not running is no error.
+void askDaemon(app::Status& status) {
+  status.daemonAsked = true;
+  auto daemon = adapters::dbus::ManagerClient::connect();
+  if (!daemon) return;
+  auto summary = daemon->daemon();
+  if (summary) {
+    status.daemon = std::move(summary).value();
+  } else {
+    std::fprintf(stderr, "iommuctl: iommud runs but did not say what it did: %s\n", summary.error().describe().c_str());
+  }
+}
+
+// The whole host's status in the format asked for.
+std::string statusOutput(const Options& opts, const app::Status& status) {
+  if (opts.json || opts.format == "json") return app::statusJson(status);
+  // The counters are the daemon's, which D-Bus does not carry: iommuctl says 0 for them.
+  if (opts.format == "prometheus") return app::prometheusText(status, {}, std::time(nullptr));
+  if (opts.format == "nfd") return app::nfdFeatures(status);
+  const bool color = useColor(opts.color);
+  const size_t width = textWidth();
+  return opts.brief ? app::statusBrief(status, color, width) : app::statusText(status, color, width);
+}
+
 }  // namespace
 
 void addStatus(CLI::App& app, const Globals& globals, int& code) {
@@ -96,39 +120,12 @@ void addStatus(CLI::App& app, const Globals& globals, int& code) {
     // A device a domain change left unbound: the most severe findings, first.
     auto unbound = core::unboundFindings(app::unboundDevices(root, globals.state.runDir));
     status.findings.insert(status.findings.begin(), unbound.begin(), unbound.end());
-    if (globals.root == "/") {
-      status.daemonAsked = true;
-      if (auto daemon = adapters::dbus::ManagerClient::connect()) {
-        auto summary = daemon->daemon();
-        if (summary) {
-          status.daemon = std::move(summary).value();
-        } else {
-          std::fprintf(stderr, "iommuctl: iommud runs but did not say what it did: %s\n",
-                       summary.error().describe().c_str());
-        }
-      }
-    }
+    if (globals.root == "/") askDaemon(status);
     if (!opts->device.empty()) {
       if (!printDevice(globals, *opts, status)) code = 1;
       return;
     }
-    if (opts->json || opts->format == "json") {
-      std::fputs(app::statusJson(status).c_str(), stdout);
-      return;
-    }
-    if (opts->format == "prometheus") {
-      // The counters are the daemon's, which D-Bus does not carry: iommuctl says 0 for them.
-      std::fputs(app::prometheusText(status, {}, std::time(nullptr)).c_str(), stdout);
-      return;
-    }
-    if (opts->format == "nfd") {
-      std::fputs(app::nfdFeatures(status).c_str(), stdout);
-      return;
-    }
-    const bool color = useColor(opts->color);
-    const size_t width = textWidth();
-    std::fputs((opts->brief ? app::statusBrief(status, color, width) : app::statusText(status, color, width)).c_str(),
-               stdout);
+    std::fputs(statusOutput(*opts, status).c_str(), stdout);
   });
 }
 
