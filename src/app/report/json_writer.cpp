@@ -2,7 +2,10 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <array>
 #include <cmath>
+#include <cstring>
 #include <utility>
 
 namespace iommud::app {
@@ -20,11 +23,36 @@ size_t utf8Length(std::string_view s, size_t i) {
   return n;
 }
 
+// The bytes a JSON string holds as they are: printable ASCII but the quote and the backslash.
+constexpr std::array<bool, 256> kPlain = [] {
+  std::array<bool, 256> plain{};
+  for (size_t c = 0x20; c < 0x80; ++c) plain[c] = c != '"' && c != '\\';
+  return plain;
+}();
+
 }  // namespace
 
+void JsonWriter::Buffer::reserve(size_t least) {
+  const size_t capacity = std::max({least, 2 * capacity_, size_t{4096}});
+  auto bytes = std::make_unique_for_overwrite<char[]>(capacity);
+  if (size_ > 0) std::memcpy(bytes.get(), bytes_.get(), size_);
+  bytes_ = std::move(bytes);
+  capacity_ = capacity;
+}
+
+std::string JsonWriter::Buffer::take() {
+  std::string text = size_ > 0 ? std::string(bytes_.get(), size_) : std::string();
+  bytes_.reset();
+  size_ = 0;
+  capacity_ = 0;
+  return text;
+}
+
 void JsonWriter::newline() {
-  out_ += '\n';
-  out_.append(2 * levels_.size(), ' ');
+  const size_t indent = 2 * levels_.size();
+  char* p = out_.grow(1 + indent);
+  *p = '\n';
+  std::memset(p + 1, ' ', indent);
 }
 
 void JsonWriter::beforeValue() {
@@ -33,7 +61,7 @@ void JsonWriter::beforeValue() {
     return;
   }
   if (levels_.empty()) return;
-  if (!levels_.back().empty) out_ += ',';
+  if (!levels_.back().empty) out_.put(',');
   levels_.back().empty = false;
   newline();
 }
@@ -41,14 +69,16 @@ void JsonWriter::beforeValue() {
 JsonWriter& JsonWriter::key(std::string_view name) {
   beforeValue();
   writeString(name);
-  out_ += ": ";
+  char* p = out_.grow(2);
+  p[0] = ':';
+  p[1] = ' ';
   afterKey_ = true;
   return *this;
 }
 
 JsonWriter& JsonWriter::beginObject() {
   beforeValue();
-  out_ += '{';
+  out_.put('{');
   levels_.push_back({});
   return *this;
 }
@@ -57,7 +87,7 @@ JsonWriter& JsonWriter::close(char bracket) {
   bool empty = levels_.back().empty;
   levels_.pop_back();
   if (!empty) newline();
-  out_ += bracket;
+  out_.put(bracket);
   return *this;
 }
 
@@ -67,7 +97,7 @@ JsonWriter& JsonWriter::endObject() {
 
 JsonWriter& JsonWriter::beginArray() {
   beforeValue();
-  out_ += '[';
+  out_.put('[');
   levels_.push_back({});
   return *this;
 }
@@ -83,59 +113,66 @@ JsonWriter& JsonWriter::value(std::string_view s) {
 }
 
 void JsonWriter::writeString(std::string_view s) {
-  out_ += '"';
+  // Most strings of a status document are plain ASCII: written in one piece.
+  size_t plain = 0;
+  while (plain < s.size() && kPlain[static_cast<unsigned char>(s[plain])]) ++plain;
+  if (plain == s.size()) {
+    char* p = out_.grow(s.size() + 2);
+    p[0] = '"';
+    std::memcpy(p + 1, s.data(), s.size());
+    p[s.size() + 1] = '"';
+    return;
+  }
+  out_.put('"');
   for (size_t i = 0; i < s.size();) {
-    // Plain ASCII needs no escaping: copy runs of it at once (most of a status document).
+    // Plain ASCII needs no escaping: copy runs of it at once.
     size_t run = i;
-    while (run < s.size() && static_cast<unsigned char>(s[run]) >= 0x20 && static_cast<unsigned char>(s[run]) < 0x80 &&
-           s[run] != '"' && s[run] != '\\') {
-      ++run;
-    }
+    while (run < s.size() && kPlain[static_cast<unsigned char>(s[run])]) ++run;
     if (run > i) {
-      out_.append(s.substr(i, run - i));
+      out_.put(s.substr(i, run - i));
       i = run;
       continue;
     }
     char c = s[i];
     switch (c) {
-      case '"': out_ += "\\\""; break;
-      case '\\': out_ += "\\\\"; break;
-      case '\b': out_ += "\\b"; break;
-      case '\f': out_ += "\\f"; break;
-      case '\n': out_ += "\\n"; break;
-      case '\r': out_ += "\\r"; break;
-      case '\t': out_ += "\\t"; break;
+      case '"': out_.put("\\\""); break;
+      case '\\': out_.put("\\\\"); break;
+      case '\b': out_.put("\\b"); break;
+      case '\f': out_.put("\\f"); break;
+      case '\n': out_.put("\\n"); break;
+      case '\r': out_.put("\\r"); break;
+      case '\t': out_.put("\\t"); break;
       default:
         if (static_cast<unsigned char>(c) < 0x20) {
-          out_ += fmt::format("\\u{:04x}", static_cast<unsigned>(c));
+          out_.put(fmt::format("\\u{:04x}", static_cast<unsigned>(c)));
         } else if (size_t n = utf8Length(s, i); n > 0) {
-          out_.append(s.substr(i, n));
+          out_.put(s.substr(i, n));
           i += n;
           continue;
         } else {
-          out_ += "\xef\xbf\xbd";  // U+FFFD for a byte that is not UTF-8
+          out_.put("\xef\xbf\xbd");  // U+FFFD for a byte that is not UTF-8
         }
     }
     ++i;
   }
-  out_ += '"';
+  out_.put('"');
 }
 
 JsonWriter& JsonWriter::value(bool b) {
   beforeValue();
-  out_ += b ? "true" : "false";
+  out_.put(b ? "true" : "false");
   return *this;
 }
 
 JsonWriter& JsonWriter::value(int64_t n) {
   beforeValue();
-  out_ += std::to_string(n);
+  out_.put(std::to_string(n));
   return *this;
 }
 
 JsonWriter& JsonWriter::value(uint64_t n) {
   beforeValue();
-  out_ += std::to_string(n);
+  out_.put(std::to_string(n));
   return *this;
 }
 
@@ -146,18 +183,18 @@ JsonWriter& JsonWriter::value(double d) {
   while (text.back() == '0') text.pop_back();
   if (text.back() == '.') text.pop_back();
   if (text == "-0") text = "0";
-  out_ += text;
+  out_.put(text);
   return *this;
 }
 
 JsonWriter& JsonWriter::null() {
   beforeValue();
-  out_ += "null";
+  out_.put("null");
   return *this;
 }
 
 std::string JsonWriter::take() {
-  return std::exchange(out_, {});
+  return out_.take();
 }
 
 }  // namespace iommud::app

@@ -1,6 +1,8 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -56,11 +58,32 @@ class JsonWriter {
   void writeString(std::string_view s);
   JsonWriter& close(char bracket);
 
+  // The document as it grows: bytes appended without a zero fill or a call per character.
+  class Buffer {
+   public:
+    /// n more bytes at the end, for the caller to write.
+    char* grow(size_t n) {
+      if (capacity_ - size_ < n) reserve(size_ + n);
+      char* at = bytes_.get() + size_;
+      size_ += n;
+      return at;
+    }
+    void put(std::string_view s) { std::memcpy(grow(s.size()), s.data(), s.size()); }
+    void put(char c) { *grow(1) = c; }
+    std::string take();
+
+   private:
+    void reserve(size_t least);
+    std::unique_ptr<char[]> bytes_;
+    size_t size_ = 0;
+    size_t capacity_ = 0;
+  };
+
   struct Level {
     bool empty = true;
   };
   std::vector<Level> levels_;
-  std::string out_;
+  Buffer out_;
   bool afterKey_ = false;
 };
 

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 
 #include "app/report/json_writer.hpp"
 #include "app/report/text_style.hpp"
@@ -19,8 +20,18 @@ void writeReasonsJson(JsonWriter& w, const std::vector<Reason>& reasons) {
 
 namespace {
 
+// "0x" and at least `width` hex digits (fmt's "0x{:0{}x}", without its parsing per call).
 std::string hex(uint64_t v, int width = 0) {
-  return fmt::format("0x{:0{}x}", v, width);
+  std::array<char, 16> digits{};
+  size_t n = 0;
+  do {
+    digits[n++] = "0123456789abcdef"[v & 0xfU];
+    v >>= 4U;
+  } while (v != 0);
+  std::string out = "0x";
+  if (static_cast<size_t>(width) > n) out.append(static_cast<size_t>(width) - n, '0');
+  while (n > 0) out += digits[--n];
+  return out;
 }
 
 void writeUnit(JsonWriter& w, const IommuUnit& u) {
