@@ -94,6 +94,35 @@ inline size_t hangOf(std::string_view line, size_t indent, size_t width) {
   return indent + 2;
 }
 
+// How far a piece of a line starting at column `lead` reaches before `width`: `stop`, the first
+// byte past it (line.size() when all of it fits), and `cut`, its last space that can end it (npos
+// for none): not inside a `command` or a [tag], which stay whole, nor in the indentation.
+struct Piece {
+  size_t stop = 0;
+  size_t cut = std::string_view::npos;
+};
+
+inline Piece pieceOf(std::string_view line, size_t width, size_t lead, size_t indent) {
+  Piece p;
+  size_t col = lead;
+  bool quoted = false;
+  int bracketed = 0;
+  for (; p.stop < line.size(); ++p.stop) {
+    if (size_t n = escapeAt(line, p.stop); n != 0) {
+      p.stop += n - 1;
+      continue;
+    }
+    if (col >= width) break;
+    const char c = line[p.stop];
+    if (c == '`') quoted = !quoted;
+    if (c == '[') ++bracketed;
+    if (c == ']' && bracketed > 0) --bracketed;
+    if (c == ' ' && !quoted && bracketed == 0 && col > std::max(lead, indent)) p.cut = p.stop;
+    ++col;
+  }
+  return p;
+}
+
 // Appends `line` to `out` broken at spaces so that no piece is wider than `width` columns; see
 // fitLines.
 inline void fitLine(std::string_view line, size_t width, std::string& out) {
@@ -102,33 +131,12 @@ inline void fitLine(std::string_view line, size_t width, std::string& out) {
   const size_t hang = hangOf(line, indent, width);
   size_t lead = 0;  // the columns before `line` on the current output line
   for (;;) {
-    size_t col = lead;
-    size_t cut = std::string_view::npos;  // the last space that can end this piece
-    bool quoted = false;                  // inside a `command`, which stays whole
-    int bracketed = 0;                    // inside a [tag], which stays whole too
-    size_t i = 0;
-    for (; i < line.size(); ++i) {
-      if (size_t n = escapeAt(line, i); n != 0) {
-        i += n - 1;
-        continue;
-      }
-      if (col >= width) break;
-      if (line[i] == '`') quoted = !quoted;
-      if (line[i] == '[') ++bracketed;
-      if (line[i] == ']' && bracketed > 0) --bracketed;
-      if (line[i] == ' ' && !quoted && bracketed == 0 && col > std::max(lead, indent)) cut = i;
-      ++col;
-    }
-    if (i >= line.size()) {
+    auto [stop, cut] = pieceOf(line, width, lead, indent);
+    // All of it fits, or one token wider than the line: whole, then a break.
+    if (stop < line.size() && cut == std::string_view::npos) cut = line.find(' ', stop);
+    if (stop >= line.size() || cut == std::string_view::npos) {
       out += line;
       return;
-    }
-    if (cut == std::string_view::npos) {  // one token wider than the line: whole, then a break
-      cut = line.find(' ', i);
-      if (cut == std::string_view::npos) {
-        out += line;
-        return;
-      }
     }
     size_t end = cut;
     while (end > 0 && line[end - 1] == ' ') --end;
