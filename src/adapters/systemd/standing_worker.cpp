@@ -1,6 +1,7 @@
 #include "adapters/systemd/standing_worker.hpp"
 
 #include <fcntl.h>
+#include <malloc.h>
 #include <poll.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
@@ -59,6 +60,11 @@ std::string framed(std::string_view bytes) {
   std::string request;
   while (readMessage(fd, request)) {
     if (!writeMessage(fd, h.serve(request))) break;
+    // Idle until the next request: the heap it used goes back to the kernel. free() alone keeps
+    // the pages of every block below the heap's top, and the child stays between requests, so
+    // it would hold its largest request's heap for good (4.5 MB after a host of 4096 devices).
+    request = std::string();
+    (void)malloc_trim(0);  // 1: something was released, 0: nothing was; either is fine
   }
   _exit(0);
 }
