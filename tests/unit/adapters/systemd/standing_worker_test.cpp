@@ -155,7 +155,11 @@ TEST(StandingWorker, AReplyLargerThanTheSocketHoldsComesWhole) {
   EXPECT_EQ(h.replies[1], std::to_string(h.started[0]) + ":after");
 }
 
-// Idle between requests, the child gives the heap a request used back to the kernel.
+// Idle between requests, the child gives the heap a request used back to the kernel. What it
+// checks is glibc's malloc, which AddressSanitizer replaces with an allocator of its own that keeps
+// freed memory in quarantine and does not trim: so it is built where glibc allocates (the `tests`
+// and `tests-arm64` stages of scripts/check), not in the ASan build.
+#if !defined(__SANITIZE_ADDRESS__)
 TEST(StandingWorker, AnIdleChildHoldsNotTheHeapOfItsLastRequest) {
   Harness h;
   ASSERT_EQ(h.run({"scatter", "anon"}), 0);
@@ -165,6 +169,7 @@ TEST(StandingWorker, AnIdleChildHoldsNotTheHeapOfItsLastRequest) {
   ASSERT_GT(peak, 32 * 1024);
   EXPECT_LT(idle, peak - 24 * 1024) << "peak " << peak << " KiB, idle " << idle << " KiB";
 }
+#endif
 
 TEST(StandingWorker, AChildKilledMidRequestIsReportedInFlightAndTheNextSendForksAnother) {
   Harness h;
