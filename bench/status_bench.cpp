@@ -193,12 +193,15 @@ int run(int argc, char** argv) {
   }
   if (!shell.ms.empty()) std::printf("(c)/(b) = %.0fx\n", shell.median() / status.median());
 
-  std::remove(readsPath.c_str());
   if (keep) {
-    // FakeHost removes its directory on destruction; a renamed one survives.
+    // FakeHost removes its directory on destruction; a renamed one survives. The list of what
+    // status reads (paths inside the root) is kept beside it, for `bench_floor KEPT --reads=LIST`.
     std::string kept = root + "-kept";
     std::filesystem::rename(root, kept);
-    std::printf("synthetic host kept in %s\n", kept.c_str());
+    std::filesystem::rename(readsPath, kept + "-reads.txt");
+    std::printf("synthetic host kept in %s, what status reads in %s-reads.txt\n", kept.c_str(), kept.c_str());
+  } else {
+    std::remove(readsPath.c_str());
   }
   return 0;
 }

@@ -488,7 +488,7 @@ KILL_STEPS = (  # (name, IOMMUD_TEST_STOP_AFTER, (type, driver) at the kill, jou
     ("type", "write identity", ("identity", "none"), True),
     ("bind", "bind 0000:01:00.0", ("identity", "nvme"), True),  # done, before its record is settled
     ("record", "save /run/iommud/changes.json#2", ("identity", "nvme"), False),  # the settled record
-    ("record-copy", "save /var/lib/iommud/runtime-changes.json#2", ("identity", "nvme"), False),
+    ("record-copy", "save /var/lib/iommud/runtime-changes.json", ("identity", "nvme"), False),  # once, at the end
 )
 
 KILL_GUEST = r"""

@@ -66,16 +66,19 @@ std::optional<ChangeRecord> fromJson(const Json& j) {
 
 }  // namespace
 
-std::vector<ChangeRecord> loadRecords(const sysfs::Root& root, const std::string& path) {
+std::vector<ChangeRecord> parseRecords(std::string_view text) {
   std::vector<ChangeRecord> out;
-  auto text = root.readFile(path);
-  if (!text) return out;
-  Json j = Json::parse(*text, nullptr, false);
+  Json j = Json::parse(text, nullptr, false);
   if (!j.is_array()) return out;  // a damaged file loses its records, not the run
   for (const auto& e : j) {
     if (auto r = fromJson(e)) out.push_back(std::move(*r));
   }
   return out;
+}
+
+std::vector<ChangeRecord> loadRecords(const sysfs::Root& root, const std::string& path) {
+  auto text = root.readFile(path);
+  return text ? parseRecords(*text) : std::vector<ChangeRecord>{};
 }
 
 std::string recordsText(const std::vector<ChangeRecord>& records) {

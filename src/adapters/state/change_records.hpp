@@ -2,6 +2,7 @@
 
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "adapters/state/atomic_file.hpp"
@@ -39,6 +40,9 @@ struct ChangeRecord {
 /// under `root`, oldest first: a missing file holds none, and so does a damaged one (it loses its
 /// records, not the run); an entry that is not a record is left out.
 std::vector<ChangeRecord> loadRecords(const sysfs::Root& root, const std::string& path);
+
+/// The records in the text of a records file: none if it is damaged (see loadRecords).
+std::vector<ChangeRecord> parseRecords(std::string_view text);
 
 /// The text of a records file (JSON, as saveRecords writes it).
 std::string recordsText(const std::vector<ChangeRecord>& records);

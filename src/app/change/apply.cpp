@@ -86,18 +86,18 @@ std::string moduleOfFile(const std::string& object) {
 
 class Session {
  public:
-  Session(const core::HostFacts& host, ApplyContext& ctx)
-      : host_(host),
-        ctx_(ctx),
-        runtime_(loadRecords(ctx.root, ctx.paths.runDir + kRecordFile)),
-        persistent_(loadRecords(ctx.root, ctx.paths.stateDir + kRecordFile)) {
-    for (auto& r : loadRecords(ctx.root, ctx.paths.stateDir + kRuntimeCopyFile)) {
-      if (std::none_of(runtime_.begin(), runtime_.end(), [&](const ChangeRecord& x) { return sameRecord(x, r); })) {
-        lost_.push_back(std::move(r));
-      }
+  // Each records file read once: its records, and its text to write it only when that changes.
+  Session(const core::HostFacts& host, ApplyContext& ctx) : host_(host), ctx_(ctx) {
+    const auto paths = recordPaths();
+    std::vector<ChangeRecord>* lists[] = {&runtime_, &persistent_, &copyOnDisk_};  // as many as paths
+    for (size_t i = 0; i < paths.size(); ++i) {
+      auto text = ctx.root.readFile(paths[i]);
+      if (!text) continue;
+      *lists[i] = adapters::state::parseRecords(*text);
+      onDisk_[i] = std::move(text).value();
     }
-    for (size_t i = 0; i < onDisk_.size(); ++i) {
-      if (auto text = ctx.root.readFile(recordPaths()[i])) onDisk_[i] = std::move(text).value();
+    for (const auto& r : copyOnDisk_) {
+      if (!inRuntime(r)) lost_.push_back(r);
     }
   }
 
@@ -127,7 +127,7 @@ class Session {
       }
     }
     for (const auto& [object, changes] : files) modprobe(object, changes);
-    save();
+    save(Copy::Now);
     return std::move(outcomes_);
   }
 
@@ -165,7 +165,7 @@ class Session {
         save();
       }
     }
-    save();
+    save(Copy::Now);
     return std::move(outcomes_);
   }
 
@@ -578,11 +578,25 @@ class Session {
     return {ctx_.paths.runDir + kRecordFile, ctx_.paths.stateDir + kRecordFile, ctx_.paths.stateDir + kRuntimeCopyFile};
   }
 
+  [[nodiscard]] bool inRuntime(const ChangeRecord& r) const {
+    return std::any_of(runtime_.begin(), runtime_.end(), [&](const ChangeRecord& x) { return sameRecord(x, r); });
+  }
+
+  // When the state directory's copy of /run's records is written (see save).
+  enum class Copy {
+    IfItWouldLie,  // only if it holds a record /run no longer has, which it would call lost
+    Now,           // whenever its text changes: the session's last save
+  };
+
   // Each file whose text changes (a damaged one is written again). The copy of the runtime
   // records is not synced: it only says, after a reboot, what the reboot undid, and a crash may
   // leave it stale or empty (then revert says nothing of what the reboot undid). /run is a tmpfs;
-  // the state directory is on disk, where an fsync costs milliseconds at every change.
-  bool save() {
+  // the state directory is on disk, where an fsync costs milliseconds at every change, and so
+  // does the rename that replaces a file on a filesystem mounted with `discard`. So the copy is
+  // written once, at the end of the session, and before that only when a record left /run: a
+  // copy that lacks the newest records is stale, one that holds a record /run dropped would, after
+  // a crash, have revert call that change lost to a reboot.
+  bool save(Copy copyWhen = Copy::IfItWouldLie) {
     bool saved = true;
     using adapters::state::Durability;
     std::vector<ChangeRecord> copy = lost_;
@@ -590,6 +604,12 @@ class Session {
     const std::vector<ChangeRecord>* lists[] = {&runtime_, &persistent_, &copy};
     const auto paths = recordPaths();
     for (size_t i = 0; i < std::size(lists); ++i) {  // as many as paths
+      if (i == 2 && copyWhen == Copy::IfItWouldLie &&
+          std::all_of(copyOnDisk_.begin(), copyOnDisk_.end(), [&](const ChangeRecord& r) {
+            return inRuntime(r) || std::any_of(lost_.begin(), lost_.end(), [&](const auto& l) { return sameRecord(l, r); });
+          })) {
+        continue;
+      }
       std::string text = adapters::state::recordsText(*lists[i]);
       if (onDisk_[i] ? *onDisk_[i] == text : lists[i]->empty()) continue;
       if (auto s = saveRecords(ctx_.root, paths[i], *lists[i], i == 2 ? Durability::Unsynced : Durability::Synced);
@@ -600,6 +620,7 @@ class Session {
         continue;
       }
       onDisk_[i] = std::move(text);
+      if (i == 2) copyOnDisk_ = copy;
       step("save " + paths[i]);
     }
     return saved;
@@ -610,6 +631,7 @@ class Session {
   std::optional<core::NetOwnerSources> owners_;  // read once, when a NIC value is first touched
   std::vector<ChangeRecord> runtime_, persistent_;
   std::vector<ChangeRecord> lost_;                    // in the state directory's copy, no longer in /run
+  std::vector<ChangeRecord> copyOnDisk_;              // what the state directory's copy holds
   std::array<std::optional<std::string>, 3> onDisk_;  // recordPaths()' text as read; none: no file
   std::vector<Outcome> outcomes_;
 };

@@ -23,7 +23,12 @@ core::Result<HostView> readHostView(const adapters::sysfs::Root& root, const cor
   if (!host) return core::Error{host.error().code, "", "cannot read the host: " + host.error().describe()};
   readPolicyModules(root, policies, *host);
   HostView view;
-  if (root.isLive()) {
+  // The ethtool family is resolved only where there is an interface to read: on a host without
+  // one it would cost a netlink socket and four round trips at every read (every hotplug batch).
+  const bool interfaces = std::any_of(host->devices.begin(), host->devices.end(), [](const core::PciDevice& d) {
+    return std::any_of(d.netdevs.begin(), d.netdevs.end(), [](const core::NetDev& n) { return n.ifindex > 0; });
+  });
+  if (root.isLive() && interfaces) {
     auto opened = NetlinkEthtool::open(host->kernel.upstream.version);
     if (opened) {
       view.ethtool = std::move(opened).value();
