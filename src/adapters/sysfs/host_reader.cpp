@@ -638,13 +638,14 @@ Module readModule(const Root& root, const std::string& name) {
   auto params = root.listDir(dir + "/parameters");
   if (params) {
     m.loaded = true;
+    const Root held = root.within(dir + "/parameters");  // each parameter by name, without a walk
     for (const auto& p : *params) {
       std::string path = dir;
       path.append("/parameters/").append(p);
       ModuleParam param;
       // Write-only parameters (0200) exist too: their value is unknown, not empty.
-      if (auto v = root.readFile(path)) param.value = std::string(trim(*v));
-      param.writable = (root.fileMode(path).valueOr(0U) & 0222U) != 0;
+      if (auto v = held.readFile(path)) param.value = std::string(trim(*v));
+      param.writable = (held.fileMode(path).valueOr(0U) & 0222U) != 0;
       m.params.emplace(p, std::move(param));
     }
   } else {

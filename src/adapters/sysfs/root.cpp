@@ -118,8 +118,13 @@ Result<std::string> Root::readFile(std::string_view path, size_t limit) const {
 }
 
 Result<unsigned> Root::fileMode(std::string_view path) const {
-  auto fd = open(path, O_PATH);
   struct stat st {};
+  // Beside within()'s directory, by name, a link not followed (it then resolves from the root).
+  if (auto name = besideName(path)) {
+    if (::fstatat(within_->get(), name->c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) return errnoError(errno, hostPath(path));
+    if (!S_ISLNK(st.st_mode)) return static_cast<unsigned>(st.st_mode & 07777);
+  }
+  auto fd = open(path, O_PATH);
   if (!fd) return fd.error();
   if (::fstat(fd->get(), &st) != 0) return errnoError(errno, hostPath(path));
   return static_cast<unsigned>(st.st_mode & 07777);

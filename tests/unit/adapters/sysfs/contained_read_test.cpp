@@ -163,6 +163,8 @@ TEST(ContainedRead, AHeldDirectoryContainsWhatItReadsAsTheRootDoes) {
   t.link("/etc/hostname", "/proc/cmdline");
   t.link(t.outsideAbsolute(), "/proc/version");
   std::ofstream(t.root() / "proc/plain") << "plain\n";
+  fs::permissions(t.root() / "proc/plain", fs::perms(0640));
+  fs::permissions(t.root() / "etc/hostname", fs::perms(0604));
   adapters::sysfs::Recorder recorder;
   const Root root(t.root().string(), &recorder);
   for (const Root& r : {root.held(), root.within("/proc"), root.held().within("/proc")}) {
@@ -177,6 +179,11 @@ TEST(ContainedRead, AHeldDirectoryContainsWhatItReadsAsTheRootDoes) {
     EXPECT_EQ(missing.error().code, ENOENT);
     EXPECT_EQ(missing.error().path, t.root().string() + "/proc/missing");
     EXPECT_EQ(r.readLink("/proc/cmdline").valueOr(std::string("failed")), "/etc/hostname");
+    // The mode of a file beside it, by name; of a link, its target's inside the root; none out of it.
+    EXPECT_EQ(r.fileMode("/proc/plain").valueOr(0U), 0640U);
+    EXPECT_EQ(r.fileMode("/proc/cmdline").valueOr(0U), 0604U);  // /etc/hostname's
+    EXPECT_FALSE(r.fileMode("/proc/version"));
+    EXPECT_FALSE(r.fileMode("/proc/missing"));
   }
   ASSERT_FALSE(recorder.captures().empty());
   EXPECT_EQ(recorder.captures().front().path, "/proc/plain");
