@@ -121,7 +121,8 @@ Result<unsigned> Root::fileMode(std::string_view path) const {
   struct stat st {};
   // Beside within()'s directory, by name, a link not followed (it then resolves from the root).
   if (auto name = besideName(path)) {
-    if (::fstatat(within_->get(), name->c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) return errnoError(errno, hostPath(path));
+    if (::fstatat(within_->get(), name->c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0)
+      return errnoError(errno, hostPath(path));
     if (!S_ISLNK(st.st_mode)) return static_cast<unsigned>(st.st_mode & 07777);
   }
   auto fd = open(path, O_PATH);

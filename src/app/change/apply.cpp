@@ -606,7 +606,8 @@ class Session {
     for (size_t i = 0; i < std::size(lists); ++i) {  // as many as paths
       if (i == 2 && copyWhen == Copy::IfItWouldLie &&
           std::all_of(copyOnDisk_.begin(), copyOnDisk_.end(), [&](const ChangeRecord& r) {
-            return inRuntime(r) || std::any_of(lost_.begin(), lost_.end(), [&](const auto& l) { return sameRecord(l, r); });
+            return inRuntime(r) ||
+                   std::any_of(lost_.begin(), lost_.end(), [&](const auto& l) { return sameRecord(l, r); });
           })) {
         continue;
       }

@@ -200,7 +200,7 @@ std::string deviceJson(const Status& s, const DeviceView& v, bool rulesKnown) {
   for (const auto* c : v.changes) writeChangeJson(w, *c);
   w.endArray();
   w.endObject();
-  return w.take() + "\n";
+  return w.take("\n");
 }
 
 }  // namespace iommud::app

@@ -32,8 +32,18 @@ constexpr std::array<bool, 256> kPlain = [] {
 
 }  // namespace
 
+void JsonWriter::Buffer::makeRoom(size_t n) {
+  if (sink_ && size_ > 0) {
+    sink_(std::string_view(bytes_.get(), size_));
+    size_ = 0;
+    if (capacity_ >= n) return;
+  }
+  reserve(size_ + n);
+}
+
 void JsonWriter::Buffer::reserve(size_t least) {
-  const size_t capacity = std::max({least, 2 * capacity_, size_t{4096}});
+  constexpr size_t kPiece = size_t{64} << 10U;  // what a sink is handed at a time
+  const size_t capacity = std::max({least, sink_ ? kPiece : 2 * capacity_, size_t{4096}});
   auto bytes = std::make_unique_for_overwrite<char[]>(capacity);
   if (size_ > 0) std::memcpy(bytes.get(), bytes_.get(), size_);
   bytes_ = std::move(bytes);
@@ -41,7 +51,8 @@ void JsonWriter::Buffer::reserve(size_t least) {
 }
 
 std::string JsonWriter::Buffer::take() {
-  std::string text = size_ > 0 ? std::string(bytes_.get(), size_) : std::string();
+  if (sink_ && size_ > 0) sink_(std::string_view(bytes_.get(), size_));
+  std::string text = size_ > 0 && !sink_ ? std::string(bytes_.get(), size_) : std::string();
   bytes_.reset();
   size_ = 0;
   capacity_ = 0;
@@ -193,7 +204,10 @@ JsonWriter& JsonWriter::null() {
   return *this;
 }
 
-std::string JsonWriter::take() {
+std::string JsonWriter::take(std::string_view end) {
+  out_.put(end);
+  levels_.clear();
+  afterKey_ = false;
   return out_.take();
 }
 

@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -15,6 +16,15 @@ namespace iommud::app {
 /// Strings that are not valid UTF-8 (sysfs holds bytes) get U+FFFD instead of failing.
 class JsonWriter {
  public:
+  /// Where a writer with a sink hands its document: pieces of about 64 KiB, in order.
+  using Sink = std::function<void(std::string_view piece)>;
+
+  JsonWriter() = default;
+  /// A writer that hands its document to `sink` as it grows, and the rest at take(): the whole
+  /// of it is never in memory (`status --json` of 4096 devices is 7 MB, whose pages, touched
+  /// once each as a buffer doubles and is copied, cost more than writing it out).
+  explicit JsonWriter(Sink sink) : out_(std::move(sink)) {}
+
   JsonWriter& beginObject();
   JsonWriter& endObject();
   JsonWriter& beginArray();
@@ -49,8 +59,9 @@ class JsonWriter {
     return value(v);
   }
 
-  /// The document; the writer is empty afterwards.
-  std::string take();
+  /// The document followed by `end` (say "\n"); the writer is empty afterwards. With a sink,
+  /// the rest of it goes there and the string is empty.
+  std::string take(std::string_view end = {});
 
  private:
   void beforeValue();
@@ -61,9 +72,11 @@ class JsonWriter {
   // The document as it grows: bytes appended without a zero fill or a call per character.
   class Buffer {
    public:
+    Buffer() = default;
+    explicit Buffer(Sink sink) : sink_(std::move(sink)) {}
     /// n more bytes at the end, for the caller to write.
     char* grow(size_t n) {
-      if (capacity_ - size_ < n) reserve(size_ + n);
+      if (capacity_ - size_ < n) makeRoom(n);
       char* at = bytes_.get() + size_;
       size_ += n;
       return at;
@@ -73,7 +86,9 @@ class JsonWriter {
     std::string take();
 
    private:
+    void makeRoom(size_t n);  // with a sink, by handing it what is written; else by growing
     void reserve(size_t least);
+    Sink sink_;
     std::unique_ptr<char[]> bytes_;
     size_t size_ = 0;
     size_t capacity_ = 0;

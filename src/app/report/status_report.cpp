@@ -165,11 +165,12 @@ void writeChangeJson(JsonWriter& w, const ChangeRecord& c) {
       .endObject();
 }
 
-std::string statusJson(const Status& s) {
+namespace {
+
+void writeStatusJson(JsonWriter& w, const Status& s) {
   const auto& h = s.host;
   const auto& m = s.mode;
   const auto& k = h.kernel;
-  JsonWriter w;
   w.beginObject().field("schema_version", kStatusSchemaVersion);
 
   w.key("kernel").beginObject().field("release", k.release);
@@ -296,7 +297,20 @@ std::string statusJson(const Status& s) {
     w.null();
   }
   w.endObject();
-  return w.take() + "\n";
+}
+
+}  // namespace
+
+std::string statusJson(const Status& status) {
+  JsonWriter w;
+  writeStatusJson(w, status);
+  return w.take("\n");
+}
+
+void statusJson(const Status& status, const JsonWriter::Sink& sink) {
+  JsonWriter w(sink);
+  writeStatusJson(w, status);
+  (void)w.take("\n");
 }
 
 namespace {

@@ -4,12 +4,11 @@
 #include <vector>
 
 #include "app/host/status.hpp"
+#include "app/report/json_writer.hpp"
 #include "app/report/text_style.hpp"
 #include "core/protections.hpp"
 
 namespace iommud::app {
-
-class JsonWriter;
 
 /// The reasons as `--json` writes them: [{"source", "text"}].
 void writeReasonsJson(JsonWriter& w, const std::vector<core::Reason>& reasons);
@@ -20,6 +19,9 @@ inline constexpr int kStatusSchemaVersion = 1;
 
 /// The `--json` document (docs/status-json.md), newline-terminated.
 std::string statusJson(const Status& status);
+/// The same document, handed to `sink` in pieces as it is written (what iommuctl prints: a large
+/// host's document is never whole in memory).
+void statusJson(const Status& status, const JsonWriter::Sink& sink);
 
 /// One device or finding as `status --json` writes it (reused by `explain --json`).
 void writeDeviceJson(JsonWriter& w, const core::PciDevice& d);

@@ -167,7 +167,7 @@ std::string topJson(const TopView& view) {
   }
   w.endArray();
   w.endObject();
-  return w.take() + "\n";
+  return w.take("\n");
 }
 
 namespace {

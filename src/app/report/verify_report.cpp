@@ -115,7 +115,7 @@ std::string verifyJson(const std::vector<Verified>& results) {
   }
   w.endArray();
   w.endObject();
-  return w.take() + "\n";
+  return w.take("\n");
 }
 
 }  // namespace iommud::app

@@ -68,15 +68,24 @@ void askDaemon(app::Status& status) {
   }
 }
 
-// The whole host's status in the format asked for.
+// The whole host's status in the formats other than JSON.
 std::string statusOutput(const Options& opts, const app::Status& status) {
-  if (opts.json || opts.format == "json") return app::statusJson(status);
   // The counters are the daemon's, which D-Bus does not carry: iommuctl says 0 for them.
   if (opts.format == "prometheus") return app::prometheusText(status, {}, std::time(nullptr));
   if (opts.format == "nfd") return app::nfdFeatures(status);
   const bool color = useColor(opts.color);
   const size_t width = textWidth();
   return opts.brief ? app::statusBrief(status, color, width) : app::statusText(status, color, width);
+}
+
+// The whole host's status in the format asked for, on standard output. JSON is written as it is
+// made: on a large host the document is megabytes.
+void printStatus(const Options& opts, const app::Status& status) {
+  if (opts.json || opts.format == "json") {
+    app::statusJson(status, [](std::string_view piece) { std::fwrite(piece.data(), 1, piece.size(), stdout); });
+    return;
+  }
+  std::fputs(statusOutput(opts, status).c_str(), stdout);
 }
 
 }  // namespace
@@ -125,7 +134,7 @@ void addStatus(CLI::App& app, const Globals& globals, int& code) {
       if (!printDevice(globals, *opts, status)) code = 1;
       return;
     }
-    std::fputs(statusOutput(*opts, status).c_str(), stdout);
+    printStatus(*opts, status);
   });
 }
 

@@ -28,8 +28,8 @@
 #include "app/report/plan_report.hpp"
 #include "config/policy_loader.hpp"
 #include "support/fake_kernel.hpp"
-#include "support/unique_fd.hpp"
 #include "support/scenarios.hpp"
+#include "support/unique_fd.hpp"
 #include "unit/crash_sweep.hpp"
 #include "unit/test_host.hpp"
 
@@ -294,9 +294,7 @@ TEST(Apply, RewritesOnlyTheRecordFilesWhoseTextChanges) {
   const std::string files[] = {b.root.hostPath(b.ctx.paths.runDir + "/changes.json"),
                                b.root.hostPath(b.ctx.paths.stateDir + "/changes.json"),
                                b.root.hostPath(b.ctx.paths.stateDir + "/runtime-changes.json")};
-  auto hold = [&files] {
-    return std::array<HeldFile, 3>{HeldFile(files[0]), HeldFile(files[1]), HeldFile(files[2])};
-  };
+  auto hold = [&files] { return std::array<HeldFile, 3>{HeldFile(files[0]), HeldFile(files[1]), HeldFile(files[2])}; };
   const auto first = hold();
   for (const auto& f : first) ASSERT_TRUE(f.exists());
 
