@@ -5,11 +5,13 @@
 // reads the driver link; nothing is parsed or printed. Prints the device count.
 //
 // `bench_floor ROOT --reads=LIST`: exactly what `iommuctl --root ROOT status` reads (LIST: one
-// "F path", "L path" or "D path" per line, as its Recorder captured them), read the way any reader
-// of an untrusted root must: every path resolved inside the root from one held directory
-// (openat2 RESOLVE_IN_ROOT), a file looked at (O_PATH, fstat) before it is opened for reading, so
-// that no device node is opened; a link read beside its parent; a directory listed. Nothing is
-// parsed, decided or printed: what status does beyond this is its own cost.
+// "F path", "L path", "D path" or "M path" per line, as its Recorder captured them), read the way
+// any reader of an untrusted root must: every path resolved inside the root from one held
+// directory (openat2 RESOLVE_IN_ROOT), a file looked at (O_PATH, fstat) before it is opened for
+// reading, so that no device node is opened; a link read beside its parent; a directory listed;
+// a path status looked for and did not find (M: `config`, `sriov_numvfs`, a NIC's `master` on
+// the synthetic host) looked for once. Nothing is parsed, decided or printed: what status does
+// beyond this is its own cost.
 #include <dirent.h>
 #include <fcntl.h>
 #include <linux/openat2.h>
@@ -67,6 +69,9 @@ int containedReads(const char* rootPath, const char* listPath) {
       ssize_t n = ::readlinkat(parent, path.c_str() + slash + 1, buf.data(), buf.size());
       if (n > 0) bytes += static_cast<size_t>(n);
       ::close(parent);
+    } else if (line[0] == 'M') {  // looked for, not there: the look alone
+      int look = openInRoot(root, path, O_PATH);
+      if (look >= 0) ::close(look);
     } else if (line[0] == 'D') {
       int fd = openInRoot(root, path, O_RDONLY | O_DIRECTORY | O_NONBLOCK);
       if (fd < 0) continue;

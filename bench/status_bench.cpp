@@ -96,7 +96,8 @@ void checkStatusCovers(const std::string& jsonPath, const iommud::bench::HostSha
 }
 
 // Reads the host once through a recording Root, as status does, and writes what it read: one
-// "F path" (a file), "L path" (a link) or "D path" (a directory) per line.
+// "F path" (a file), "L path" (a link), "D path" (a directory) or "M path" (looked for, not
+// there) per line.
 void writeReads(const std::string& root, const std::string& path) {
   iommud::adapters::sysfs::Recorder recorder;
   const iommud::adapters::sysfs::Root recorded(root, &recorder);
@@ -107,7 +108,8 @@ void writeReads(const std::string& root, const std::string& path) {
   std::ofstream out(path);
   for (const auto& c : recorder.captures()) {
     using Kind = iommud::adapters::sysfs::Capture::Kind;
-    out << (c.kind == Kind::File ? 'F' : c.kind == Kind::Link ? 'L' : 'D') << ' ' << c.path << '\n';
+    const char kind = c.kind == Kind::File ? 'F' : c.kind == Kind::Link ? 'L' : c.kind == Kind::Dir ? 'D' : 'M';
+    out << kind << ' ' << c.path << '\n';
   }
 }
 

@@ -259,8 +259,9 @@ std::vector<DeviceExposure> exposures(const HostFacts& host, const HostMode& mod
 std::vector<std::string> reachAllMemory(const HostFacts& host, const std::vector<DeviceExposure>& exposures) {
   std::vector<std::string> out;
   for (const auto& e : exposures) {
+    if (e.level != Exposure::AllMemory) continue;  // before the lookup: most devices are not at this level
     const auto* d = host.device(e.address);
-    if (e.level == Exposure::AllMemory && d != nullptr && d->kind() != DeviceKind::Bridge) out.push_back(e.address);
+    if (d != nullptr && d->kind() != DeviceKind::Bridge) out.push_back(e.address);
   }
   return out;
 }

@@ -168,6 +168,10 @@ PciDevice* HostFacts::device(std::string_view address) {
 }
 
 const Group* HostFacts::group(int id) const {
+  // readHost leaves the groups sorted by id: found by halves there; a list in another order
+  // (built by hand) is searched through.
+  auto at = std::lower_bound(groups.begin(), groups.end(), id, [](const Group& g, int i) { return g.id < i; });
+  if (at != groups.end() && at->id == id) return &*at;
   auto it = std::find_if(groups.begin(), groups.end(), [id](const Group& g) { return g.id == id; });
   return it != groups.end() ? &*it : nullptr;
 }

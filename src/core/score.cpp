@@ -29,8 +29,9 @@ std::vector<std::string> at(const HostFacts& h, const std::vector<DeviceExposure
                             bool untrustedOnly = false) {
   std::vector<std::string> out;
   for (const auto& e : all) {
+    if (e.level != level) continue;  // before the lookup: most devices are not at this level
     const auto* d = h.device(e.address);
-    if (d == nullptr || d->kind() == DeviceKind::Bridge || e.level != level) continue;
+    if (d == nullptr || d->kind() == DeviceKind::Bridge) continue;
     if (untrustedOnly && !d->untrusted()) continue;
     out.push_back(e.address);
   }
@@ -41,10 +42,9 @@ std::vector<std::string> at(const HostFacts& h, const std::vector<DeviceExposure
 std::vector<std::string> untrustedWithoutSubPageIsolation(const HostFacts& h, const std::vector<DeviceExposure>& all) {
   std::vector<std::string> weak;
   for (const auto& e : all) {
+    if (e.level == Exposure::MappedSubPage || e.level == Exposure::None) continue;
     const auto* d = h.device(e.address);
-    if (d != nullptr && d->kind() != DeviceKind::Bridge && d->untrusted() && e.level != Exposure::MappedSubPage &&
-        e.level != Exposure::None)
-      weak.push_back(e.address);
+    if (d != nullptr && d->kind() != DeviceKind::Bridge && d->untrusted()) weak.push_back(e.address);
   }
   return weak;
 }

@@ -83,7 +83,7 @@ Result<UniqueFd> Root::open(std::string_view path, int flags) const {
   return fd;
 }
 
-Result<std::string> Root::readFile(std::string_view path, size_t limit) const {
+Result<std::string> Root::readFileOnce(std::string_view path, size_t limit) const {
   if (!isLive()) {
     // A tree unpacked by root can hold device nodes, whose open alone runs a driver (a watchdog
     // starts counting): look before opening for reading. /sys and /proc of the live host hold none.
@@ -112,9 +112,36 @@ Result<std::string> Root::readFile(std::string_view path, size_t limit) const {
   auto fd = near ? std::move(*near) : open(path, kReadFlags);
   if (!fd) return fd.error();
   // A sysfs attribute is at most one page and arrives in one read; don't pay a second syscall.
-  auto out = readRegularFile(fd->get(), hostPath(path), limit, path.starts_with("/sys/"));
+  return readRegularFile(fd->get(), hostPath(path), limit, path.starts_with("/sys/"));
+}
+
+void Root::recordMissing(std::string_view path, const core::Error& error) const {
+  if (recorder_ != nullptr && error.code == ENOENT) recorder_->add({Capture::Kind::Missing, std::string(path), {}});
+}
+
+Result<std::string> Root::readFile(std::string_view path, size_t limit) const {
+  auto out = readFileOnce(path, limit);
   if (out && recorder_ != nullptr) recorder_->add({Capture::Kind::File, std::string(path), *out});
+  if (!out) recordMissing(path, out.error());
   return out;
+}
+
+Result<std::string> Root::readLink(std::string_view path) const {
+  auto target = readLinkOnce(path);
+  if (target && recorder_ != nullptr) recorder_->add({Capture::Kind::Link, std::string(path), *target});
+  if (!target) recordMissing(path, target.error());
+  return target;
+}
+
+Result<std::vector<std::string>> Root::listDir(std::string_view path) const {
+  auto names = listDirOnce(path);
+  if (names && recorder_ != nullptr) {
+    std::string joined;
+    for (const auto& n : *names) joined += n + "\n";
+    recorder_->add({Capture::Kind::Dir, std::string(path), joined});
+  }
+  if (!names) recordMissing(path, names.error());
+  return names;
 }
 
 Result<unsigned> Root::fileMode(std::string_view path) const {
@@ -131,7 +158,7 @@ Result<unsigned> Root::fileMode(std::string_view path) const {
   return static_cast<unsigned>(st.st_mode & 07777);
 }
 
-Result<std::string> Root::readLink(std::string_view path) const {
+Result<std::string> Root::readLinkOnce(std::string_view path) const {
   std::string full = hostPath(path);
   const size_t slash = path.rfind('/');
   const std::string dir(slash == std::string_view::npos || slash == 0 ? "/" : path.substr(0, slash));
@@ -146,12 +173,10 @@ Result<std::string> Root::readLink(std::string_view path) const {
     n = ::readlinkat(parent->get(), name.c_str(), buf.data(), buf.size() - 1);
   }
   if (n < 0) return errnoError(errno, full);
-  std::string target(buf.data(), static_cast<size_t>(n));
-  if (recorder_ != nullptr) recorder_->add({Capture::Kind::Link, std::string(path), target});
-  return target;
+  return std::string(buf.data(), static_cast<size_t>(n));
 }
 
-Result<std::vector<std::string>> Root::listDir(std::string_view path) const {
+Result<std::vector<std::string>> Root::listDirOnce(std::string_view path) const {
   auto fd = open(path, O_RDONLY | O_DIRECTORY | O_NONBLOCK);
   if (!fd) return fd.error();
   DIR* dir = ::fdopendir(fd->get());
@@ -164,11 +189,6 @@ Result<std::vector<std::string>> Root::listDir(std::string_view path) const {
   }
   ::closedir(dir);
   std::sort(names.begin(), names.end());
-  if (recorder_ != nullptr) {
-    std::string joined;
-    for (const auto& n : names) joined += n + "\n";
-    recorder_->add({Capture::Kind::Dir, std::string(path), joined});
-  }
   return names;
 }
 

@@ -13,9 +13,10 @@ namespace iommud::adapters::sysfs {
 
 using core::Result;
 
-/// One thing read through a Root: a file's bytes, a link's target, or a directory's entries.
+/// One thing read through a Root: a file's bytes, a link's target, or a directory's entries; or
+/// a path looked for and not there (ENOENT), which a probe found nothing at.
 struct Capture {
-  enum class Kind { File, Link, Dir };
+  enum class Kind { File, Link, Dir, Missing };
   Kind kind;
   std::string path;  // absolute, as the host sees it ("/sys/...")
   std::string data;  // file bytes, link target, or directory entries joined by '\n'
@@ -72,6 +73,11 @@ class Root {
  private:
   // Opens a host path inside the root; an error names the path on this machine.
   [[nodiscard]] Result<UniqueFd> open(std::string_view path, int flags) const;
+  // The reads themselves; their public names record what they read, or that it was not there.
+  [[nodiscard]] Result<std::string> readFileOnce(std::string_view path, size_t limit) const;
+  [[nodiscard]] Result<std::string> readLinkOnce(std::string_view path) const;
+  [[nodiscard]] Result<std::vector<std::string>> listDirOnce(std::string_view path) const;
+  void recordMissing(std::string_view path, const core::Error& error) const;
 
   std::string prefix_;  // without trailing slash; empty for "/"
   Recorder* recorder_;

@@ -209,6 +209,7 @@ std::vector<TarEntry> snapshotEntries(const std::vector<Capture>& captures, Reda
   }
   Members members;
   for (const auto& c : captures) {
+    if (c.kind == Capture::Kind::Missing) continue;  // a snapshot holds what was there
     std::string path = c.kind == Capture::Kind::Link ? canonicalPath(links, c.path.substr(0, c.path.rfind('/'))) +
                                                            c.path.substr(c.path.rfind('/'))
                                                      : canonicalPath(links, c.path);
@@ -226,6 +227,7 @@ std::vector<TarEntry> snapshotEntries(const std::vector<Capture>& captures, Reda
           if (!name.empty()) addDir(members, path + "/" + std::string(name));
         }
         break;
+      case Capture::Kind::Missing: break;
     }
   }
   std::vector<TarEntry> out;

@@ -77,6 +77,22 @@ TEST(Snapshot, FilesBelowLinksAreStoredWhereTheLinksPoint) {
   EXPECT_EQ(entry(entries, "sys/devices/pci0000:00/0000:00:1d.0/0000:01:00.0/vendor"), nullptr);
 }
 
+// A path the read looked for and did not find is recorded as missing, and a snapshot stores
+// nothing for it (nor a directory above it that nothing else put there).
+TEST(Snapshot, StoresNothingForAPathLookedForAndNotThere) {
+  const auto host = intelBareMetal();
+  adapters::sysfs::Recorder rec;
+  const adapters::sysfs::Root root(host->rootString(), &rec);
+  ASSERT_TRUE(root.readFile("/proc/cmdline"));
+  rec = {};
+  ASSERT_FALSE(root.readFile("/sys/nowhere/at/all"));
+  ASSERT_FALSE(root.readLink("/sys/nowhere/link"));
+  ASSERT_FALSE(root.listDir("/sys/nowhere/dir"));
+  ASSERT_EQ(rec.captures().size(), 3U);
+  for (const auto& c : rec.captures()) EXPECT_EQ(c.kind, adapters::sysfs::Capture::Kind::Missing) << c.path;
+  EXPECT_TRUE(app::snapshotEntries(rec.captures(), nullptr).empty());
+}
+
 TEST(Snapshot, RedactsSerialsPathsAddressesAndNonIommuArgumentsConsistently) {
   auto h = intelBareMetal();
   h->cmdline(
