@@ -23,7 +23,7 @@ constexpr size_t kAccessPlatformBit = 33;
 
 class Reader {
  public:
-  explicit Reader(const Root& root) : root_(&root) {}
+  explicit Reader(const Root& root, BootFacts* boot = nullptr) : root_(&root), boot_(boot) {}
 
   Result<HostFacts> run() {
     auto release = root_->readFile("/proc/sys/kernel/osrelease");
@@ -32,8 +32,7 @@ class Reader {
                    release.error().message + " (is " + displayRoot() + " a host root or an unpacked snapshot?)"};
     }
     host_.kernel.release = std::string(trim(*release));
-    readKernel();
-    readFirmware();
+    readBootFacts();
     readUnits();
     // What the command line says depends on the architecture, told by the units and tables too.
     host_.kernel.arch = deriveArch(host_);
@@ -115,6 +114,30 @@ class Reader {
   }
   void noteUnreadable(const Error& e) {
     if (e.code == EACCES || isRefusal(e)) host_.unreadable.push_back({e.path, e.message});
+  }
+
+  // The kernel's facts and the firmware's, from `boot_` when it holds them for this release; a
+  // part is kept there only when it was read whole (nothing unreadable), so that what it gives
+  // is what a read would.
+  void readBootFacts() {
+    if (boot_ != nullptr && boot_->release != host_.kernel.release) *boot_ = BootFacts{host_.kernel.release, {}, {}};
+    const auto whole = [this](size_t unreadableBefore) {
+      return boot_ != nullptr && host_.unreadable.size() == unreadableBefore;
+    };
+    if (boot_ != nullptr && boot_->kernel) {
+      host_.kernel = *boot_->kernel;
+    } else {
+      const size_t before = host_.unreadable.size();
+      readKernel();
+      if (whole(before)) boot_->kernel = host_.kernel;
+    }
+    if (boot_ != nullptr && boot_->firmware) {
+      host_.firmware = *boot_->firmware;
+    } else {
+      const size_t before = host_.unreadable.size();
+      readFirmware();
+      if (whole(before)) boot_->firmware = host_.firmware;
+    }
   }
 
   void readKernel() {
@@ -614,6 +637,7 @@ class Reader {
   };
 
   const Root* root_;
+  BootFacts* boot_;
   HostFacts host_;
   std::map<std::string, std::string> moduleOfDriver_;
   std::map<std::string, Unreadable> configNotes_;  // by PCI address
@@ -621,9 +645,9 @@ class Reader {
 
 }  // namespace
 
-Result<HostFacts> readHost(const Root& root) {
+Result<HostFacts> readHost(const Root& root, BootFacts* boot) {
   const Root held = root.held();
-  return Reader(held).run();
+  return Reader(held, boot).run();
 }
 
 HostFacts rereadGroup(const Root& root, HostFacts planned, int id) {

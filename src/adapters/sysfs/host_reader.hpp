@@ -1,5 +1,8 @@
 #pragma once
 
+#include <optional>
+#include <string>
+
 #include "adapters/sysfs/root.hpp"
 #include "core/host.hpp"
 
@@ -9,7 +12,18 @@ namespace iommud::adapters::sysfs {
 /// Fails only when the root does not look like a host at all; files that exist but cannot be
 /// read (not root) are listed in HostFacts::unreadable, and missing optional files are normal.
 /// The modules of the bound drivers are read too (see readModule).
-core::Result<core::HostFacts> readHost(const Root& root);
+///
+/// `boot`, for a reader that stays (the daemon's worker, between hotplug batches): what cannot
+/// change before the machine boots again, the kernel's facts (/proc/version, the command line, the
+/// kernel's config, which /proc/config.gz holds compressed) and the firmware's ACPI tables, kept
+/// from the first read that read them whole and taken from there after, while the kernel's
+/// release (read every time: it says the root still answers) reads the same.
+struct BootFacts {
+  std::string release;                     // the kernel release they were read under
+  std::optional<core::KernelInfo> kernel;  // as read before the architecture is derived
+  std::optional<core::Firmware> firmware;
+};
+core::Result<core::HostFacts> readHost(const Root& root, BootFacts* boot = nullptr);
 
 /// `planned` with IOMMU group `id` read again from sysfs just before a change acts on it: its type
 /// and members, each member's driver, trust and SR-IOV state, and trust and use judged again

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "adapters/sysfs/host_reader.hpp"
 #include "adapters/sysfs/root.hpp"
 #include "adapters/sysfs/writer.hpp"
 #include "app/change/domain_transaction.hpp"
@@ -89,6 +90,7 @@ struct ApplyContext {
   StatePaths paths;
   std::function<std::string()> now;  // UTC time as ISO 8601
   TransactionHooks hooks;
+  adapters::sysfs::BootFacts* boot = nullptr;  // a standing reader's (see readHost)
 };
 
 /// Applies the plan's changes in apply mode (advice is reported, not made), recording the value

@@ -18,8 +18,9 @@ core::Result<WriterSession> beginWriting(ApplyContext& ctx) {
   return WriterSession{std::move(lock).value(), recoverDomainChanges(ctx.root, ctx.writer, journal, ::time(nullptr))};
 }
 
-core::Result<HostView> readHostView(const adapters::sysfs::Root& root, const core::PolicySet& policies) {
-  auto host = adapters::sysfs::readHost(root);
+core::Result<HostView> readHostView(const adapters::sysfs::Root& root, const core::PolicySet& policies,
+                                    adapters::sysfs::BootFacts* boot) {
+  auto host = adapters::sysfs::readHost(root, boot);
   if (!host) return core::Error{host.error().code, "", "cannot read the host: " + host.error().describe()};
   readPolicyModules(root, policies, *host);
   HostView view;
@@ -117,7 +118,7 @@ core::Result<Reconciled> reconcile(const core::PolicySet& policies, const Reconc
                                    ApplyContext& ctx) {
   Reconciled out;
   for (int round = 0; round < 2; ++round) {
-    auto view = readHostView(ctx.root, policies);
+    auto view = readHostView(ctx.root, policies, ctx.boot);
     if (!view) return view.error();
     auto plan = planFor(*view, policies, request, round == 0 ? &out : nullptr);
     listInitramfsFor(ctx.root, plan, view->status);
@@ -145,7 +146,7 @@ core::Result<Reconciled> reconcile(const core::PolicySet& policies, const Reconc
 }
 
 core::Result<Reverted> revertNamed(const std::string& name, ApplyContext& ctx) {
-  auto host = adapters::sysfs::readHost(ctx.root);
+  auto host = adapters::sysfs::readHost(ctx.root, ctx.boot);
   if (!host) return core::Error{host.error().code, "", "cannot read the host: " + host.error().describe()};
   std::optional<std::string> only;
   if (!name.empty()) {

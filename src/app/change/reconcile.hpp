@@ -34,7 +34,8 @@ struct HostView {
   std::unique_ptr<NetlinkEthtool> ethtool;  // nullptr under a root prefix, or without ethtool netlink
   std::string ethtoolError;                 // why it is nullptr on the live host
 };
-core::Result<HostView> readHostView(const adapters::sysfs::Root& root, const core::PolicySet& policies);
+core::Result<HostView> readHostView(const adapters::sysfs::Root& root, const core::PolicySet& policies,
+                                    adapters::sysfs::BootFacts* boot = nullptr);
 
 /// What to reconcile: the whole host as at start (coldplug), or devices by name: those that just
 /// appeared, or one a caller named, and in the same batch devices that were there before.

@@ -99,7 +99,7 @@ std::optional<std::vector<std::string>> DaemonWork::reconcileSome(const Reconcil
                                                                   std::optional<Status>* unchanged) {
   ReconcileRequest request = asked;
   request.adviseOnly = config_.adviseOnly;
-  ApplyContext ctx{root_, writer_, nullptr, state_, utcNow, {}};
+  ApplyContext ctx{root_, writer_, nullptr, state_, utcNow, {}, &boot_};
   auto start = Clock::now();
   auto done = reconcile(policies_, request, ctx);
   if (!done) {
@@ -216,7 +216,7 @@ void DaemonWork::runCall(const WorkerRequest& work, WorkerReport& report) {
 }
 
 void DaemonWork::revert(const std::string& device, WorkerReport& report) {
-  ApplyContext ctx{root_, writer_, nullptr, state_, utcNow, {}};
+  ApplyContext ctx{root_, writer_, nullptr, state_, utcNow, {}, &boot_};
   auto reverted = revertNamed(device, ctx);
   if (!reverted) {
     const bool unknown = reverted.error().code == ENODEV;
@@ -237,7 +237,7 @@ void DaemonWork::revert(const std::string& device, WorkerReport& report) {
 }
 
 void DaemonWork::plan(core::Trigger trigger, const std::string& device, WorkerReport& report) {
-  auto view = readHostView(root_, policies_);
+  auto view = readHostView(root_, policies_, &boot_);
   if (!view) {
     callError(bus::kErrorFailed, view.error().describe(), report);
     return;
@@ -260,7 +260,7 @@ void DaemonWork::plan(core::Trigger trigger, const std::string& device, WorkerRe
 }
 
 std::vector<ExportResult> DaemonWork::revertAtStop(Counters& counters) {
-  ApplyContext ctx{root_, writer_, nullptr, state_, utcNow, {}};
+  ApplyContext ctx{root_, writer_, nullptr, state_, utcNow, {}, &boot_};
   auto reverted = revertNamed("", ctx);
   if (!reverted) {
     log_.error("cannot revert on stop: " + reverted.error().describe());
@@ -277,7 +277,7 @@ std::vector<ExportResult> DaemonWork::revertAtStop(Counters& counters) {
   // What the exports say after the revert: its own read while the revert changed nothing.
   core::HostFacts after = std::move(reverted->host);
   if (changed) {
-    auto again = adapters::sysfs::readHost(root_);
+    auto again = adapters::sysfs::readHost(root_, &boot_);
     if (!again) return {};
     after = std::move(again).value();
   }
@@ -297,7 +297,7 @@ void DaemonWork::addExports(const Status& status, const Counters& counters, Work
 bool DaemonWork::addView(const WorkerRequest& work, const Counters& counters, WorkerReport& report,
                          std::optional<Status> read) {
   if (!read) {
-    auto host = adapters::sysfs::readHost(root_);
+    auto host = adapters::sysfs::readHost(root_, &boot_);
     if (!host) {
       log_.warning("cannot read the host for its view (D-Bus properties, fleet exports): " + host.error().describe());
       return false;

@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "adapters/sysfs/host_reader.hpp"
 #include "adapters/sysfs/root.hpp"
 #include "adapters/sysfs/writer.hpp"
 #include "adapters/systemd/log.hpp"
@@ -76,6 +77,9 @@ class DaemonWork {
   bool early_;
   const adapters::systemd::Log& log_;
   const std::optional<adapters::trace::DmaCounters>& dma_;
+  // The kernel's and the firmware's facts, read at this worker's first read of the host and kept:
+  // they cannot change before a reboot (readHost), and /proc/config.gz is inflated only once.
+  adapters::sysfs::BootFacts boot_;
 };
 
 }  // namespace iommud::app

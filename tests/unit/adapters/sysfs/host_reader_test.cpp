@@ -3,7 +3,10 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <fstream>
+#include <string>
+#include <vector>
 
 #include "support/scenarios.hpp"
 
@@ -253,6 +256,75 @@ TEST(HostReader, ReadsTheConfigFromProcConfigGz) {
   EXPECT_EQ(host.kernel.config.at("CONFIG_IOMMU_DEFAULT_DMA_LAZY"), "y");
   EXPECT_EQ(host.kernel.config.at("CONFIG_IOMMU_DEFAULT_PASSTHROUGH"), "n");
   EXPECT_FALSE(host.kernel.config.contains("CONFIG_HZ"));
+}
+
+// What a recording read of `h` with `boot` read of the kernel's and the firmware's files.
+std::vector<std::string> bootReads(const FakeHost& h, adapters::sysfs::BootFacts& boot, HostFacts* out = nullptr) {
+  adapters::sysfs::Recorder recorder;
+  auto r = adapters::sysfs::readHost(adapters::sysfs::Root(h.rootString(), &recorder), &boot);
+  if (!r) throw std::runtime_error(r.error().describe());
+  if (out != nullptr) *out = std::move(r).value();
+  std::vector<std::string> paths;
+  for (const auto& c : recorder.captures()) {
+    if (c.path == "/proc/cmdline" || c.path == "/proc/version" || c.path.starts_with("/boot/config-") ||
+        c.path == "/proc/config.gz" || c.path.starts_with("/sys/firmware"))
+      paths.push_back(c.path);
+  }
+  return paths;
+}
+
+// A standing reader reads the kernel's and the firmware's facts once: the next read takes them
+// from what it kept, and gives the same host.
+TEST(HostReader, KeepsTheKernelAndFirmwareFactsBetweenReadsOfOneBoot) {
+  auto h = iommud::testing::intelBareMetal();
+  adapters::sysfs::BootFacts boot;
+  HostFacts first;
+  HostFacts second;
+  EXPECT_FALSE(bootReads(*h, boot, &first).empty());
+  EXPECT_EQ(boot.release, "6.12.38+deb12-amd64");
+  ASSERT_TRUE(boot.kernel && boot.firmware);
+  h->write("/proc/cmdline", "changed behind a boot's back\n");  // not read again
+  EXPECT_EQ(bootReads(*h, boot, &second), std::vector<std::string>{});
+  EXPECT_EQ(second.kernel.cmdline, first.kernel.cmdline);
+  EXPECT_EQ(second.kernel.config, first.kernel.config);
+  EXPECT_EQ(second.kernel.configSource, first.kernel.configSource);
+  EXPECT_EQ(second.kernel.upstream.version, first.kernel.upstream.version);
+  EXPECT_EQ(second.kernel.arch, first.kernel.arch);
+  EXPECT_EQ(second.kernel.iommuCmdline.params.size(), first.kernel.iommuCmdline.params.size());
+  EXPECT_EQ(second.firmware.tables, first.firmware.tables);
+  EXPECT_EQ(second.firmware.dmarPlatformOptIn, first.firmware.dmarPlatformOptIn);
+  EXPECT_EQ(second.units.size(), first.units.size());  // read every time
+  EXPECT_EQ(second.devices.size(), first.devices.size());
+}
+
+// Another release (another kernel: a root swapped, a test's host) reads them again.
+TEST(HostReader, ReadsTheBootFactsAgainUnderAnotherRelease) {
+  auto h = iommud::testing::intelBareMetal();
+  adapters::sysfs::BootFacts boot;
+  (void)bootReads(*h, boot);
+  h->write("/proc/sys/kernel/osrelease", "6.1.0-18-amd64\n");
+  h->write("/proc/cmdline", "intel_iommu=off\n");
+  HostFacts again;
+  EXPECT_NE(bootReads(*h, boot, &again), std::vector<std::string>{});
+  EXPECT_EQ(boot.release, "6.1.0-18-amd64");
+  EXPECT_EQ(again.kernel.cmdline, "intel_iommu=off");
+}
+
+// A part with something unreadable is not kept: the next read tries it again, and says again
+// what it could not read.
+TEST(HostReader, KeepsNoBootFactsItCouldNotReadWhole) {
+  FakeHost h;
+  h.write("/proc/config.gz", "not gzip at all");
+  adapters::sysfs::BootFacts boot;
+  HostFacts first;
+  HostFacts second;
+  (void)bootReads(h, boot, &first);
+  EXPECT_FALSE(boot.kernel);
+  const auto reads = bootReads(h, boot, &second);
+  EXPECT_NE(std::find(reads.begin(), reads.end(), "/proc/config.gz"), reads.end());
+  ASSERT_EQ(second.unreadable.size(), first.unreadable.size());
+  ASSERT_FALSE(second.unreadable.empty());
+  EXPECT_EQ(second.unreadable.front().path, h.rootString() + "/proc/config.gz");
 }
 
 TEST(HostReader, FailsClearlyWhenTheRootIsNotAHost) {
