@@ -121,23 +121,19 @@ class Reader {
   // is what a read would.
   void readBootFacts() {
     if (boot_ != nullptr && boot_->release != host_.kernel.release) *boot_ = BootFacts{host_.kernel.release, {}, {}};
-    const auto whole = [this](size_t unreadableBefore) {
-      return boot_ != nullptr && host_.unreadable.size() == unreadableBefore;
-    };
-    if (boot_ != nullptr && boot_->kernel) {
-      host_.kernel = *boot_->kernel;
-    } else {
-      const size_t before = host_.unreadable.size();
-      readKernel();
-      if (whole(before)) boot_->kernel = host_.kernel;
+    readOrKeep(&BootFacts::kernel, host_.kernel, [this] { readKernel(); });
+    readOrKeep(&BootFacts::firmware, host_.firmware, [this] { readFirmware(); });
+  }
+
+  template <class Part, class Read>
+  void readOrKeep(std::optional<Part> BootFacts::*kept, Part& part, const Read& read) {
+    if (boot_ != nullptr && boot_->*kept) {
+      part = *(boot_->*kept);
+      return;
     }
-    if (boot_ != nullptr && boot_->firmware) {
-      host_.firmware = *boot_->firmware;
-    } else {
-      const size_t before = host_.unreadable.size();
-      readFirmware();
-      if (whole(before)) boot_->firmware = host_.firmware;
-    }
+    const size_t unreadable = host_.unreadable.size();
+    read();
+    if (boot_ != nullptr && host_.unreadable.size() == unreadable) boot_->*kept = part;
   }
 
   void readKernel() {
