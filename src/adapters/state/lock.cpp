@@ -27,6 +27,8 @@ core::Result<WriterLock> WriterLock::acquire(const std::string& path, bool wait)
 }
 
 core::Result<core::Done> makeDirectories(const std::string& path) {
+  // Most often the directory is there: one mkdir says so. Else each component from the top.
+  if (!path.empty() && (::mkdir(path.c_str(), 0700) == 0 || errno == EEXIST)) return core::Done{};
   for (size_t at = 1; at <= path.size(); ++at) {
     if (at != path.size() && path[at] != '/') continue;
     std::string part = path.substr(0, at);

@@ -12,6 +12,7 @@
 #include <iterator>
 
 #include "adapters/state/change_records.hpp"
+#include "adapters/state/lock.hpp"
 
 namespace atomic_file_test {
 
@@ -165,6 +166,24 @@ TEST(ReadOwnFile, ReadsAFileAndRefusesLinksFifosAndDevicesWithoutBlocking) {
   auto big = readOwnFile((dir.path / "file").string(), 2);
   ASSERT_FALSE(big.ok());
   EXPECT_EQ(big.error().code, EFBIG);
+}
+
+// A directory and its missing parents, made 0700; one that is there is left as it is; a file in
+// the way is an error naming it.
+TEST(MakeDirectories, MakesWhatIsMissingAndLeavesWhatIsThere) {
+  TempDir t;
+  const fs::path deep = t.path / "run/iommud/deep";
+  ASSERT_TRUE(adapters::state::makeDirectories(deep.string()));
+  EXPECT_TRUE(fs::is_directory(deep));
+  EXPECT_EQ(fs::status(t.path / "run").permissions(), fs::perms::owner_all);
+  fs::permissions(deep, fs::perms(0750));
+  ASSERT_TRUE(adapters::state::makeDirectories(deep.string()));
+  EXPECT_EQ(fs::status(deep).permissions(), fs::perms(0750));
+  std::ofstream(t.path / "file") << "x";
+  auto blocked = adapters::state::makeDirectories((t.path / "file/below").string());
+  ASSERT_FALSE(blocked);
+  EXPECT_EQ(blocked.error().code, ENOTDIR);
+  EXPECT_EQ(blocked.error().path, (t.path / "file/below").string());
 }
 
 TEST(CheckOwnDirectory, RefusesADirectoryGroupOrOthersCanWrite) {
