@@ -201,7 +201,7 @@ int run(int argc, char** argv) {
     std::string kept = root + "-kept";
     std::filesystem::rename(root, kept);
     std::filesystem::rename(readsPath, kept + "-reads.txt");
-    std::printf("synthetic host kept in %s, what status reads in %s-reads.txt\n", kept.c_str(), kept.c_str());
+    std::printf("synthetic host kept in %s (what status reads: %s-reads.txt)\n", kept.c_str(), kept.c_str());
   } else {
     std::remove(readsPath.c_str());
   }
