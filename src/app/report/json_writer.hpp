@@ -81,7 +81,9 @@ class JsonWriter {
       size_ += n;
       return at;
     }
-    void put(std::string_view s) { std::memcpy(grow(s.size()), s.data(), s.size()); }
+    void put(std::string_view s) {
+      if (!s.empty()) std::memcpy(grow(s.size()), s.data(), s.size());  // an empty view's data may be null
+    }
     void put(char c) { *grow(1) = c; }
     std::string take();
 
