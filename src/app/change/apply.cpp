@@ -582,6 +582,14 @@ class Session {
     return std::any_of(runtime_.begin(), runtime_.end(), [&](const ChangeRecord& x) { return sameRecord(x, r); });
   }
 
+  // The state directory's copy holds a record that is neither in /run nor lost to a reboot: after
+  // a crash, revert would call that change lost.
+  [[nodiscard]] bool copyWouldLie() const {
+    return std::any_of(copyOnDisk_.begin(), copyOnDisk_.end(), [&](const ChangeRecord& r) {
+      return !inRuntime(r) && std::none_of(lost_.begin(), lost_.end(), [&](const auto& l) { return sameRecord(l, r); });
+    });
+  }
+
   // When the state directory's copy of /run's records is written (see save).
   enum class Copy {
     IfItWouldLie,  // only if it holds a record /run no longer has, which it would call lost
@@ -604,13 +612,7 @@ class Session {
     const std::vector<ChangeRecord>* lists[] = {&runtime_, &persistent_, &copy};
     const auto paths = recordPaths();
     for (size_t i = 0; i < std::size(lists); ++i) {  // as many as paths
-      if (i == 2 && copyWhen == Copy::IfItWouldLie &&
-          std::all_of(copyOnDisk_.begin(), copyOnDisk_.end(), [&](const ChangeRecord& r) {
-            return inRuntime(r) ||
-                   std::any_of(lost_.begin(), lost_.end(), [&](const auto& l) { return sameRecord(l, r); });
-          })) {
-        continue;
-      }
+      if (i == 2 && copyWhen == Copy::IfItWouldLie && !copyWouldLie()) continue;
       std::string text = adapters::state::recordsText(*lists[i]);
       if (onDisk_[i] ? *onDisk_[i] == text : lists[i]->empty()) continue;
       if (auto s = saveRecords(ctx_.root, paths[i], *lists[i], i == 2 ? Durability::Unsynced : Durability::Synced);
