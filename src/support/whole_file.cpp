@@ -7,6 +7,20 @@
 
 namespace iommud::support {
 
+namespace {
+
+// kernfs hands a binary attribute over at most a page per read (4 KiB, 64 KiB on some arm64
+// kernels); the buffer is never smaller.
+size_t pageSize() {
+  static const size_t page = [] {
+    const long n = ::sysconf(_SC_PAGESIZE);
+    return n > 0 ? static_cast<size_t>(n) : size_t{4096};
+  }();
+  return page;
+}
+
+}  // namespace
+
 core::Result<std::string> readWhole(int fd, const std::string& path, ReadLimits limits) {
   std::string out;
   std::array<char, 65536> buf;  // NOLINT(cppcoreguidelines-pro-type-member-init): filled by the syscall
@@ -23,7 +37,7 @@ core::Result<std::string> readWhole(int fd, const std::string& path, ReadLimits 
     }
     out.append(buf.data(), got);
     if (out.size() > limits.bytes) break;  // OverLimit::Stop
-    if (limits.oneRead && got < buf.size()) break;
+    if (limits.oneRead && got < pageSize()) break;
   }
   return out;
 }

@@ -18,7 +18,9 @@ enum class OverLimit {
 struct ReadLimits {
   size_t bytes = std::numeric_limits<size_t>::max();
   OverLimit over = OverLimit::Refuse;
-  /// Stops after a short read: a sysfs attribute arrives in one.
+  /// Stops after a read shorter than a page: a sysfs attribute arrives whole in one read (at most a
+  /// page less one byte), a binary one a page at a time (docs/kernel.md §13), so a read of a whole
+  /// page (an ACPI table, a config space) is not the end.
   bool oneRead = false;
 };
 

@@ -34,7 +34,7 @@ core::Result<core::Done> checkRegularMode(unsigned mode, const std::string& path
 
 /// Reads an open file whole, refusing what is not a regular file (checkRegular) and more than `limit` bytes (EFBIG);
 /// errors name `path`. The cap counts bytes read, never st_size, which sysfs gives as 4096 and procfs as 0. `oneRead`
-/// stops after a short read: a sysfs attribute arrives in one.
+/// stops after a read shorter than a page (support::ReadLimits).
 core::Result<std::string> readRegularFile(int fd, const std::string& path, size_t limit, bool oneRead = false);
 
 /// Opens `path` with kReadFlags and reads it with readRegularFile: for whole-file reads of paths

@@ -111,7 +111,8 @@ Result<std::string> Root::readFileOnce(std::string_view path, size_t limit) cons
   auto near = openBeside(path, kReadFlags);
   auto fd = near ? std::move(*near) : open(path, kReadFlags);
   if (!fd) return fd.error();
-  // A sysfs attribute is at most one page and arrives in one read; don't pay a second syscall.
+  // A sysfs attribute is less than a page and arrives in one read; don't pay a second syscall (a
+  // binary one, read a page at a time, reads on).
   return readRegularFile(fd->get(), hostPath(path), limit, path.starts_with("/sys/"));
 }
 

@@ -2,10 +2,12 @@
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <array>
 #include <cerrno>
+#include <initializer_list>
 #include <string>
 #include <utility>
 
@@ -95,6 +97,36 @@ TEST(ReadWhole, StopsPastItsLimitWhenAskedTo) {
   auto got = support::readWhole(pipeWith("0123456789").get(), "p", {.bytes = 4, .over = OverLimit::Stop});
   ASSERT_TRUE(got);
   EXPECT_GT(got->size(), 4U);  // the caller sees it is too long
+}
+
+// A socket whose reads return `pieces` one at a time, as kernfs hands a binary attribute over a
+// page per read.
+UniqueFd readsOf(std::initializer_list<size_t> pieces) {
+  std::array<int, 2> fds{-1, -1};
+  EXPECT_EQ(::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, fds.data()), 0);
+  UniqueFd in(fds[0]);
+  const UniqueFd out(fds[1]);
+  for (size_t n : pieces) {
+    const std::string piece(n, 'x');
+    EXPECT_EQ(::send(out.get(), piece.data(), piece.size(), 0), static_cast<ssize_t>(n));
+  }
+  return in;
+}
+
+TEST(ReadWhole, OneReadStopsAtAReadShorterThanAPage) {
+  const auto page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  auto got = support::readWhole(readsOf({page - 1, 10}).get(), "p", {.oneRead = true});
+  ASSERT_TRUE(got);
+  EXPECT_EQ(got->size(), page - 1);  // a sysfs attribute: its next read would say 0
+}
+
+TEST(ReadWhole, OneReadGoesOnAfterAWholePage) {
+  // A binary attribute longer than a page (an ACPI table of 10 KiB): a read of a whole page is not
+  // its end, though it is shorter than the buffer.
+  const auto page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  auto got = support::readWhole(readsOf({page, page, 100}).get(), "p", {.oneRead = true});
+  ASSERT_TRUE(got);
+  EXPECT_EQ(got->size(), 2 * page + 100);
 }
 
 TEST(ReadWhole, SaysTheErrorOfTheRead) {

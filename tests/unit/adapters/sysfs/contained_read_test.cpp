@@ -299,4 +299,18 @@ TEST(ContainedRead, AFifoInPlaceOfTheConfigurationIsRefusedWithoutHanging) {
   }));
 }
 
+// The real kernel's sysfs: a binary attribute longer than a page arrives a page per read (an ACPI
+// DMAR or IVRS table of some KB on a big server, docs/kernel.md §13), and the live root reads it
+// whole, as long as the size it declares. /sys/kernel/btf/vmlinux is one on every Debian kernel
+// (CONFIG_DEBUG_INFO_BTF), several MB.
+TEST(ContainedRead, TheLiveRootReadsASysfsBinaryAttributeLongerThanAPageWhole) {
+  const char* path = "/sys/kernel/btf/vmlinux";
+  struct stat st {};
+  ASSERT_EQ(::stat(path, &st), 0) << path << " is needed: a kernel built with CONFIG_DEBUG_INFO_BTF, /sys mounted";
+  ASSERT_GT(st.st_size, 4 * ::sysconf(_SC_PAGESIZE));
+  auto got = Root("/").readFile(path);
+  ASSERT_TRUE(got) << got.error().describe();
+  EXPECT_EQ(got->size(), static_cast<size_t>(st.st_size));
+}
+
 }  // namespace contained_read_test
