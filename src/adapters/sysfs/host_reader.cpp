@@ -219,6 +219,7 @@ class Reader {
   }
 
   void readUnits() {
+    const HeldDir classDir(*this, "/sys/class/iommu");  // listed, and each unit's link read, from there
     auto names = optionalDir("/sys/class/iommu");
     if (!names) return;
     for (const auto& name : *names) {
@@ -279,6 +280,7 @@ class Reader {
   static uint16_t hex16(std::string_view s) { return static_cast<uint16_t>(parseHex64(s).value_or(0)); }
 
   Result<bool> readPci() {
+    const HeldDir held(*this, "/sys/bus/pci/devices");  // listed, and each device's link read, from there
     auto addresses = root_->listDir("/sys/bus/pci/devices");
     if (!addresses) {
       // No PCI bus (some Arm boards) is a host without PCI devices, not a failure.
@@ -289,7 +291,6 @@ class Reader {
     for (const auto& g : host_.groups) {
       for (const auto& d : g.devices) groupOf[d] = &g;
     }
-    const HeldDir held(*this, "/sys/bus/pci/devices");  // each device's link read from there
     host_.devices.reserve(addresses->size());
     for (const auto& addr : *addresses) {
       auto it = groupOf.find(addr);
@@ -400,11 +401,11 @@ class Reader {
   }
 
   void readNetdevs() {
+    const HeldDir classDir(*this, "/sys/class/net");  // listed, and each interface's link read, from there
     auto names = optionalDir("/sys/class/net");
     if (!names) return;
     std::optional<std::set<std::string>> routed;
     std::optional<std::set<std::string>> addressed;
-    const HeldDir classDir(*this, "/sys/class/net");  // each interface's link read from there
     for (const auto& name : *names) {
       std::string link = "/sys/class/net/" + name;
       auto target = root_->readLink(link);
@@ -443,10 +444,12 @@ class Reader {
   using Holders = std::map<std::string, std::vector<std::string>>;                    // block device -> its holders
 
   void readNvme() {
+    std::optional<HeldDir> classDir(std::in_place, *this, "/sys/class/nvme");  // listed, and each link read, from there
     auto ctrlNames = optionalDir("/sys/class/nvme");
     if (!ctrlNames || ctrlNames->empty()) return;
     // Controllers are filled here and handed to their PCI functions at the end.
     Controllers ctrls = readNvmeControllers(*ctrlNames);
+    classDir.reset();
     if (ctrls.empty()) return;
     Holders holdersOf;
     auto nvmeBlocks = readBlockClass(holdersOf);
@@ -458,7 +461,6 @@ class Reader {
 
   Controllers readNvmeControllers(const std::vector<std::string>& names) {
     Controllers ctrls;
-    const HeldDir classDir(*this, "/sys/class/nvme");
     for (const auto& name : names) {
       std::string link = "/sys/class/nvme/" + name;
       auto target = root_->readLink(link);
@@ -570,6 +572,7 @@ class Reader {
   }
 
   void readThunderbolt() {
+    const HeldDir busDir(*this, "/sys/bus/thunderbolt/devices");  // listed, and each link read, from there
     auto names = optionalDir("/sys/bus/thunderbolt/devices");
     if (!names) return;
     for (const auto& name : *names) {
@@ -655,10 +658,10 @@ Module readModule(const Root& root, const std::string& name) {
   Module m;
   m.name = name;
   std::string dir = "/sys/module/" + name;
-  auto params = root.listDir(dir + "/parameters");
+  const Root held = root.within(dir + "/parameters");  // listed, and each parameter read by name, from there
+  auto params = held.listDir(dir + "/parameters");
   if (params) {
     m.loaded = true;
-    const Root held = root.within(dir + "/parameters");  // each parameter by name, without a walk
     for (const auto& p : *params) {
       std::string path = dir;
       path.append("/parameters/").append(p);

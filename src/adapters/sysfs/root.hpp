@@ -64,9 +64,10 @@ class Root {
   /// directory cannot be opened: each read then says why).
   [[nodiscard]] Root held() const;
   /// This root with the directory `dir` (a host path) held open as well: a file directly in it
-  /// (`dir + "/uevent"`) is opened by its name from there, without walking the whole path again;
-  /// a name that is a link, and every other path, resolve from the root as before. The root itself
-  /// when `dir` cannot be opened.
+  /// (`dir + "/uevent"`) is opened by its name from there, without walking the whole path again,
+  /// and listDir(dir) lists it from there; a name that is a link, and every other path, resolve
+  /// from the root as before. When `dir` cannot be opened, listDir(dir) says why without trying
+  /// again, and every other read is the root's own.
   [[nodiscard]] Root within(const std::string& dir) const;
   [[nodiscard]] bool isLive() const { return prefix_.empty(); }
 
@@ -87,9 +88,10 @@ class Root {
   // The name of a file directly in within()'s directory; nullopt for any other path.
   [[nodiscard]] std::optional<std::string> besideName(std::string_view path) const;
 
-  std::shared_ptr<const UniqueFd> dir_;     // the root's directory, when held()
-  std::shared_ptr<const UniqueFd> within_;  // within()'s directory
-  std::string withinPath_;                  // its host path
+  std::shared_ptr<const UniqueFd> dir_;             // the root's directory, when held()
+  std::shared_ptr<const UniqueFd> within_;          // within()'s directory
+  std::shared_ptr<const core::Error> withinError_;  // or why it could not be opened
+  std::string withinPath_;                          // its host path (empty: none)
 };
 
 /// Lexically joins a symlink's directory and its relative target: ("/sys/bus/pci/devices",
