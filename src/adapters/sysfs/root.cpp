@@ -11,6 +11,8 @@
 #include <cstddef>
 #include <cstring>
 
+#include "support/whole_file.hpp"
+
 namespace iommud::adapters::sysfs {
 
 using core::errnoError;
@@ -25,7 +27,14 @@ std::string Root::hostPath(std::string_view path) const {
 }
 
 Root Root::held() const {
-  if (isLive() || dir_) return *this;
+  if (dir_ || sys_) return *this;
+  if (isLive()) {
+    UniqueFd sys(::open("/sys", O_PATH | O_DIRECTORY | O_CLOEXEC));
+    if (sys.get() < 0) return *this;
+    Root out = *this;
+    out.sys_ = std::make_shared<const UniqueFd>(std::move(sys));
+    return out;
+  }
   UniqueFd dir(::open(prefix_.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
   if (dir.get() < 0) return *this;
   Root out = *this;
@@ -72,7 +81,11 @@ std::optional<Result<UniqueFd>> Root::openBeside(std::string_view path, int flag
 
 Result<UniqueFd> Root::open(std::string_view path, int flags) const {
   if (isLive()) {
-    UniqueFd fd(::open(std::string(path).c_str(), flags | O_CLOEXEC));
+    // Under /sys, from /sys held open (held()): the same file as the whole path names.
+    const bool fromSys = sys_ && path.starts_with("/sys/");
+    const std::string name(fromSys ? path.substr(5) : path);
+    UniqueFd fd(fromSys ? ::openat(sys_->get(), name.c_str(), flags | O_CLOEXEC)
+                        : ::open(name.c_str(), flags | O_CLOEXEC));
     if (fd.get() < 0) return errnoError(errno, std::string(path));
     return fd;
   }
@@ -120,7 +133,11 @@ Result<std::string> Root::readFileOnce(std::string_view path, size_t limit) cons
   if (!fd) return fd.error();
   // A sysfs attribute is less than a page and arrives in one read; don't pay a second syscall (a
   // binary one, read a page at a time, reads on).
-  return readRegularFile(fd->get(), hostPath(path), limit, path.starts_with("/sys/"));
+  const bool sys = path.starts_with("/sys/");
+  // The live host's /sys holds regular files, directories and links only (sysfs, and debugfs and
+  // tracefs below it): nothing to look at after the open either.
+  if (isLive() && sys) return support::readWhole(fd->get(), hostPath(path), {.bytes = limit, .oneRead = true});
+  return readRegularFile(fd->get(), hostPath(path), limit, sys);
 }
 
 void Root::recordMissing(std::string_view path, const core::Error& error) const {
