@@ -242,6 +242,7 @@ NIC_IDENTITY_RULE = (
 PCI_ADDRESS = re.compile(rb"\s*([0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7])\s*")
 DOMAIN_TYPES = ("identity", "DMA-FQ", "DMA", "auto", "blocked")
 
+IN_MODIFY = 0x02
 IN_OPEN = 0x20
 F_SETPIPE_SZ = 1031
 PIPE_PAGE = 4096
@@ -1002,8 +1003,10 @@ class _WriteHold:
 
 class _DriverCore(threading.Thread):
     """Reads the FIFOs and watches the type files, in the order of the writes: inotify reports
-    each open and each close of a written file, and two different events in a row are never
-    merged, so every IN_CLOSE_WRITE of a FIFO stands for one write."""
+    each open and each close of a written FIFO, and each write and each close of a written type
+    file, and two different events in a row are never merged, so every IN_CLOSE_WRITE stands for
+    one write. A type file is not watched for opens: a program that only reads it (iommud reads
+    every group's at every read of the host) wakes nothing here, as on a kernel."""
 
     def __init__(self, host: Host):
         super().__init__(name="driver-core", daemon=True)
@@ -1033,8 +1036,8 @@ class _DriverCore(threading.Thread):
         self._hold = _WriteHold(action, nth)
         return self._hold
 
-    def _watch(self, path: str) -> int:
-        wd = self._add_watch(self._fd, path.encode(), IN_OPEN | IN_CLOSE_WRITE)
+    def _watch(self, path: str, mask: int) -> int:
+        wd = self._add_watch(self._fd, path.encode(), mask)
         if wd < 0:
             raise OSError(ctypes.get_errno(), f"inotify_add_watch {path}")
         st = os.stat(path)
@@ -1063,7 +1066,7 @@ class _DriverCore(threading.Thread):
         fcntl.fcntl(fd, F_SETPIPE_SZ, PIPE_PAGE)
         os.write(fd, FILLER)
         os.chmod(path, 0o200)  # as sysfs shows it
-        self._fifos[self._watch(path)] = (fd, driver, action, bytearray())
+        self._fifos[self._watch(path, IN_OPEN | IN_CLOSE_WRITE)] = (fd, driver, action, bytearray())
 
     @staticmethod
     def _drain(fd: int, buf: bytearray) -> None:
@@ -1089,10 +1092,10 @@ class _DriverCore(threading.Thread):
 
     def add_type_file(self, path: str, group: int) -> None:
         # Opened before the watch and never closed while watched: writes through this fd
-        # raise no IN_OPEN or IN_CLOSE_WRITE, so the emulation's own writes are not taken for
-        # a writer's.
+        # raise no IN_CLOSE_WRITE, so the emulation's own writes are not taken for a writer's
+        # (their IN_MODIFY is read and passed over).
         fd = os.open(path, os.O_RDWR | os.O_CLOEXEC)
-        wd = self._watch(path)
+        wd = self._watch(path, IN_MODIFY | IN_CLOSE_WRITE)
         self._types[wd] = group
         self._type_files[group] = (wd, fd)
 
