@@ -43,8 +43,9 @@ Root Root::held() const {
 }
 
 Root Root::within(const std::string& dir) const {
-  // Opened for reading, not O_PATH: listDir(dir) lists it from here too.
-  auto fd = open(dir, O_RDONLY | O_DIRECTORY | O_NONBLOCK);
+  // O_PATH: no open of the directory itself (a device's is only a place to open files from);
+  // listDir(dir) opens "." from here.
+  auto fd = open(dir, O_PATH | O_DIRECTORY);
   Root out = *this;
   out.withinPath_ = dir;
   if (fd) {
