@@ -308,9 +308,32 @@ TEST(ContainedRead, TheLiveRootReadsASysfsBinaryAttributeLongerThanAPageWhole) {
   struct stat st {};
   ASSERT_EQ(::stat(path, &st), 0) << path << " is needed: a kernel built with CONFIG_DEBUG_INFO_BTF, /sys mounted";
   ASSERT_GT(st.st_size, 4 * ::sysconf(_SC_PAGESIZE));
-  auto got = Root("/").readFile(path);
-  ASSERT_TRUE(got) << got.error().describe();
-  EXPECT_EQ(got->size(), static_cast<size_t>(st.st_size));
+  // The live root as it is and held (one read of the host: /sys held open, each path under it
+  // opened from there).
+  for (const Root& root : {Root("/"), Root("/").held()}) {
+    auto got = root.readFile(path);
+    ASSERT_TRUE(got) << got.error().describe();
+    EXPECT_EQ(got->size(), static_cast<size_t>(st.st_size));
+  }
+}
+
+// The live root held reads, lists and follows under /sys what the unheld one does, and says the
+// same of a path that is not there.
+TEST(ContainedRead, TheLiveRootHeldReadsSysAsUnheld) {
+  const Root live("/");
+  const Root held = live.held();
+  const std::vector<std::string> none;
+  EXPECT_EQ(held.listDir("/sys/kernel").valueOr(none), live.listDir("/sys/kernel").valueOr(none));
+  EXPECT_FALSE(held.listDir("/sys/kernel").valueOr(none).empty());
+  EXPECT_EQ(held.readFile("/sys/kernel/btf/vmlinux", 64).error().code, EFBIG);
+  EXPECT_EQ(held.readLink("/sys/class/mem/null").valueOr(std::string("held")),
+            live.readLink("/sys/class/mem/null").valueOr(std::string("live")));
+  auto missing = held.readFile("/sys/kernel/no-such-attribute");
+  ASSERT_FALSE(missing);
+  EXPECT_EQ(missing.error().code, ENOENT);
+  EXPECT_EQ(missing.error().path, "/sys/kernel/no-such-attribute");
+  EXPECT_EQ(held.readFile("/proc/sys/kernel/osrelease").valueOr(std::string("held")),
+            live.readFile("/proc/sys/kernel/osrelease").valueOr(std::string("live")));
 }
 
 }  // namespace contained_read_test
