@@ -208,8 +208,8 @@ namespace {
 // fstat, two fcntl and a 32 KiB allocation per directory, for nothing used here.
 Result<std::vector<std::string>> namesIn(int fd, const std::string& path) {
   std::vector<std::string> names;
-  alignas(dirent64) std::array<char, 16384>
-      buf;  // NOLINT(cppcoreguidelines-pro-type-member-init): filled by the syscall
+  // NOLINTNEXTLINE(cppcoreguidelines-pro-type-member-init): filled by the syscall
+  alignas(dirent64) std::array<char, 16384> buf;
   for (;;) {
     const ssize_t n = ::getdents64(fd, buf.data(), buf.size());
     if (n < 0) {
@@ -218,8 +218,9 @@ Result<std::vector<std::string>> namesIn(int fd, const std::string& path) {
     }
     if (n == 0) break;
     for (size_t at = 0; at < static_cast<size_t>(n);) {
-      unsigned short length = 0;  // d_reclen, copied out: the records are packed, not aligned
+      unsigned short length = 0;  // d_reclen, copied out rather than read through a cast
       std::memcpy(&length, buf.data() + at + offsetof(dirent64, d_reclen), sizeof length);
+      if (length == 0) return Error{EIO, path, "a directory entry of no length"};  // no kernel's
       const std::string_view name(buf.data() + at + offsetof(dirent64, d_name));
       at += length;
       if (name != "." && name != "..") names.emplace_back(name);
@@ -232,9 +233,9 @@ Result<std::vector<std::string>> namesIn(int fd, const std::string& path) {
 }  // namespace
 
 Result<std::vector<std::string>> Root::listDirOnce(std::string_view path) const {
-  if (!withinPath_.empty() &&
-      path == withinPath_) {  // within()'s directory: from its descriptor, or what its open said
-    if (!within_) return *withinError_;
+  // within()'s directory: from its descriptor, or what its open said.
+  if (!withinPath_.empty() && path == withinPath_) {
+    if (!within_) return withinError_ ? *withinError_ : errnoError(EBADF, hostPath(path));
     const UniqueFd again(::openat(within_->get(), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
     if (again.get() < 0) return errnoError(errno, hostPath(path));
     return namesIn(again.get(), hostPath(path));
