@@ -444,12 +444,8 @@ class Reader {
   using Holders = std::map<std::string, std::vector<std::string>>;                    // block device -> its holders
 
   void readNvme() {
-    std::optional<HeldDir> classDir(std::in_place, *this, "/sys/class/nvme");  // listed, and each link read, from there
-    auto ctrlNames = optionalDir("/sys/class/nvme");
-    if (!ctrlNames || ctrlNames->empty()) return;
     // Controllers are filled here and handed to their PCI functions at the end.
-    Controllers ctrls = readNvmeControllers(*ctrlNames);
-    classDir.reset();
+    Controllers ctrls = readNvmeControllers();
     if (ctrls.empty()) return;
     Holders holdersOf;
     auto nvmeBlocks = readBlockClass(holdersOf);
@@ -459,9 +455,10 @@ class Reader {
     if (auto sw = optional("/proc/swaps")) host_.swaps = parseSwaps(*sw);
   }
 
-  Controllers readNvmeControllers(const std::vector<std::string>& names) {
+  Controllers readNvmeControllers() {
     Controllers ctrls;
-    for (const auto& name : names) {
+    const HeldDir classDir(*this, "/sys/class/nvme");  // listed, and each link read, from there
+    for (const auto& name : optionalDir("/sys/class/nvme").value_or(std::vector<std::string>{})) {
       std::string link = "/sys/class/nvme/" + name;
       auto target = root_->readLink(link);
       if (!target) continue;
