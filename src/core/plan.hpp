@@ -8,6 +8,7 @@
 #include "core/findings.hpp"
 #include "core/host.hpp"
 #include "core/mode.hpp"
+#include "core/names.hpp"
 #include "core/policy.hpp"
 
 namespace iommud::core {
@@ -23,7 +24,15 @@ std::string_view toString(Trigger t);
 /// module parameters, then the domain transaction (it rebinds the driver, which resets rings and
 /// re-reads probe-time parameters), then ethtool settings; load-time parameters last (a file).
 enum class ChangeKind { ModuleParam, Domain, Rings, Channels, Coalesce, ModprobeConf };
+inline constexpr Names<ChangeKind, 6> kChangeKindNames{{{ChangeKind::ModuleParam, "module-param"},
+                                                        {ChangeKind::Domain, "domain"},
+                                                        {ChangeKind::Rings, "rings"},
+                                                        {ChangeKind::Channels, "channels"},
+                                                        {ChangeKind::Coalesce, "coalesce"},
+                                                        {ChangeKind::ModprobeConf, "modprobe-conf"}}};
+static_assert(checkNames(kChangeKindNames, ChangeKind::ModprobeConf));
 std::string_view toString(ChangeKind k);
+std::optional<ChangeKind> parseChangeKind(std::string_view name);
 
 /// The rule that decided something, and where it is written.
 struct RuleRef {

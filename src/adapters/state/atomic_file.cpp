@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cinttypes>
 #include <cstdio>
+#include <filesystem>
 
 #include "support/unique_fd.hpp"
 #include "support/whole_file.hpp"
@@ -132,6 +133,18 @@ core::Result<core::Done> removeFile(const std::string& path) {
   if (int e = faultAt("unlink", path)) return core::errnoError(e, path);
   if (::unlink(path.c_str()) != 0) return core::errnoError(errno, path);
   return core::Done{};
+}
+
+core::Result<std::string> renameToFree(const std::string& from, const std::string& prefix, bool numbered) {
+  std::string to = numbered ? prefix + "1" : prefix;
+  // Taken: anything there, a dangling link too (rename would replace it).
+  auto taken = [](const std::string& p) { return ::faccessat(AT_FDCWD, p.c_str(), F_OK, AT_SYMLINK_NOFOLLOW) == 0; };
+  for (int n = 2; taken(to); ++n) to = prefix + (numbered ? "" : "-") + std::to_string(n);
+  if (int e = faultAt("rename", from)) return core::errnoError(e, from);
+  if (::rename(from.c_str(), to.c_str()) != 0) return core::errnoError(errno, from);
+  auto dir = std::filesystem::path(to).parent_path().string();
+  if (auto synced = syncDirectory(dir.empty() ? "." : dir); !synced) return synced.error();
+  return to;
 }
 
 core::Result<std::optional<std::string>> readOwnFile(const std::string& path, size_t maxBytes) {

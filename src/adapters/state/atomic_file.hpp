@@ -54,6 +54,10 @@ core::Result<core::Done> writeFileAtomic(const std::string& path, std::string_vi
 /// Removes a file iommud wrote (a modprobe.d file it created, on revert); errors name `path`.
 core::Result<core::Done> removeFile(const std::string& path);
 
+/// Renames `from` to the first free "PREFIXn" (n from 1 up; "PREFIX", then "PREFIX-2", ... when
+/// `numbered` is false), the directory synced: a file kept aside, never replaced. The new name.
+core::Result<std::string> renameToFree(const std::string& from, const std::string& prefix, bool numbered);
+
 /// Reads back a file iommud writes (an export), never through a link, never blocking on a FIFO or
 /// reading a device: nullopt when absent; an error when it is not a regular file or holds more
 /// than `maxBytes`.

@@ -1,5 +1,7 @@
 #include "adapters/state/change_records.hpp"
 
+#include <algorithm>
+#include <array>
 #include <nlohmann/json.hpp>
 
 #include "adapters/state/atomic_file.hpp"
@@ -33,52 +35,219 @@ Json toJson(const ChangeRecord& r) {
   return j;
 }
 
-std::optional<ChangeKind> kindNamed(std::string_view name) {
-  for (auto k : {ChangeKind::ModuleParam, ChangeKind::Domain, ChangeKind::Rings, ChangeKind::Channels,
-                 ChangeKind::Coalesce, ChangeKind::ModprobeConf}) {
-    if (core::toString(k) == name) return k;
+// One entry's fields read with their types checked: the first thing wrong is kept, in words.
+class EntryReader {
+ public:
+  explicit EntryReader(const Json& j) : j_(j) {}
+
+  void text(const char* key, std::string& out, bool required = true) {
+    if (const Json* v = field(key, required, Json::value_t::string)) out = v->get<std::string>();
   }
-  return std::nullopt;
+  void flag(const char* key, bool& out) {
+    if (const Json* v = field(key, false, Json::value_t::boolean)) out = v->get<bool>();
+  }
+  void count(const char* key, int& out) {
+    if (const Json* v = number(key, false)) out = v->get<int>();
+  }
+  void group(std::optional<int>& out) {
+    auto it = j_.find("group");
+    if (it == j_.end() || it->is_null()) return;
+    if (const Json* v = number("group", false)) out = v->get<int>();
+  }
+  // A key this version does not write: a newer version's, or damage. Either way the entry is not
+  // understood whole, and rewriting it without the key would lose what it says.
+  void noOtherKeys() {
+    static constexpr std::array<std::string_view, 15> kKnown = {
+        "kind", "device",     "group", "object",       "key",     "original", "written", "existed",
+        "rule", "rule_where", "time",  "irreversible", "ifindex", "pending",  "before"};
+    for (const auto& [key, value] : j_.items()) {
+      if (std::find(kKnown.begin(), kKnown.end(), key) == kKnown.end())
+        fail("\"" + key + "\" is not a key this version knows");
+    }
+  }
+  void fail(std::string why) {
+    if (problem.empty()) problem = std::move(why);
+  }
+  std::string problem;
+
+ private:
+  const Json* field(const char* key, bool required, Json::value_t type) {
+    auto it = j_.find(key);
+    if (it == j_.end()) {
+      if (required) fail("\"" + std::string(key) + "\" is missing");
+      return nullptr;
+    }
+    if (it->type() != type) {
+      fail("\"" + std::string(key) + "\" is " + article(it->type_name()) + ", not " + article(Json(type).type_name()));
+      return nullptr;
+    }
+    return &*it;
+  }
+  // A whole number that fits an int, not negative (group numbers and interface indexes).
+  const Json* number(const char* key, bool required) {
+    auto it = j_.find(key);
+    if (it == j_.end()) {
+      if (required) fail("\"" + std::string(key) + "\" is missing");
+      return nullptr;
+    }
+    if (!it->is_number_integer() ||
+        (it->is_number_unsigned() ? it->get<uint64_t>() > 0x7fffffffU
+                                  : it->get<int64_t>() < 0 || it->get<int64_t>() > 0x7fffffff)) {
+      fail("\"" + std::string(key) + "\" is " + (it->is_number() ? it->dump() : article(it->type_name())) +
+           ", not a whole number from 0 up");
+      return nullptr;
+    }
+    return &*it;
+  }
+  static std::string article(std::string_view type) {
+    return (type == "object" || type == "array" ? "an " : type == "null" ? "" : "a ") + std::string(type);
+  }
+  const Json& j_;
+};
+
+// The record an entry holds, or why it is not one this version understands.
+core::Result<ChangeRecord> fromJson(const Json& j) {
+  if (!j.is_object()) return core::Error{EINVAL, "", std::string("a JSON ") + j.type_name() + ", not a record"};
+  EntryReader in(j);
+  std::string kind;
+  in.text("kind", kind);
+  ChangeRecord r;
+  if (in.problem.empty()) {
+    auto k = core::parseChangeKind(kind);
+    if (!k) return core::Error{EINVAL, "", "a change of kind \"" + kind + "\", which this version does not know"};
+    r.kind = *k;
+  }
+  in.text("device", r.device);
+  in.group(r.group);
+  in.text("object", r.object);
+  in.text("key", r.key);
+  in.text("original", r.original);
+  in.text("written", r.written);
+  in.flag("existed", r.existed);
+  in.text("rule", r.rule, false);
+  in.text("rule_where", r.ruleWhere, false);
+  in.text("time", r.time, false);
+  in.flag("irreversible", r.irreversible);
+  in.count("ifindex", r.ifindex);
+  in.flag("pending", r.pending);
+  in.text("before", r.before, false);
+  in.noOtherKeys();
+  if (in.problem.empty() && r.kind == ChangeKind::Domain && !r.group) in.fail("a domain change names no group");
+  if (!in.problem.empty()) return core::Error{EINVAL, "", in.problem};
+  return r;
 }
 
-std::optional<ChangeRecord> fromJson(const Json& j) {
-  if (!j.is_object()) return std::nullopt;
-  auto kind = kindNamed(j.value("kind", ""));
-  if (!kind) return std::nullopt;
-  ChangeRecord r;
-  r.kind = *kind;
-  r.device = j.value("device", "");
-  if (j.contains("group") && j["group"].is_number_integer()) r.group = j["group"].get<int>();
-  r.object = j.value("object", "");
-  r.key = j.value("key", "");
-  r.original = j.value("original", "");
-  r.written = j.value("written", "");
-  r.existed = j.value("existed", true);
-  r.rule = j.value("rule", "");
-  r.ruleWhere = j.value("rule_where", "");
-  r.time = j.value("time", "");
-  r.irreversible = j.value("irreversible", false);
-  r.ifindex = j.value("ifindex", 0);
-  r.pending = j.value("pending", false);
-  r.before = j.value("before", "");
-  return r;
+void readEntry(const Json& j, size_t n, RecordsFile& out) {
+  auto r = fromJson(j);
+  if (r) {
+    out.records.push_back(std::move(r).value());
+  } else {
+    out.damage.push_back("entry " + std::to_string(n) + ": " + r.error().message);
+  }
+}
+
+bool space(char c) {
+  return c == ' ' || c == '\n' || c == '\r' || c == '\t';
+}
+
+size_t skipSpace(std::string_view t, size_t at) {
+  while (at < t.size() && space(t[at])) ++at;
+  return at;
+}
+
+// Where the JSON value that starts at `at` ends: after its closing bracket, or at the ',' or ']'
+// that follows a scalar at the array's level; the text's end when it is cut short inside it.
+// Strings and their escapes are skipped, so a bracket inside one counts for nothing.
+size_t valueEnd(std::string_view t, size_t at) {
+  int depth = 0;
+  bool inString = false;
+  for (size_t i = at; i < t.size(); ++i) {
+    const char c = t[i];
+    if (inString) {
+      if (c == '\\') {
+        ++i;
+      } else if (c == '"') {
+        inString = false;
+      }
+      continue;
+    }
+    if (c == '"') {
+      inString = true;
+    } else if (c == '{' || c == '[') {
+      ++depth;
+    } else if (c == '}' || c == ']') {
+      if (depth == 0) return i;
+      if (--depth == 0) return i + 1;
+    } else if (c == ',' && depth == 0) {
+      return i;
+    }
+  }
+  return t.size();
+}
+
+// A file that is not valid JSON (cut short, a byte lost): each entry that is whole is read on its
+// own, the rest is reported. Linear: each byte is looked at once by the scan and once by a parse.
+RecordsFile salvage(std::string_view t) {
+  RecordsFile out;
+  size_t at = skipSpace(t, 0);
+  if (at == t.size() || t[at] != '[') {
+    out.damage.push_back(at == t.size() ? "it is empty" : "it is not a JSON array of records");
+    return out;
+  }
+  for (size_t n = 1;; ++n) {
+    at = skipSpace(t, at + 1);
+    if (at == t.size()) {
+      out.damage.push_back("it ends before its last ] (cut short)");
+      return out;
+    }
+    if (t[at] == ']' && n == 1) break;
+    const size_t end = valueEnd(t, at);
+    Json j = Json::parse(t.substr(at, end - at), nullptr, false);
+    if (j.is_discarded()) {
+      out.damage.push_back("entry " + std::to_string(n) + " is not JSON" +
+                           (end == t.size() ? ": the file ends inside it (cut short)" : ""));
+    } else {
+      readEntry(j, n, out);
+    }
+    at = skipSpace(t, end);
+    if (at == t.size()) {
+      if (end != t.size()) out.damage.push_back("it ends before its last ] (cut short)");
+      return out;
+    }
+    if (t[at] == ']') break;
+    if (t[at] != ',') {
+      out.damage.push_back("after entry " + std::to_string(n) + " comes neither , nor ]");
+      return out;
+    }
+  }
+  if (skipSpace(t, at + 1) != t.size()) out.damage.push_back("text follows its last ]");
+  return out;
 }
 
 }  // namespace
 
-std::vector<ChangeRecord> parseRecords(std::string_view text) {
-  std::vector<ChangeRecord> out;
+bool sameRecord(const ChangeRecord& a, const ChangeRecord& b) {
+  return a.kind == b.kind && a.device == b.device && a.object == b.object && a.key == b.key && a.written == b.written &&
+         a.time == b.time;
+}
+
+RecordsFile parseRecordsFile(std::string_view text) {
   Json j = Json::parse(text, nullptr, false);
-  if (!j.is_array()) return out;  // a damaged file loses its records, not the run
-  for (const auto& e : j) {
-    if (auto r = fromJson(e)) out.push_back(std::move(*r));
+  if (j.is_discarded()) return salvage(text);
+  RecordsFile out;
+  if (!j.is_array()) {
+    out.damage.push_back(std::string("it holds a JSON ") + j.type_name() + ", not an array of records");
+    return out;
   }
+  for (size_t i = 0; i < j.size(); ++i) readEntry(j[i], i + 1, out);
   return out;
 }
 
-std::vector<ChangeRecord> loadRecords(const sysfs::Root& root, const std::string& path) {
-  auto text = root.readFile(path);
-  return text ? parseRecords(*text) : std::vector<ChangeRecord>{};
+core::Result<std::optional<RecordsFile>> readRecordsFile(const std::string& path) {
+  auto text = readOwnFile(path, kMaxRecordsBytes);
+  if (!text) return text.error();
+  if (!*text) return std::optional<RecordsFile>{};
+  return std::optional<RecordsFile>{parseRecordsFile(**text)};
 }
 
 std::string recordsText(const std::vector<ChangeRecord>& records) {

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <cstddef>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -29,20 +30,38 @@ struct ChangeRecord {
   bool irreversible = false;
   int ifindex = 0;  // ethtool changes: the interface it was made on
   // Write-ahead: a record is on disk, pending, before its change touches the host, and is settled
-  // by what the host shows once the change is over (app/change/apply.cpp). A pending record that
-  // outlives its process says the change may or may not have been made; `before` is the value the
-  // setting had just before it (for a file, its text; "" when there was none).
+  // by what the host shows once the change is over (app/change/record_store.cpp). A pending record
+  // that outlives its process says the change may or may not have been made; `before` is the value
+  // the setting had just before it (for a file, its text; "" when there was none).
   bool pending = false;
   std::string before;
 };
 
-/// The records of one file (`/run/iommud/changes.json`, `/var/lib/iommud/changes.json`, ...)
-/// under `root`, oldest first: a missing file holds none, and so does a damaged one (it loses its
-/// records, not the run); an entry that is not a record is left out.
-std::vector<ChangeRecord> loadRecords(const sysfs::Root& root, const std::string& path);
+/// The same record: the same setting, written with the same value at the same time.
+bool sameRecord(const ChangeRecord& a, const ChangeRecord& b);
 
-/// The records in the text of a records file: none if it is damaged (see loadRecords).
-std::vector<ChangeRecord> parseRecords(std::string_view text);
+/// The largest records file read: far more than any host's records (a record is ~400 bytes).
+inline constexpr size_t kMaxRecordsBytes = 16U << 20U;
+
+/// A records file as read: every entry understood, in order, and what was not understood.
+struct RecordsFile {
+  std::vector<ChangeRecord> records;
+  /// Each thing not understood, in words ("entry 3: \"ifindex\" is a string, not a number", "it
+  /// ends inside entry 4: cut short"): empty when the file was understood whole. An entry not
+  /// understood (another JSON type, a kind or a key this version does not know, torn) is left out
+  /// of `records`; the entries around it are read as usual.
+  std::vector<std::string> damage;
+  [[nodiscard]] bool whole() const { return damage.empty(); }
+};
+
+/// The records in the text of a records file, each entry read on its own with every field's type
+/// checked (see RecordsFile).
+RecordsFile parseRecordsFile(std::string_view text);
+
+/// The records file at host path `path`: nullopt when there is none; an error when it is not a
+/// regular file (a directory, a FIFO, a link: never followed, never blocked on), holds more than
+/// kMaxRecordsBytes or cannot be read.
+core::Result<std::optional<RecordsFile>> readRecordsFile(const std::string& path);
 
 /// The text of a records file (JSON, as saveRecords writes it).
 std::string recordsText(const std::vector<ChangeRecord>& records);

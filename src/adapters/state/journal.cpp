@@ -33,18 +33,6 @@ Result<Done> writeSynced(const std::string& path, std::string_view data, bool ap
   return Done{};
 }
 
-// Renames `from` to the first free "PREFIXn" (n from 1 up; "PREFIX" alone when `numbered` is
-// false and it is free), synced; the new name.
-Result<std::string> renameToFree(const std::string& from, const std::string& prefix, bool numbered) {
-  std::string to = numbered ? prefix + "1" : prefix;
-  for (int n = 2; ::access(to.c_str(), F_OK) == 0; ++n) to = prefix + (numbered ? "" : "-") + std::to_string(n);
-  if (int e = faultAt("rename", from)) return core::errnoError(e, from);
-  if (::rename(from.c_str(), to.c_str()) != 0) return core::errnoError(errno, from);
-  auto dir = std::filesystem::path(to).parent_path().string();
-  if (auto synced = syncDirectory(dir.empty() ? "." : dir); !synced) return synced.error();
-  return to;
-}
-
 constexpr std::string_view kPending = ".pending-";
 
 // N of "NAME.pending-N", 0 when `file` is no pending journal of `name`.

@@ -17,6 +17,7 @@
 #include "adapters/sysfs/host_reader.hpp"
 #include "adapters/sysfs/net_owners_reader.hpp"
 #include "app/change/current_values.hpp"
+#include "app/change/record_store.hpp"
 #include "core/domain_change.hpp"
 #include "core/net_owners.hpp"
 #include "core/text.hpp"
@@ -25,23 +26,12 @@ namespace iommud::app {
 
 namespace {
 
-using adapters::state::loadRecords;
-using adapters::state::saveRecords;
 using adapters::sysfs::Root;
 using core::ChangeKind;
 using OutcomeResult = Outcome::Result;
+using List = RecordStore::List;
 
-constexpr const char* kRecordFile = "/changes.json";
 constexpr const char* kNotRecorded = "not made: its record could not be written first (see the failure above)";
-// The runtime records, copied to the state directory: after a reboot cleared /run/iommud, what
-// the copy holds and /run does not is what the reboot undid, and revert says so for each.
-constexpr const char* kRuntimeCopyFile = "/runtime-changes.json";
-
-bool sameRecord(const ChangeRecord& a, const ChangeRecord& b) {
-  return a.kind == b.kind && a.device == b.device && a.object == b.object && a.key == b.key && a.written == b.written &&
-         a.time == b.time;
-}
-
 // A modprobe.d file, readable by all as modprobe's own are; its directory made if missing.
 core::Result<core::Done> writeModprobeFile(const std::string& path, std::string_view text) {
   if (auto made = adapters::state::makeDirectories(path.substr(0, path.rfind('/'))); !made) return made;
@@ -53,32 +43,6 @@ std::string millis(std::chrono::nanoseconds t) {
   return std::to_string(tenths / 10) + "." + std::to_string(tenths % 10) + " ms";
 }
 
-// Two readings of one setting are the same value: a parameter as the kernel prints it (Y/1), a
-// file byte for byte, a type or a NIC value without its newline.
-bool sameValue(ChangeKind kind, std::string_view a, std::string_view b) {
-  switch (kind) {
-    case ChangeKind::ModuleParam: return canonicalParam(a) == canonicalParam(b);
-    case ChangeKind::ModprobeConf: return a == b;
-    default: return core::trim(a) == core::trim(b);
-  }
-}
-
-// What becomes of a pending record, from what the host shows for its setting now.
-enum class Settled {
-  Made,     // the setting reads what the change wrote: a record like any other
-  NotMade,  // it reads what it read before the change: the record is as it was before
-  Unknown,  // neither, or it cannot be read: left pending (revert leaves such a value alone)
-};
-
-Settled settle(const ChangeRecord& r, const Observed& now) {
-  if (now.state == Observed::State::Unreadable) return Settled::Unknown;
-  // A removed device, an unloaded module or a group that is gone keeps nothing iommud wrote; a
-  // modprobe.d file that is not there reads as none ("": iommud's own always have text).
-  if (now.state == Observed::State::Gone && r.kind != ChangeKind::ModprobeConf) return Settled::NotMade;
-  if (now.state == Observed::State::Value && sameValue(r.kind, now.value, r.written)) return Settled::Made;
-  return sameValue(r.kind, now.value, r.before) ? Settled::NotMade : Settled::Unknown;
-}
-
 std::string moduleOfFile(const std::string& object) {
   auto base = object.substr(object.rfind('/') + 1);  // iommud-<module>.conf
   return base.substr(7, base.size() - 7 - 5);
@@ -86,28 +50,40 @@ std::string moduleOfFile(const std::string& object) {
 
 class Session {
  public:
-  // Each records file read once: its records, and its text to write it only when that changes.
-  Session(const core::HostFacts& host, ApplyContext& ctx) : host_(host), ctx_(ctx) {
-    const auto paths = recordPaths();
-    std::vector<ChangeRecord>* lists[] = {&runtime_, &persistent_, &copyOnDisk_};  // as many as paths
-    for (size_t i = 0; i < paths.size(); ++i) {
-      auto text = ctx.root.readFile(paths[i]);
-      if (!text) continue;
-      *lists[i] = adapters::state::parseRecords(*text);
-      onDisk_[i] = std::move(text).value();
-    }
-    for (const auto& r : copyOnDisk_) {
-      if (!inRuntime(r)) lost_.push_back(r);
+  Session(const core::HostFacts& host, ApplyContext& ctx)
+      : host_(host),
+        ctx_(ctx),
+        store_(ctx.root, ctx.paths,
+               {[this](const ChangeRecord& r) { return observe(r); },
+                [this](const std::string& path, const core::Error& e) {
+                  outcomes_.push_back(Outcome{OutcomeResult::Failed, ChangeKind::Domain, "", path, "",
+                                              "cannot record: " + e.describe()});
+                },
+                [this](const std::string& name) { step(name); }},
+               ctx.now ? ctx.now() : utcNow()) {
+    for (const auto& d : store_.movedNow()) {
+      outcomes_.push_back(Outcome{OutcomeResult::Failed, ChangeKind::Domain, "", d.file, "",
+                                  d.file + " was not understood whole (" + core::describeDamage({d}) +
+                                      "): moved aside as " + d.keptAs + ", never written over" +
+                                      (d.salvaged ? "; the records it could read are carried over" : "")});
     }
   }
 
   std::vector<Outcome> apply(const core::Plan& plan) {
-    settlePending();
+    store_.settlePending();
     std::set<int> rebound;  // groups whose drivers were rebound: their other settings wait for the next round
     std::map<std::string, std::vector<const core::Change*>> files;
     for (const auto& c : plan.changes) {
       if (c.mode == core::RuleMode::Advise) {
         out(OutcomeResult::Advised, c, c.object + " " + c.key + " " + c.from + " -> " + c.to + ": " + c.tradeOff);
+        continue;
+      }
+      if (store_.damaged() && c.risk != core::Risk::None) {
+        out(OutcomeResult::Refused, c,
+            c.object + " " + c.key + " " + c.from + " -> " + c.to +
+                " not made: it gives up protection, and a records file of iommud's is not understood whole (" +
+                core::describeDamage(store_.damage()) +
+                "): every such change must be possible to take back first; iommuctl status says what to do");
         continue;
       }
       if (c.kind != ChangeKind::Domain && c.group && rebound.contains(*c.group)) {
@@ -127,8 +103,47 @@ class Session {
       }
     }
     for (const auto& [object, changes] : files) modprobe(object, changes);
-    save(Copy::Now);
+    store_.save(RecordStore::Copy::Now);
     return std::move(outcomes_);
+  }
+
+  // revert --from: the intact records of a file kept aside, given back with the store's own;
+  // the file renamed *.reverted once none of them is left.
+  std::vector<Outcome> revertKept(const std::string& file, const std::optional<std::string>& device) {
+    auto kept = readKeptRecords(file);
+    if (!kept) {
+      outcomes_.push_back(Outcome{OutcomeResult::Failed, ChangeKind::Domain, "", file, "",
+                                  "cannot read " + file + ": " + kept.error().describe()});
+      return std::move(outcomes_);
+    }
+    auto& [records, damage] = *kept;
+    for (const auto& d : damage) {
+      outcomes_.push_back(Outcome{OutcomeResult::Skipped, ChangeKind::Domain, "", file, "",
+                                  file + ": " + d + ": nothing of it can be read, nothing of it given back"});
+    }
+    store_.adopt(records);
+    auto out = revert(device);
+    const auto left = [&] {
+      for (auto which : {List::Runtime, List::Persistent}) {
+        for (const auto& r : store_.list(which)) {
+          if (std::any_of(records.begin(), records.end(),
+                          [&](const ChangeRecord& k) { return adapters::state::sameRecord(k, r); }))
+            return true;
+        }
+      }
+      return false;
+    }();
+    if (left) {
+      out.push_back(Outcome{OutcomeResult::Kept, ChangeKind::Domain, "", file, "",
+                            file + " kept: a change it records is still in effect (see above)"});
+    } else if (auto moved = markReverted(file)) {
+      out.push_back(Outcome{OutcomeResult::Done, ChangeKind::Domain, "", file, "",
+                            file + ": every change it records that could be read is given back; kept as " + *moved});
+    } else {
+      out.push_back(Outcome{OutcomeResult::Failed, ChangeKind::Domain, "", file, "",
+                            "cannot rename " + file + ": " + moved.error().describe()});
+    }
+    return out;
   }
 
   std::vector<Outcome> revert(const std::optional<std::string>& device) {
@@ -140,8 +155,9 @@ class Session {
       return !device || r.device == *device || (group && r.group == group);
     };
     std::vector<ChangeRecord> stillLost;
-    for (size_t i = lost_.size(); i-- > 0;) {  // newest first
-      const ChangeRecord& r = lost_[i];
+    auto& lost = store_.lost();
+    for (size_t i = lost.size(); i-- > 0;) {  // newest first
+      const ChangeRecord& r = lost[i];
       if (!concerns(r)) {
         stillLost.insert(stillLost.begin(), r);
         continue;
@@ -152,9 +168,9 @@ class Session {
                "from its own value: nothing to restore; iommuctl status shows the value now",
            true);
     }
-    lost_ = std::move(stillLost);
-    settlePending();
-    for (auto* list : {&persistent_, &runtime_}) {
+    lost = std::move(stillLost);
+    store_.settlePending();
+    for (auto* list : {&store_.list(List::Persistent), &store_.list(List::Runtime)}) {
       // Newest first, each record dropped and saved as soon as its value is back: a process
       // stopped in between leaves a record whose value reads as before, which the next revert
       // drops with nothing to do.
@@ -162,10 +178,10 @@ class Session {
         const ChangeRecord r = (*list)[i];
         if (!concerns(r) || !revertOne(r)) continue;
         list->erase(list->begin() + static_cast<std::ptrdiff_t>(i));
-        save();
+        store_.save();
       }
     }
-    save(Copy::Now);
+    store_.save(RecordStore::Copy::Now);
     return std::move(outcomes_);
   }
 
@@ -185,11 +201,11 @@ class Session {
     ChangeRecord r = recordOf(c);
     r.irreversible = prepared->live;
     const auto* type = now.group(*c.group)->type ? &*now.group(*c.group)->type : nullptr;
-    if (!intend(runtime_, std::move(r), type != nullptr ? std::string(core::toString(*type)) : c.from))
+    if (!store_.intend(List::Runtime, std::move(r), type != nullptr ? std::string(core::toString(*type)) : c.from))
       return out(OutcomeResult::Failed, c, kNotRecorded);
     auto report =
         runDomainChange(*prepared, ctx_.root, ctx_.writer, *journal, host_.kernel.upstream.version, ctx_.hooks);
-    settleLast(runtime_);
+    store_.settleLast(List::Runtime);
     if (report.gone) return out(OutcomeResult::Skipped, c, report.summary());
     if (!report.succeeded) return out(OutcomeResult::Failed, c, report.summary());
     return out(OutcomeResult::Done, c,
@@ -199,9 +215,9 @@ class Session {
 
   bool param(const core::Change& c) {
     const std::string path = moduleParamPath(c.object);
-    if (!intend(runtime_, recordOf(c), c.from)) return out(OutcomeResult::Failed, c, kNotRecorded);
+    if (!store_.intend(List::Runtime, recordOf(c), c.from)) return out(OutcomeResult::Failed, c, kNotRecorded);
     auto w = ctx_.writer.write(path, c.to);
-    settleLast(runtime_);
+    store_.settleLast(List::Runtime);
     if (!w) return out(OutcomeResult::Failed, c, w.error().describe());
     auto now = ctx_.root.readFile(path);
     if (!now || canonicalParam(*now) != canonicalParam(c.to)) {
@@ -226,12 +242,13 @@ class Session {
     auto before = ctx_.root.readFile(path);
     const std::string text = modprobeFileText(module, options, rules);
     // One record per file: the text before the first change iommud made to it, moved to the end.
+    auto& persistent = store_.list(List::Persistent);
     auto it =
-        std::find_if(persistent_.begin(), persistent_.end(), [&](const ChangeRecord& r) { return r.object == path; });
+        std::find_if(persistent.begin(), persistent.end(), [&](const ChangeRecord& r) { return r.object == path; });
     ChangeRecord r = recordOf(*changes.front());
-    if (it != persistent_.end()) {
+    if (it != persistent.end()) {
       r = *it;
-      persistent_.erase(it);
+      persistent.erase(it);
     } else {
       r.object = path;
       r.key = "(file)";
@@ -239,13 +256,13 @@ class Session {
       r.original = before.valueOr(std::string());
     }
     r.written = text;
-    if (!intend(persistent_, std::move(r), before.valueOr(std::string()))) {
+    if (!store_.intend(List::Persistent, std::move(r), before.valueOr(std::string()))) {
       for (const auto* c : changes) out(OutcomeResult::Failed, *c, kNotRecorded);
       return;
     }
     auto w = writeModprobeFile(ctx_.root.hostPath(path), text);
     step("write " + path);
-    settleLast(persistent_);
+    store_.settleLast(List::Persistent);
     if (!w) {
       for (const auto* c : changes) out(OutcomeResult::Failed, *c, w.error().describe());
       return;
@@ -278,20 +295,20 @@ class Session {
     ChangeRecord r = recordOf(c);
     r.original = core::formatEthtoolValue(k->type, *was);
     r.ifindex = n->ifindex;
-    if (!intend(runtime_, r, r.original)) return out(OutcomeResult::Failed, c, kNotRecorded);
+    if (!store_.intend(List::Runtime, r, r.original)) return out(OutcomeResult::Failed, c, kNotRecorded);
     auto set = timed([&] { return ctx_.ethtool->set(n->ifindex, c.kind, c.key, *value); });
     auto now =
         set ? timed([&] { return ctx_.ethtool->get(n->ifindex, c.kind, c.key); }) : core::Result<uint32_t>(set.error());
     if (!set || !now || *now != *value) {
       if (!set) {
-        settleLast(runtime_);
+        store_.settleLast(List::Runtime);
         return out(OutcomeResult::Failed, c, set.error().describe());
       }
       // The driver took the value and keeps another (e1000e's rx-usecs 7000 reads 7142: its ITR
       // has steps): put the one before back, or the NIC stays at a value nobody asked and no
       // record can restore.
       auto back = ctx_.ethtool->set(n->ifindex, c.kind, c.key, *was);
-      settleLast(runtime_);
+      store_.settleLast(List::Runtime);
       const std::string reads =
           now ? core::formatEthtoolValue(k->type, *now) : "nothing (" + now.error().describe() + ")";
       const std::string old = core::formatEthtoolValue(k->type, *was);
@@ -300,7 +317,7 @@ class Session {
           c.object + " " + c.key + ": set " + c.to + " but the driver reads back " + reads +
               (back ? "; put " + old + " back" : "; putting " + old + " back failed: " + back.error().describe()));
     }
-    settleLast(runtime_);
+    store_.settleLast(List::Runtime);
     // The clock stops before the message is built: competitors() reads NetworkManager and .link files.
     const auto total = std::chrono::steady_clock::now() - start;
     std::string message = c.object + " " + std::string(core::toString(c.kind)) + " " + c.key + " " + r.original +
@@ -464,56 +481,6 @@ class Session {
     return it == d->netdevs.end() ? nullptr : &*it;
   }
 
-  // Write-ahead: the record is on disk, pending, before the change touches the host.
-  // False when it could not be saved: then the change must not be made (save said why).
-  [[nodiscard]] bool intend(std::vector<ChangeRecord>& list, ChangeRecord r, std::string before) {
-    auto was = list;
-    r.pending = true;
-    r.before = std::move(before);
-    remember(list, std::move(r));
-    if (save()) return true;
-    list = std::move(was);
-    save();
-    return false;
-  }
-
-  // Settles `list`'s last record (intend's) by what the host shows, once its change is over.
-  void settleLast(std::vector<ChangeRecord>& list) {
-    if (!list.empty() && list.back().pending) settleAt(list, list.size() - 1);
-    save();
-  }
-
-  // The pending records a stopped process left, settled before anything else is done.
-  void settlePending() {
-    for (auto* list : {&runtime_, &persistent_}) {
-      for (size_t i = list->size(); i-- > 0;) {
-        if ((*list)[i].pending) settleAt(*list, i);
-      }
-    }
-    save();
-  }
-
-  void settleAt(std::vector<ChangeRecord>& list, size_t i) {
-    ChangeRecord& r = list[i];
-    switch (settle(r, observe(r))) {
-      case Settled::Made:
-        r.pending = false;
-        r.before.clear();
-        return;
-      case Settled::NotMade:
-        // As before the change: no record if it was the first, else the earlier change's.
-        if (sameValue(r.kind, r.before, r.original)) {
-          list.erase(list.begin() + static_cast<std::ptrdiff_t>(i));
-          return;
-        }
-        r.written = r.before;
-        r.pending = false;
-        r.before.clear();
-        return;
-      case Settled::Unknown: return;
-    }
-  }
-
   // A step that changed a file on disk, for the tests that kill the process at each one.
   void step(const std::string& name) const {
     if (ctx_.hooks.afterStep) ctx_.hooks.afterStep(name);
@@ -538,25 +505,6 @@ class Session {
     return r;
   }
 
-  // One record per setting: a setting changed again keeps the value iommud first found, when
-  // nothing else changed it in between (the new change starts from what iommud wrote), so that
-  // revert restores that; otherwise the new record replaces the stale one.
-  static void remember(std::vector<ChangeRecord>& list, ChangeRecord r) {
-    auto same = std::find_if(list.begin(), list.end(), [&](const ChangeRecord& x) {
-      return x.kind == r.kind && x.device == r.device && x.object == r.object && x.key == r.key;
-    });
-    if (same == list.end()) {
-      list.push_back(std::move(r));
-      return;
-    }
-    if (same->written == r.original) {
-      r.original = std::move(same->original);
-      r.existed = same->existed;
-    }
-    list.erase(same);
-    list.push_back(std::move(r));
-  }
-
   bool out(OutcomeResult result, const core::Change& c, std::string message) {
     outcomes_.push_back(Outcome{result, c.kind, c.device, c.object, c.key, std::move(message), c.group, c.rule.name,
                                 c.rule.where.str(), c.from, c.to, c.risk, c.tradeOff});
@@ -573,70 +521,11 @@ class Session {
            r.time + ")";
   }
 
-  // /run's records, the state directory's, and the state directory's copy of /run's.
-  [[nodiscard]] std::array<std::string, 3> recordPaths() const {
-    return {ctx_.paths.runDir + kRecordFile, ctx_.paths.stateDir + kRecordFile, ctx_.paths.stateDir + kRuntimeCopyFile};
-  }
-
-  [[nodiscard]] bool inRuntime(const ChangeRecord& r) const {
-    return std::any_of(runtime_.begin(), runtime_.end(), [&](const ChangeRecord& x) { return sameRecord(x, r); });
-  }
-
-  // The state directory's copy holds a record that is neither in /run nor lost to a reboot: after
-  // a crash, revert would call that change lost.
-  [[nodiscard]] bool copyWouldLie() const {
-    return std::any_of(copyOnDisk_.begin(), copyOnDisk_.end(), [&](const ChangeRecord& r) {
-      return !inRuntime(r) && std::none_of(lost_.begin(), lost_.end(), [&](const auto& l) { return sameRecord(l, r); });
-    });
-  }
-
-  // When the state directory's copy of /run's records is written (see save).
-  enum class Copy {
-    IfItWouldLie,  // only if it holds a record /run no longer has, which it would call lost
-    Now,           // whenever its text changes: the session's last save
-  };
-
-  // Each file whose text changes (a damaged one is written again). The copy of the runtime
-  // records is not synced: it only says, after a reboot, what the reboot undid, and a crash may
-  // leave it stale or empty (then revert says nothing of what the reboot undid). /run is a tmpfs;
-  // the state directory is on disk, where an fsync costs milliseconds at every change, and so
-  // does the rename that replaces a file on a filesystem mounted with `discard`. So the copy is
-  // written once, at the end of the session, and before that only when a record left /run: a
-  // copy that lacks the newest records is stale, one that holds a record /run dropped would, after
-  // a crash, have revert call that change lost to a reboot.
-  bool save(Copy copyWhen = Copy::IfItWouldLie) {
-    bool saved = true;
-    using adapters::state::Durability;
-    std::vector<ChangeRecord> copy = lost_;
-    copy.insert(copy.end(), runtime_.begin(), runtime_.end());
-    const std::vector<ChangeRecord>* lists[] = {&runtime_, &persistent_, &copy};
-    const auto paths = recordPaths();
-    for (size_t i = 0; i < std::size(lists); ++i) {  // as many as paths
-      if (i == 2 && copyWhen == Copy::IfItWouldLie && !copyWouldLie()) continue;
-      std::string text = adapters::state::recordsText(*lists[i]);
-      if (onDisk_[i] ? *onDisk_[i] == text : lists[i]->empty()) continue;
-      if (auto s = saveRecords(ctx_.root, paths[i], *lists[i], i == 2 ? Durability::Unsynced : Durability::Synced);
-          !s) {
-        outcomes_.push_back(Outcome{OutcomeResult::Failed, ChangeKind::Domain, "", paths[i], "",
-                                    "cannot record: " + s.error().describe()});
-        saved = false;
-        continue;
-      }
-      onDisk_[i] = std::move(text);
-      if (i == 2) copyOnDisk_ = copy;
-      step("save " + paths[i]);
-    }
-    return saved;
-  }
-
   const core::HostFacts& host_;
   ApplyContext& ctx_;
   std::optional<core::NetOwnerSources> owners_;  // read once, when a NIC value is first touched
-  std::vector<ChangeRecord> runtime_, persistent_;
-  std::vector<ChangeRecord> lost_;                    // in the state directory's copy, no longer in /run
-  std::vector<ChangeRecord> copyOnDisk_;              // what the state directory's copy holds
-  std::array<std::optional<std::string>, 3> onDisk_;  // recordPaths()' text as read; none: no file
-  std::vector<Outcome> outcomes_;
+  std::vector<Outcome> outcomes_;                // before store_, whose hooks add to it
+  RecordStore store_;
 };
 
 }  // namespace
@@ -659,37 +548,9 @@ std::vector<Outcome> applyPlan(const core::Plan& plan, const core::HostFacts& ho
 }
 
 std::vector<Outcome> revertChanges(const std::optional<std::string>& device, const core::HostFacts& host,
-                                   ApplyContext& ctx) {
+                                   ApplyContext& ctx, const std::string& keptFile) {
+  if (!keptFile.empty()) return Session(host, ctx).revertKept(keptFile, device);
   return Session(host, ctx).revert(device);
-}
-
-std::optional<std::string> directoryFromEnvironment(const char* name) {
-  const char* v = std::getenv(name);
-  if (v == nullptr || *v == '\0') return std::nullopt;
-  std::string s(v);
-  return s.substr(0, s.find(':'));
-}
-
-StatePaths statePathsFromEnvironment(const std::string& prefix) {
-  StatePaths p;
-  if (auto d = directoryFromEnvironment((prefix + "RUNTIME_DIRECTORY").c_str())) p.runDir = *d;
-  if (auto d = directoryFromEnvironment((prefix + "STATE_DIRECTORY").c_str())) p.stateDir = *d;
-  return p;
-}
-
-std::vector<ChangeRecord> readRecords(const Root& root, const StatePaths& paths) {
-  auto out = loadRecords(root, paths.stateDir + kRecordFile);
-  auto runtime = loadRecords(root, paths.runDir + kRecordFile);
-  out.insert(out.end(), runtime.begin(), runtime.end());
-  return out;
-}
-
-std::optional<core::Error> recordsUnreadable(const Root& root, const StatePaths& paths) {
-  for (const auto& dir : {paths.stateDir, paths.runDir}) {
-    auto text = root.readFile(dir + kRecordFile);
-    if (!text && text.error().code != ENOENT) return text.error();
-  }
-  return std::nullopt;
 }
 
 std::string modprobeFileText(const std::string& module, const std::map<std::string, std::string>& options,

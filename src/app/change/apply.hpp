@@ -9,30 +9,12 @@
 #include "adapters/sysfs/root.hpp"
 #include "adapters/sysfs/writer.hpp"
 #include "app/change/domain_transaction.hpp"
+#include "app/change/state_paths.hpp"
 #include "app/host/change_record.hpp"
 #include "core/names.hpp"
 #include "core/plan.hpp"
 
 namespace iommud::app {
-
-/// Where iommud keeps what it changed: the run directory (lock, transaction journal, runtime
-/// records; gone at reboot like the values they describe) and the state directory (records of
-/// files that outlive a reboot, and a copy of the runtime records, so that revert can say which
-/// changes a reboot undid). Host paths: under --root they are inside the root.
-struct StatePaths {
-  std::string runDir = "/run/iommud";
-  std::string stateDir = "/var/lib/iommud";
-  std::string modprobeDir = "/etc/modprobe.d";
-};
-
-/// The value of an environment variable naming directories, the first of several (systemd passes
-/// them colon-separated); nullopt when it is unset or empty.
-std::optional<std::string> directoryFromEnvironment(const char* name);
-
-/// The state directories as the environment moves them: `<prefix>RUNTIME_DIRECTORY` and
-/// `<prefix>STATE_DIRECTORY` (systemd's for the daemon, prefix ""; IOMMUD_... for iommuctl);
-/// the defaults where they are unset.
-StatePaths statePathsFromEnvironment(const std::string& prefix);
 
 /// The ethtool operations apply and revert need; the real one speaks netlink, tests fake it.
 class EthtoolPort {
@@ -99,14 +81,11 @@ std::vector<Outcome> applyPlan(const core::Plan& plan, const core::HostFacts& ho
 
 /// Restores what iommud changed (all, or what concerns `device`), newest first, but only where the
 /// value is still the one iommud wrote; elsewhere it reports drift and leaves the value alone.
+/// With `keptFile` (iommuctl revert --from), a records file kept aside because it was not
+/// understood whole: its intact records are reverted too, and the file is renamed *.reverted once
+/// none of them is left.
 std::vector<Outcome> revertChanges(const std::optional<std::string>& device, const core::HostFacts& host,
-                                   ApplyContext& ctx);
-
-/// The records of what iommud changed, runtime and persistent, oldest first.
-std::vector<ChangeRecord> readRecords(const adapters::sysfs::Root& root, const StatePaths& paths);
-/// Why a records file that is there cannot be read (not root: they are 0600), which readRecords
-/// takes for none; nullopt when each is read or absent.
-std::optional<core::Error> recordsUnreadable(const adapters::sysfs::Root& root, const StatePaths& paths);
+                                   ApplyContext& ctx, const std::string& keptFile = "");
 
 /// "options nvme poll_queues=0 ..." with a header saying iommud wrote it and from which rules.
 std::string modprobeFileText(const std::string& module, const std::map<std::string, std::string>& options,

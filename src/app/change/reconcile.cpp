@@ -7,6 +7,7 @@
 
 #include "adapters/sysfs/host_reader.hpp"
 #include "app/change/planning.hpp"
+#include "app/change/record_store.hpp"
 
 namespace iommud::app {
 
@@ -15,7 +16,17 @@ core::Result<WriterSession> beginWriting(ApplyContext& ctx) {
   auto lock = adapters::state::WriterLock::acquire(ctx.root.hostPath(ctx.paths.runDir + "/lock"), false);
   if (!lock) return lock.error();
   adapters::state::Journal journal(ctx.root.hostPath(ctx.paths.runDir + "/transaction.journal"));
-  return WriterSession{std::move(lock).value(), recoverDomainChanges(ctx.root, ctx.writer, journal, ::time(nullptr))};
+  return WriterSession{std::move(lock).value(), recoverDomainChanges(ctx.root, ctx.writer, journal, ::time(nullptr)),
+                       readRecordsView(ctx.root, ctx.paths).damage};
+}
+
+std::string WriterSession::degraded() const {
+  std::string out = recovered.degraded();
+  if (!damage.empty()) {
+    out += (out.empty() ? "" : "; ") + core::describeDamage(damage) +
+           ": no change that weakens protection is made until it is dealt with (iommuctl status)";
+  }
+  return out;
 }
 
 core::Result<HostView> readHostView(const adapters::sysfs::Root& root, const core::PolicySet& policies,
@@ -145,7 +156,7 @@ core::Result<Reconciled> reconcile(const core::PolicySet& policies, const Reconc
   return out;
 }
 
-core::Result<Reverted> revertNamed(const std::string& name, ApplyContext& ctx) {
+core::Result<Reverted> revertNamed(const std::string& name, ApplyContext& ctx, const std::string& keptFile) {
   auto host = adapters::sysfs::readHost(ctx.root, ctx.boot);
   if (!host) return core::Error{host.error().code, "", "cannot read the host: " + host.error().describe()};
   std::optional<std::string> only;
@@ -157,7 +168,7 @@ core::Result<Reverted> revertNamed(const std::string& name, ApplyContext& ctx) {
   auto ethtool = NetlinkEthtool::open(host->kernel.upstream.version);
   ctx.ethtool = ethtool ? ethtool->get() : nullptr;
   Reverted out;
-  out.outcomes = revertChanges(only, *host, ctx);
+  out.outcomes = revertChanges(only, *host, ctx, keptFile);
   ctx.ethtool = nullptr;
   out.host = std::move(host).value();
   return out;

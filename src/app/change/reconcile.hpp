@@ -12,6 +12,7 @@
 #include "app/change/netlink_ethtool.hpp"
 #include "app/host/status.hpp"
 #include "core/plan.hpp"
+#include "core/state_findings.hpp"
 
 namespace iommud::app {
 
@@ -19,6 +20,9 @@ namespace iommud::app {
 struct WriterSession {
   adapters::state::WriterLock lock;
   Recovery recovered;
+  std::vector<core::DamagedStateFile> damage;  // records files not understood whole (readRecordsView)
+  /// What the writer goes on without: devices left unbound, records not understood; "" when none.
+  [[nodiscard]] std::string degraded() const;
 };
 
 /// What every writer does first: create the run directory, take the writer lock (failing at once
@@ -71,6 +75,7 @@ struct Reverted {
 
 /// Reverts what iommud changed on the device called `name` (any name findDevice takes), or on
 /// every device when `name` is empty, on one read of the host; ENODEV when no device has that name.
-core::Result<Reverted> revertNamed(const std::string& name, ApplyContext& ctx);
+/// `keptFile`: as revertChanges'.
+core::Result<Reverted> revertNamed(const std::string& name, ApplyContext& ctx, const std::string& keptFile = "");
 
 }  // namespace iommud::app

@@ -166,7 +166,7 @@ class Daemon {
     }
     // Not fatal (a restart would only loop): the start goes on, degraded, and STATUS= says so.
     for (const auto& p : session->recovered.problems) log_.error(p);
-    degraded_ = session->recovered.degraded();
+    degraded_ = session->degraded();
     if (!degraded_.empty()) log_.warning("degraded: " + degraded_);
     session_.emplace(std::move(session).value());
     return true;

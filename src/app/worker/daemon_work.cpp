@@ -10,6 +10,7 @@
 #include "app/change/outcome_log.hpp"
 #include "app/change/planning.hpp"
 #include "app/change/reconcile.hpp"
+#include "app/change/record_store.hpp"
 #include "app/fleet/fleet_files.hpp"
 #include "app/measure/effect_watch.hpp"
 #include "app/report/host_summary.hpp"

@@ -43,8 +43,7 @@ std::optional<app::WriterSession> startWriting(const Globals& globals, app::Appl
   }
   // Not fatal: what recovery could not resolve must not stop the change asked for.
   for (const auto& p : session->recovered.problems) std::fprintf(stderr, "iommuctl: warning: %s\n", p.c_str());
-  if (auto d = session->recovered.degraded(); !d.empty())
-    std::fprintf(stderr, "iommuctl: warning: degraded: %s\n", d.c_str());
+  if (auto d = session->degraded(); !d.empty()) std::fprintf(stderr, "iommuctl: warning: degraded: %s\n", d.c_str());
   return std::move(session).value();
 }
 
@@ -231,8 +230,22 @@ void addRevert(CLI::App& app, const Globals& globals, int& code) {
   auto device = std::make_shared<std::string>();
   cmd->add_option("--device", *device, "Revert only what concerns this device (PCI address, netdev or NVMe name)")
       ->option_text("DEVICE");
-  cmd->callback([&globals, &code, device] {
+  auto from = std::make_shared<std::string>();
+  cmd->add_option("--from", *from,
+                  "Also give back what a records file kept aside holds (one iommud could not understand whole, "
+                  "named by iommuctl status); it is renamed *.reverted once done")
+      ->option_text("FILE");
+  cmd->callback([&globals, &code, device, from] {
     if (auto daemon = runningDaemon(globals)) {
+      if (!from->empty()) {
+        // The daemon is the one writer and holds the lock: it reverts what it understands when it
+        // stops (revert-on-stop), after which this runs on the host itself.
+        std::fprintf(stderr,
+                     "iommuctl: revert --from runs on the host itself, and iommud is running: stop it first "
+                     "(systemctl stop iommud), then run this again\n");
+        code = 1;
+        return;
+      }
       code = reportFromDaemon(daemon->revert(*device), "revert");
       return;
     }
@@ -244,7 +257,7 @@ void addRevert(CLI::App& app, const Globals& globals, int& code) {
       code = 1;
       return;
     }
-    auto reverted = app::revertNamed(*device, ctx);
+    auto reverted = app::revertNamed(*device, ctx, *from);
     if (!reverted) {
       std::fprintf(
           stderr, "iommuctl: %s\n",

@@ -2,6 +2,7 @@
 #include <memory>
 
 #include "app/change/apply.hpp"
+#include "app/change/record_store.hpp"
 #include "bin/iommuctl/commands.hpp"
 
 namespace iommud::ctl {

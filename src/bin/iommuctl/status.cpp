@@ -9,12 +9,14 @@
 #include "adapters/sysfs/host_reader.hpp"
 #include "app/change/apply.hpp"
 #include "app/change/domain_transaction.hpp"
+#include "app/change/record_store.hpp"
 #include "app/fleet/fleet_export.hpp"
 #include "app/measure/top_run.hpp"
 #include "app/report/device_report.hpp"
 #include "app/report/status_report.hpp"
 #include "bin/iommuctl/commands.hpp"
 #include "core/measured_findings.hpp"
+#include "core/state_findings.hpp"
 
 namespace iommud::ctl {
 
@@ -125,10 +127,14 @@ void addStatus(CLI::App& app, const Globals& globals, int& code) {
     }
     auto status = app::buildStatus(std::move(host).value());
     if (opts->measure > 0 && !measureInto(globals, opts->measure, status, code)) return;
-    status.changes = app::readRecords(root, globals.state);
-    // A device a domain change left unbound: the most severe findings, first.
-    auto unbound = core::unboundFindings(app::unboundDevices(root, globals.state.runDir));
-    status.findings.insert(status.findings.begin(), unbound.begin(), unbound.end());
+    auto records = app::readRecordsView(root, globals.state);
+    status.changes = std::move(records.records);
+    // A device a domain change left unbound, a records file not understood: the most severe
+    // findings, first.
+    auto first = core::unboundFindings(app::unboundDevices(root, globals.state.runDir));
+    auto damaged = core::damageFindings(records.damage);
+    first.insert(first.end(), damaged.begin(), damaged.end());
+    status.findings.insert(status.findings.begin(), first.begin(), first.end());
     if (globals.root == "/") askDaemon(status);
     if (!opts->device.empty()) {
       if (!printDevice(globals, *opts, status)) code = 1;

@@ -5,12 +5,16 @@
 
 #include "app/change/current_values.hpp"
 #include "app/change/netlink_ethtool.hpp"
+#include "app/change/record_store.hpp"
 #include "app/report/verify_report.hpp"
 #include "bin/iommuctl/commands.hpp"
 
 namespace iommud::ctl {
 
 namespace {
+
+// verify's exit status when a records file is not understood whole (docs/man/iommuctl.1.scd).
+constexpr int kVerifyDamaged = 5;
 
 bool isNicSetting(const app::ChangeRecord& r) {
   return r.kind == core::ChangeKind::Rings || r.kind == core::ChangeKind::Channels ||
@@ -32,13 +36,14 @@ void addVerify(CLI::App& app, const Globals& globals, int& code) {
       ->check(CLI::IsMember({"auto", "always", "never"}));
   cmd->callback([&globals, &code, opts] {
     adapters::sysfs::Root root(globals.root);
-    if (auto error = app::recordsUnreadable(root, globals.state)) {
+    const auto view = app::readRecordsView(root, globals.state);
+    if (const auto& error = view.unreadable) {
       std::fprintf(stderr, "iommuctl: cannot read what iommud recorded: %s%s\n", error->describe().c_str(),
                    error->code == EACCES ? " (run as root)" : "");
       code = 1;
       return;
     }
-    const auto records = app::readRecords(root, globals.state);
+    const auto& records = view.records;
     // NIC settings are read over netlink: only on the live host, and only when there is one to read.
     std::unique_ptr<app::NetlinkEthtool> ethtool;
     std::string noEthtool = "NIC settings are read over ethtool netlink, not from a --root";
@@ -53,9 +58,16 @@ void addVerify(CLI::App& app, const Globals& globals, int& code) {
     code = app::verifyExitStatus(results);
     if (opts->json) {
       std::fputs(app::verifyJson(results).c_str(), stdout);
-      return;
+    } else {
+      std::fputs(app::verifyText(results, app::Style{useColor(opts->color), textWidth()}).c_str(), stdout);
     }
-    std::fputs(app::verifyText(results, app::Style{useColor(opts->color), textWidth()}).c_str(), stdout);
+    // A records file not understood whole: what it holds beyond the intact records cannot be
+    // checked, and that outranks every other verdict.
+    if (!view.damage.empty()) {
+      std::fprintf(stderr, "iommuctl: iommud's records are damaged: %s; iommuctl status says what to do\n",
+                   core::describeDamage(view.damage).c_str());
+      code = kVerifyDamaged;
+    }
   });
 }
 

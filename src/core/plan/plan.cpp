@@ -24,15 +24,11 @@ std::string_view toString(Trigger t) {
 }
 
 std::string_view toString(ChangeKind k) {
-  switch (k) {
-    case ChangeKind::ModuleParam: return "module-param";
-    case ChangeKind::Domain: return "domain";
-    case ChangeKind::Rings: return "rings";
-    case ChangeKind::Channels: return "channels";
-    case ChangeKind::Coalesce: return "coalesce";
-    case ChangeKind::ModprobeConf: break;
-  }
-  return "modprobe-conf";
+  return nameOf(kChangeKindNames, k);
+}
+
+std::optional<ChangeKind> parseChangeKind(std::string_view name) {
+  return valueNamed(kChangeKindNames, name);
 }
 
 std::string_view toString(SkipReason r) {

@@ -97,7 +97,7 @@ TEST(AtomicFile, GivesTheFileExactlyTheModeAskedWhateverTheUmask) {
   EXPECT_EQ(st.st_mode & 07777U, 0644U);
 }
 
-TEST(ChangeRecords, RoundTripInADirectoryTheyCreateAndADamagedFileHoldsNone) {
+TEST(ChangeRecords, RoundTripInADirectoryTheyCreateAndATornEntryIsReportedNotRead) {
   TempDir dir;
   adapters::sysfs::Root root(dir.path.string());
   adapters::state::ChangeRecord r;
@@ -119,14 +119,21 @@ TEST(ChangeRecords, RoundTripInADirectoryTheyCreateAndADamagedFileHoldsNone) {
   EXPECT_EQ(st.st_mode & 07777U, 0700U);
   ASSERT_EQ(::stat((dir.path / "run/iommud/changes.json").c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 07777U, 0600U);
-  auto loaded = adapters::state::loadRecords(root, "/run/iommud/changes.json");
+  auto read = adapters::state::readRecordsFile(root.hostPath("/run/iommud/changes.json"));
+  ASSERT_TRUE(read.ok() && *read) << "read";
+  ASSERT_TRUE((*read)->whole()) << (*read)->damage.front();
+  const auto& loaded = (*read)->records;
   ASSERT_EQ(loaded.size(), 1U);
   EXPECT_EQ(loaded[0].group, 20);
   EXPECT_EQ(loaded[0].written, "identity");
   EXPECT_EQ(loaded[0].ruleWhere, "test.toml:2:1");
   EXPECT_EQ(loaded[0].ifindex, 3);
   std::ofstream(dir.path / "run/iommud/changes.json") << "[{\"kind\": \"domain\"";  // cut short
-  EXPECT_TRUE(adapters::state::loadRecords(root, "/run/iommud/changes.json").empty());
+  auto torn = adapters::state::readRecordsFile(root.hostPath("/run/iommud/changes.json"));
+  ASSERT_TRUE(torn.ok() && *torn);
+  EXPECT_TRUE((*torn)->records.empty());
+  ASSERT_FALSE((*torn)->whole());
+  EXPECT_EQ((*torn)->damage.front(), "entry 1 is not JSON: the file ends inside it (cut short)");
 }
 
 TEST(AtomicFile, NeverWritesIntoAFilePlantedAtATemporaryName) {

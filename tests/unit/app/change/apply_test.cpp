@@ -25,6 +25,7 @@
 #include "adapters/state/atomic_file.hpp"
 #include "app/change/planning.hpp"
 #include "app/change/reconcile.hpp"
+#include "app/change/record_store.hpp"
 #include "app/report/plan_report.hpp"
 #include "config/policy_loader.hpp"
 #include "support/fake_kernel.hpp"

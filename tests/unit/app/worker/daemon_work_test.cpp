@@ -10,6 +10,7 @@
 #include <cstdio>
 
 #include "adapters/state/lock.hpp"
+#include "app/change/record_store.hpp"
 #include "config/policy_loader.hpp"
 #include "support/fake_kernel.hpp"
 #include "support/scenarios.hpp"
