@@ -211,7 +211,7 @@ RecordsFile salvage(std::string_view t) {
     }
     at = skipSpace(t, end);
     if (at == t.size()) {
-      if (end != t.size()) out.damage.push_back("it ends before its last ] (cut short)");
+      if (!j.is_discarded()) out.damage.push_back("it ends before its last ] (cut short)");
       return out;
     }
     if (t[at] == ']') break;

@@ -1,5 +1,7 @@
 #include "app/change/record_store.hpp"
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <cstdlib>
@@ -29,6 +31,10 @@ constexpr std::string_view kReverted = ".reverted";
 // a root, inside it (Root's contained open). Regular files only, at most kMaxRecordsBytes.
 core::Result<std::optional<std::string>> readText(const Root& root, const std::string& path) {
   if (root.isLive()) return adapters::state::readOwnFile(path, adapters::state::kMaxRecordsBytes);
+  // iommud never writes a link there: one is not followed, inside the root or not.
+  struct stat st {};
+  if (::lstat(root.hostPath(path).c_str(), &st) == 0 && S_ISLNK(st.st_mode))
+    return core::Error{ELOOP, root.hostPath(path), "a symbolic link, which iommud never writes: not followed"};
   auto text = root.readFile(path, adapters::state::kMaxRecordsBytes);
   if (!text) {
     if (text.error().code == ENOENT) return std::optional<std::string>{};
