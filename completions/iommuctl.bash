@@ -95,7 +95,7 @@ _iommuctl()
         plan) opts='--help --device --json --hotplug --boot --color --policies --root' ;;
         explain) opts='--help --json --hotplug --boot --color --policies --measure --root' ;;
         apply) opts='--help --device --hotplug --policies --measure --simulate --root' ;;
-        revert) opts='--help --device' ;;
+        revert) opts='--help --device --from' ;;
         top) opts='--help --seconds --once --json --device --all --sort --color' ;;
         verify) opts='--help --json --color --root' ;;
         *) return ;;
@@ -116,6 +116,10 @@ _iommuctl()
             ;;
         --policies)
             _filedir -d
+            return
+            ;;
+        --from)
+            _filedir
             return
             ;;
         --sort)

@@ -36,6 +36,7 @@ class KillPoints {
   int own = 0;        // the steps on iommud's own files so far (adapters::state::faultAt)
   int ownFailAt = 0;  // the step that fails with ownErrno instead; 0: none
   int ownErrno = 0;
+  bool lasting = false;  // every own step from ownFailAt on fails, until the process ends (a disk gone read-only)
   void point() {
     if (++seen == killAt) throw Killed{};
   }
@@ -43,7 +44,8 @@ class KillPoints {
   // A step on iommud's own files (records, journal, modprobe.d): a kill point, or the failure.
   int ownStep() {
     point();
-    return ++own == ownFailAt ? ownErrno : 0;
+    ++own;
+    return own == ownFailAt || (lasting && ownFailAt != 0 && own > ownFailAt) ? ownErrno : 0;
   }
 };
 

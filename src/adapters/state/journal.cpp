@@ -101,13 +101,26 @@ std::optional<std::string> parseJournalLine(std::string_view line, JournalRecord
 
 Result<JournalRecord> parseJournal(std::string_view text) {
   JournalRecord r;
-  int n = 0;
-  for (auto line : core::split(text, '\n')) {  // at least one line, so the header is always checked
-    ++n;
-    if (n == 1 && line != kMagic) return malformed(n, "not an iommud transaction journal");
-    if (n == 1) continue;
-    if (auto wrong = parseJournalLine(line, r)) return malformed(n, *wrong);
+  // A last line without its newline: an append a crash tore (each is one write, synced before its
+  // step is taken), taken as never written.
+  text = text.substr(0, text.rfind('\n') == std::string_view::npos ? 0 : text.rfind('\n') + 1);
+  if (text.empty()) {
+    r.end = "never begun: no whole line was written";
+    return r;
   }
+  int n = 0;
+  for (auto line : core::split(text.substr(0, text.size() - 1), '\n')) {
+    ++n;
+    if (n == 1 && line != kMagic) {
+      r.damage.push_back("line 1: not the header of an iommud transaction journal");
+      continue;
+    }
+    if (n == 1) continue;
+    if (auto wrong = parseJournalLine(line, r)) r.damage.push_back("line " + std::to_string(n) + ": " + *wrong);
+  }
+  // Not one line of a journal: not iommud's, or nothing of it left.
+  if (r.change.members.empty() && r.steps.empty() && !r.end && !r.damage.empty())
+    return malformed(1, "not an iommud transaction journal");
   return r;
 }
 

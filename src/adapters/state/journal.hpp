@@ -19,10 +19,16 @@ struct JournalRecord {
   core::DomainChange change;
   std::vector<std::string> steps;
   std::optional<std::string> end;
+  /// Lines not understood, in words ("line 7: bad member line"): the rest is read all the same, so
+  /// that recovery rebinds every member the header names. A last line without its newline is no
+  /// damage: an append torn by a crash, taken as never written.
+  std::vector<std::string> damage;
 };
 
 /// The journal's text: a versioned header naming the group, the types and every member with the
-/// driver it had, then one line per step. Pure, for tests and for recovery.
+/// driver it had, then one line per step. Pure, for tests and for recovery. A journal with no whole
+/// line (begun on a full disk, its header torn) was never begun: nothing was unbound after it, and
+/// it reads as ended.
 std::string formatJournalHeader(const core::DomainChange& change);
 Result<JournalRecord> parseJournal(std::string_view text);
 

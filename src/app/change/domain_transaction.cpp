@@ -123,9 +123,8 @@ class Runner {
         if (!isVanished(m->address)) quietly("unbind " + m->address, driverPath(*m->driver, "unbind"), m->address);
       }
       const std::string old(core::toString(c.from));
-      if (journal_.step("write " + old) && !write(groupTypePath(c.group), old)) {
-        report_.error += "; restoring " + old + " failed too";
-      }
+      (void)journal_.step("write " + old);  // best effort: the header already names both types
+      if (!write(groupTypePath(c.group), old)) report_.error += "; restoring " + old + " failed too";
     }
     for (const auto& m : c.members) {
       if (!m.unbind || !deviceExists(root_, m.address)) continue;
@@ -157,8 +156,12 @@ class Runner {
     return true;
   }
 
+  // A rollback step: made even when it cannot be journaled (a disk gone read-only, full). The
+  // journal's header already names every member and its driver, which is all a recovery needs, so
+  // binding needs no record; a device left unbound because its step was not journaled would stay
+  // so until the next start.
   void quietly(const std::string& name, const std::string& path, const std::string& address) {
-    if (!journal_.step(name)) return;
+    (void)journal_.step(name);
     // Rollback's best effort: the read-back after it names what stayed unbound (leftUnbound), and a
     // failed unbind shows in the type write that follows.
     (void)write(path, address);
@@ -290,7 +293,9 @@ core::Result<std::optional<RecoveryReport>> recoverDomainChange(const Root& root
               : r.type == r.record.change.from
                   ? "rolled back"
                   : "the group is " + (r.type ? std::string(core::toString(*r.type)) : std::string("of unknown type"));
-  if (r.failed.empty()) {
+  // A journal with lines not understood is kept for the administrator (recoverDomainChanges moves
+  // it aside), once every member it names is bound.
+  if (r.failed.empty() && r.record.damage.empty()) {
     if (auto d = journal.discard(); !d) return d.error();
   }
   return std::optional<RecoveryReport>{std::move(r)};
@@ -320,6 +325,15 @@ Recovery recoverDomainChanges(const Root& root, SysfsWriter& writer, const adapt
     if (!*r) continue;
     const std::string group = "group " + std::to_string((*r)->record.change.group) + ": ";
     for (const auto& e : (*r)->errors) out.problems.push_back(group + e);
+    if (!(*r)->record.damage.empty() && (*r)->failed.empty()) {
+      std::string lines;
+      for (const auto& d : (*r)->record.damage) lines += (lines.empty() ? "" : "; ") + d;
+      auto moved = one.moveAside(now);
+      out.problems.push_back(group + "the transaction journal " + path + " has lines iommud cannot read (" + lines +
+                             "); every device its header names was rebound where it was unbound; " +
+                             (moved ? "kept as " + *moved + " for the administrator"
+                                    : "it cannot be moved aside: " + moved.error().describe()));
+    }
     out.leftUnbound.insert(out.leftUnbound.end(), (*r)->failed.begin(), (*r)->failed.end());
     out.recovered.push_back(std::move(**r));
   }

@@ -509,6 +509,7 @@ struct Fault {
   enum Kind { Kill, HostWrite, OwnFile } kind = Kill;
   int at = 0;
   int error = 0;
+  bool lasting = false;  // OwnFile: every step from `at` on fails, until the process ends
 };
 
 // One run of the scenario on a fresh host, with `fault`. `seen`, when given: the host's writes
@@ -549,6 +550,7 @@ SweepResult runOnce(const Sweep& s, Fault fault, std::string* problem, std::pair
   points.failAt = failAt == 0 ? 0 : points.writes + failAt;
   points.ownFailAt = fault.kind == Fault::OwnFile && fault.at != 0 ? points.own + fault.at : 0;
   points.ownErrno = fault.error;
+  points.lasting = fault.lasting;
   const int before = points.seen;
   const int writesBefore = points.writes;
   const int ownBefore = points.own;
@@ -564,9 +566,16 @@ SweepResult runOnce(const Sweep& s, Fault fault, std::string* problem, std::pair
   SweepResult out;
   out.points = fault.at == 0 ? points.seen - before : 0;
   if (seen != nullptr) *seen = {points.writes - writesBefore, points.own - ownBefore};
+  // A lasting fault is judged as the process returns, before any restart: nothing a restart
+  // would repair may be left to it (a device unbound, a value changed without a record).
+  if (fault.lasting) {
+    if (auto p = unrecorded(start, settingsOf(b), app::readRecords(b.root, ctx.paths)); !p.empty())
+      *problem += "as the process returned:\n" + p;
+  }
   points.killAt = 0;
   points.failAt = 0;
   points.ownFailAt = 0;
+  points.lasting = false;
 
   // The next writer: recovery, then what must hold.
   auto session = app::beginWriting(ctx);
@@ -587,7 +596,7 @@ SweepResult runOnce(const Sweep& s, Fault fault, std::string* problem, std::pair
 
 // Each kill point in turn, or each of the host's writes failing with EIO in turn, or each step on
 // iommud's own files failing with `error` in turn.
-SweepResult sweep(const Sweep& s, Fault::Kind kind = Fault::Kill, int error = EIO) {
+SweepResult sweep(const Sweep& s, Fault::Kind kind = Fault::Kill, int error = EIO, bool lasting = false) {
   const HostsInMemory inMemory;
   std::string problem;
   SweepResult result;
@@ -599,7 +608,7 @@ SweepResult sweep(const Sweep& s, Fault::Kind kind = Fault::Kill, int error = EI
   const char* what = kind == Fault::Kill ? "killed at point " : kind == Fault::HostWrite ? "host write " : "own step ";
   for (int n = 1; n <= result.points; ++n) {
     std::string p;
-    runOnce(s, {kind, n, error}, &p);
+    runOnce(s, {kind, n, error, lasting}, &p);
     if (!p.empty()) result.lost.push_back(what + std::to_string(n) + ":\n" + p);
   }
   return result;
@@ -677,6 +686,32 @@ void sweepOwnFiles(int error) {
     std::printf("%s, %s at each own-file step: %d steps, %zu lost\n", s.killRevert ? "revert" : "apply",
                 error == ENOSPC ? "ENOSPC" : "EIO", r.points, r.lost.size());
   }
+}
+
+// A fault that lasts (a disk gone read-only or full: every own-file step from N on fails until the
+// process ends), for every N: judged right after the process returns, before any restart, then as
+// the others. A rollback binds even when it cannot journal the bind.
+void sweepLasting(int error) {
+  auto nic = [](FakeEthtool& e) { e.values = {{{ChangeKind::Rings, "rx"}, 2048}, {{ChangeKind::Rings, "tx"}, 4096}}; };
+  for (const auto& s : {Sweep{[] { return twoNvmePairs(); }, nullptr, kNvmeIdentity, false},
+                        Sweep{[] { return thunderboltNicWithModule(); }, nic, kNicEverything, false},
+                        Sweep{[] { return twoNvmePairs(); }, nullptr, kNvmeIdentity, true},
+                        Sweep{[] { return thunderboltNicWithModule(); }, nic, kNicEverything, true}}) {
+    auto r = sweep(s, Fault::OwnFile, error, true);
+    EXPECT_GE(r.points, 3);
+    EXPECT_TRUE(r.lost.empty()) << r.lost.size() << " of " << r.points << " lasting faults lost something:\n"
+                                << joined(r.lost);
+    std::printf("%s, %s from each own-file step on: %d steps, %zu lost\n", s.killRevert ? "revert" : "apply",
+                error == ENOSPC ? "ENOSPC" : "EIO", r.points, r.lost.size());
+  }
+}
+
+TEST(CrashSweep, ALastingENOSPCFromAnyStepOnLeavesNothingUnboundOrUnrecorded) {
+  sweepLasting(ENOSPC);
+}
+
+TEST(CrashSweep, ALastingEIOFromAnyStepOnLeavesNothingUnboundOrUnrecorded) {
+  sweepLasting(EIO);
 }
 
 TEST(CrashSweep, AStepOnItsOwnFilesThatFailsWithENOSPCLosesNothing) {

@@ -9,6 +9,8 @@
 
 #include <cerrno>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 
 #include "adapters/state/journal.hpp"
 #include "adapters/state/lock.hpp"
@@ -250,7 +252,7 @@ TEST(DomainTransaction, AnUnreadableJournalIsMovedAsideAndTheStartGoesOnDegraded
   const auto runDir = f.host->root() / "run/iommud";
   std::filesystem::create_directories(runDir);
   std::filesystem::rename(f.journal.path(), runDir / "transaction.journal.pending-1");
-  f.host->write("/run/iommud/transaction.journal", "iommud-transac");  // cut short by a kill or ENOSPC
+  f.host->write("/run/iommud/transaction.journal", "not a journal of iommud's\n");
   app::ApplyContext ctx{f.root, f.kernel, nullptr, {}, {}, {}};
   auto session = app::beginWriting(ctx);
   ASSERT_TRUE(session.ok()) << session.error().describe();
@@ -419,9 +421,56 @@ TEST(TransactionJournal, RoundTripsAndRejectsWhatItDidNotWrite) {
   EXPECT_EQ(parsed->change.members, c.members);
   EXPECT_EQ(parsed->steps, std::vector<std::string>{"unbind 0000:01:00.0"});
   EXPECT_FALSE(parsed->end.has_value());
-  EXPECT_FALSE(adapters::state::parseJournal("").ok());
   EXPECT_FALSE(adapters::state::parseJournal("something else\n").ok());
-  EXPECT_FALSE(adapters::state::parseJournal("iommud-transaction 1\nmember x maybe nvme\n").ok());
+  EXPECT_FALSE(adapters::state::parseJournal("something else\nand more\n").ok());
+}
+
+// A last line without its newline is an append a crash tore: never written. No whole line at all (a
+// journal begun on a full disk, its header torn): never begun, so it reads as ended. A bad line is
+// reported and the rest read, members and all.
+TEST(TransactionJournal, ATornLastLineIsNeverWrittenAndABadLineIsReportedNotFatal) {
+  core::DomainChange c{14, DomainType::Dma, DomainType::Identity, false, {{"0000:01:00.0", "nvme", true}}};
+  const auto header = adapters::state::formatJournalHeader(c);
+  auto torn = adapters::state::parseJournal(header + "step unbind 0000:01:00.0\nste");
+  ASSERT_TRUE(torn.ok()) << torn.error().describe();
+  EXPECT_EQ(torn->steps, std::vector<std::string>{"unbind 0000:01:00.0"});
+  EXPECT_TRUE(torn->damage.empty());
+  for (const char* never : {"", "iommud-transac", "iommud-transaction 1"}) {
+    auto empty = adapters::state::parseJournal(never);
+    ASSERT_TRUE(empty.ok()) << never;
+    EXPECT_TRUE(empty->end.has_value()) << never;
+  }
+  auto bad = adapters::state::parseJournal(header + "member x maybe nvme\nstep unbind 0000:01:00.0\n");
+  ASSERT_TRUE(bad.ok());
+  EXPECT_EQ(bad->change.members, c.members);
+  EXPECT_EQ(bad->damage, std::vector<std::string>{"line 7: bad member line"});
+  auto noMagic = adapters::state::parseJournal("iommud-transactiom 1\n" + header.substr(header.find('\n') + 1));
+  ASSERT_TRUE(noMagic.ok());
+  EXPECT_EQ(noMagic->change.members, c.members);
+}
+
+// The review's reproduction: a crash mid-append left `step unbind ...\nste`, and a line was damaged.
+// Before, the whole journal was "unreadable" and moved aside, the device it unbound neither rebound
+// nor reported. Now recovery rebinds it and keeps the journal aside for the administrator.
+TEST(DomainTransaction, AJournalWithATornOrBadLineStillRebindsEveryMemberItsHeaderNames) {
+  Fixture f(singleNvme("6.12.30-amd64"), k612);
+  ASSERT_EQ(leaveTheNvmeUnbound(f).leftUnbound, std::vector<std::string>{"0000:01:00.0"});
+  f.kernel.failProbe("0000:01:00.0", 0);
+  std::string text;
+  {
+    std::ifstream in(f.journal.path());
+    text.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  std::ofstream(f.journal.path(), std::ios::trunc) << text << "from DMA-QQ\nste";
+  EXPECT_EQ(app::unboundDevices(f.root, "").size(), 1U) << "status names it";
+  auto recovered = app::recoverDomainChanges(f.root, f.kernel, f.journal, 0);
+  auto* session = &recovered;
+  EXPECT_EQ(f.driverOf("0000:01:00.0"), "nvme");
+  EXPECT_EQ(session->degraded(), "");
+  ASSERT_EQ(session->problems.size(), 1U);
+  EXPECT_NE(session->problems[0].find("unknown domain type"), std::string::npos) << session->problems[0];
+  EXPECT_NE(session->problems[0].find("kept as"), std::string::npos) << session->problems[0];
+  EXPECT_FALSE(std::filesystem::exists(f.journal.path()));
 }
 
 TEST(StopAfter, StopsOnceAfterTheNthStepNamedSo) {
