@@ -673,45 +673,31 @@ TEST(CrashSweep, AWriteThatFailsAtAnyStepLosesNothing) {
 // modprobe.d: create, write, fsync, rename, unlink, the directory's fsync) failing in turn with a
 // full disk or an I/O error, the process going on: a change whose record or journal could not be
 // written is not made or is undone, and revert gives back the start.
-void sweepOwnFiles(int error) {
+void sweepOwnFiles(int error, bool lasting = false) {
   auto nic = [](FakeEthtool& e) { e.values = {{{ChangeKind::Rings, "rx"}, 2048}, {{ChangeKind::Rings, "tx"}, 4096}}; };
   for (const auto& s : {Sweep{[] { return twoNvmePairs(); }, nullptr, kNvmeIdentity, false},
                         Sweep{[] { return thunderboltNicWithModule(); }, nic, kNicEverything, false},
                         Sweep{[] { return twoNvmePairs(); }, nullptr, kNvmeIdentity, true},
                         Sweep{[] { return thunderboltNicWithModule(); }, nic, kNicEverything, true}}) {
-    auto r = sweep(s, Fault::OwnFile, error);
+    auto r = sweep(s, Fault::OwnFile, error, lasting);
     EXPECT_GE(r.points, 3);
     EXPECT_TRUE(r.lost.empty()) << r.lost.size() << " of " << r.points << " failed steps lost something:\n"
                                 << joined(r.lost);
-    std::printf("%s, %s at each own-file step: %d steps, %zu lost\n", s.killRevert ? "revert" : "apply",
-                error == ENOSPC ? "ENOSPC" : "EIO", r.points, r.lost.size());
+    std::printf("%s, %s %s own-file step%s: %d steps, %zu lost\n", s.killRevert ? "revert" : "apply",
+                error == ENOSPC ? "ENOSPC" : "EIO", lasting ? "from each" : "at each", lasting ? " on" : "",
+                r.points, r.lost.size());
   }
 }
 
 // A fault that lasts (a disk gone read-only or full: every own-file step from N on fails until the
 // process ends), for every N: judged right after the process returns, before any restart, then as
-// the others. A rollback binds even when it cannot journal the bind.
-void sweepLasting(int error) {
-  auto nic = [](FakeEthtool& e) { e.values = {{{ChangeKind::Rings, "rx"}, 2048}, {{ChangeKind::Rings, "tx"}, 4096}}; };
-  for (const auto& s : {Sweep{[] { return twoNvmePairs(); }, nullptr, kNvmeIdentity, false},
-                        Sweep{[] { return thunderboltNicWithModule(); }, nic, kNicEverything, false},
-                        Sweep{[] { return twoNvmePairs(); }, nullptr, kNvmeIdentity, true},
-                        Sweep{[] { return thunderboltNicWithModule(); }, nic, kNicEverything, true}}) {
-    auto r = sweep(s, Fault::OwnFile, error, true);
-    EXPECT_GE(r.points, 3);
-    EXPECT_TRUE(r.lost.empty()) << r.lost.size() << " of " << r.points << " lasting faults lost something:\n"
-                                << joined(r.lost);
-    std::printf("%s, %s from each own-file step on: %d steps, %zu lost\n", s.killRevert ? "revert" : "apply",
-                error == ENOSPC ? "ENOSPC" : "EIO", r.points, r.lost.size());
-  }
-}
-
+// the others (sweepOwnFiles). A rollback binds even when it cannot journal the bind.
 TEST(CrashSweep, ALastingENOSPCFromAnyStepOnLeavesNothingUnboundOrUnrecorded) {
-  sweepLasting(ENOSPC);
+  sweepOwnFiles(ENOSPC, true);
 }
 
 TEST(CrashSweep, ALastingEIOFromAnyStepOnLeavesNothingUnboundOrUnrecorded) {
-  sweepLasting(EIO);
+  sweepOwnFiles(EIO, true);
 }
 
 TEST(CrashSweep, AStepOnItsOwnFilesThatFailsWithENOSPCLosesNothing) {
