@@ -7,6 +7,7 @@ IOMMUD and IOMMUCTL set; by hand:
 IOMMUD=build/bin/iommud IOMMUCTL=build/bin/iommuctl python3 tests/daemon/test_iommud_umockdev.py -v
 (IOMMUD_TEST_LOG=1 prints iommud's log and the emulated kernel's record after each test)."""
 
+import fcntl
 import json
 import os
 import re
@@ -118,11 +119,11 @@ class Iommud:
     def __init__(self, host: testbed.Host, work: str, policy_dirs: list[str], *, debounce_ms: int = 50,
                  args: tuple[str, ...] = (), config_file: str | None = None, bus_address: str | None = None,
                  extra_conf: str = "", advise_only: bool = False, revert_on_stop: bool = False,
-                 state_of: "Iommud | None" = None):
+                 state_of: "Iommud | None" = None, run_dir: str | None = None):
         self.host = host
         self.conf_dir = tempfile.mkdtemp(prefix="conf-", dir=work)
         # A daemon started after another one (a restart) keeps its runtime and state directories.
-        self.run_dir = state_of.run_dir if state_of else tempfile.mkdtemp(prefix="run-", dir=work)
+        self.run_dir = run_dir or (state_of.run_dir if state_of else tempfile.mkdtemp(prefix="run-", dir=work))
         self.state_dir = state_of.state_dir if state_of else tempfile.mkdtemp(prefix="state-", dir=work)
         self.notify = NotifySocket(tempfile.mkdtemp(prefix="notify-", dir=work))
         conf = (f'log-level = "debug"\ndebounce-ms = {debounce_ms}\nadvise-only = {str(advise_only).lower()}\n'
@@ -293,6 +294,23 @@ class DaemonTestCase(unittest.TestCase):
     # (a)
 
 class IommudUnderUmockdev(DaemonTestCase):
+    def test_a_start_waits_for_the_writer_lock_says_who_holds_it_and_goes_on(self):
+        # Before, a held lock made the daemon exit 1 within 20 ms, to be restarted in a loop.
+        self.make_host()
+        run_dir = tempfile.mkdtemp(prefix="run-", dir=self.work)
+        fd = os.open(os.path.join(run_dir, "lock"), os.O_RDWR | os.O_CREAT, 0o600)
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        os.write(fd, f"{os.getpid()} lock-holder\n".encode())  # as a holder names itself
+        d = self.start([self.policies(testbed.pair_identity_rule("hotplug"))], run_dir=run_dir)
+        holder = f"pid {os.getpid()} (lock-holder)"
+        d.wait_log(re.escape(f"waiting for the writer lock, held by {holder}"))
+        d.notify.wait_for(f"STATUS=waiting for the writer lock, held by {holder}")
+        self.assertTrue(d.alive(), f"iommud exited while the lock was held:\n{d.log_text()}")
+        self.assertNotIn("READY=1", d.notify.lines())
+        os.close(fd)  # the holder lets go
+        self.wait_ready(d)
+        self.stop(d)
+
     def test_pair_is_set_to_identity_when_replugged_and_left_alone_at_start(self):
         self.make_host()
         d = self.start([self.policies(testbed.pair_identity_rule("hotplug"))], debounce_ms=PAIR_DEBOUNCE_MS)

@@ -578,6 +578,73 @@ def _kill_problems(out: Path, notes: list[str]) -> list[str]:
 # it looks at the live path (docs/kernel.md §2.2). The plan must skip the NVMe pair's group on 6.1
 # with the reason, and apply must succeed for everything it plans.
 
+# --------------------------------------------------------------------------
+# The records file damaged on a real kernel (issue 43): after `iommuctl apply` put the NVMe groups
+# at identity, /run/iommud/changes.json cut by 3 bytes. status must name the damage, verify exit
+# 5, revert give every group back its type with its driver bound (from the intact records and the
+# state directory's copy), and `revert --from` the file kept aside end with it renamed *.reverted.
+# Every way to damage each file, enumerated, is the unit tests' (DamageSweep.*).
+
+DAMAGE_GUEST = r"""
+# --- the records file damaged (DAMAGE_GUEST) ---
+facts damage-before
+$iommuctl apply --hotplug --policies /tmp/pol > damage-apply.txt 2>&1; echo $? > damage-apply.rc
+facts damage-applied
+size=$(stat -c %s /run/iommud/changes.json)
+truncate -s $((size - 3)) /run/iommud/changes.json
+$iommuctl status --json > damage-status.json 2> damage-status.err; echo $? > damage-status.rc
+$iommuctl verify > damage-verify.txt 2>&1; echo $? > damage-verify.rc
+$iommuctl revert > damage-revert.txt 2>&1; echo $? > damage-revert.rc
+cat damage-revert.txt
+facts damage-reverted
+ls /run/iommud > damage-run.txt
+kept=$(ls /run/iommud/changes.json.damaged-* 2>/dev/null | grep -v reverted | head -1)
+echo "$kept" > damage-kept.txt
+$iommuctl revert --from "$kept" > damage-from.txt 2>&1; echo $? > damage-from.rc
+cat damage-from.txt
+$iommuctl verify > damage-verify-after.txt 2>&1; echo $? > damage-verify-after.rc
+ls /run/iommud > damage-run-after.txt
+"""
+
+
+def _damage_problems(out: Path, series: str) -> list[str]:
+    """DAMAGE_GUEST: a records file cut short is reported, kept and loses no change."""
+    problems = []
+    before, applied, reverted = (facts_of(out / f"{n}.txt") for n in
+                                 ("damage-before", "damage-applied", "damage-reverted"))
+    text = {n: (out / f"{n}.txt").read_text() for n in
+            ("damage-apply", "damage-verify", "damage-revert", "damage-run", "damage-from", "damage-run-after",
+             "damage-verify-after")}
+    rc = {n: (out / f"{n}.rc").read_text().strip() for n in
+          ("damage-apply", "damage-status", "damage-verify", "damage-revert", "damage-from", "damage-verify-after")}
+    changed = [d for d in before if applied[d][1] != before[d][1]]
+    want = 2 if series != "6.1" else 1  # the pair's group changes on Linux 6.4 and later only
+    if rc["damage-apply"] != "0" or len({applied[d][0] for d in changed}) != want:
+        return [f"the apply before the damage did not change {want} groups (rc {rc['damage-apply']}): "
+                f"{text['damage-apply']}"]
+    status = json.loads((out / "damage-status.json").read_text()) if rc["damage-status"] == "0" else {}
+    if not any(f["id"] == "state-file-damaged" for f in status.get("findings", [])):
+        problems.append(f"status (rc {rc['damage-status']}) names no state-file-damaged finding: "
+                        f"{[f['id'] for f in status.get('findings', [])]}")
+    if rc["damage-verify"] != "5" or "iommud's records are damaged" not in text["damage-verify"]:
+        problems.append(f"verify on a damaged records file exits {rc['damage-verify']}, not 5: {text['damage-verify']}")
+    for dev, (group, typ, drv) in reverted.items():
+        if typ != before[dev][1] or drv != "nvme":
+            problems.append(f"after revert on the damaged file, {dev}'s group {group} is {typ} with {drv}, not "
+                            f"{before[dev][1]} with nvme: {text['damage-revert']}")
+    if "moved aside as /run/iommud/changes.json.damaged-" not in text["damage-revert"]:
+        problems.append(f"revert does not say it kept the damaged file aside: {text['damage-revert']}")
+    if not re.search(r"^changes\.json\.damaged-\S+$", text["damage-run"], re.M):
+        problems.append(f"no changes.json.damaged-* kept in /run/iommud: {text['damage-run'].split()}")
+    if rc["damage-from"] != "0" or "kept as" not in text["damage-from"]:
+        problems.append(f"revert --from the kept file (rc {rc['damage-from']}): {text['damage-from']}")
+    if not re.search(r"^changes\.json\.damaged-\S+\.reverted$", text["damage-run-after"], re.M):
+        problems.append(f"the kept file was not renamed *.reverted: {text['damage-run-after'].split()}")
+    if rc["damage-verify-after"] != "0":
+        problems.append(f"verify after revert --from exits {rc['damage-verify-after']}: {text['damage-verify-after']}")
+    return problems
+
+
 LAZY_POLICY = """[[rule]]
 name = "vm-nvme-lazy"
 description = "DMA-FQ for every NVMe drive (tests/vm)"
@@ -673,7 +740,7 @@ def run_apply(series: str, iommuctl: Path, out_dir: Path | None = None,
     (staging / "50-vm-fq.toml").write_text(LAZY_POLICY)
     files["50-vm-fq.toml"] = staging / "50-vm-fq.toml"
     kill_steps = "\n".join(f"{name} {at}" for name, at, _, _ in KILL_STEPS)
-    script = (APPLY_GUEST + KILL_GUEST + LAZY_GUEST).replace("@KILL_STEPS@", kill_steps)
+    script = (APPLY_GUEST + KILL_GUEST + DAMAGE_GUEST + LAZY_GUEST).replace("@KILL_STEPS@", kill_steps)
     r = vmlib.boot(kernel, machine, script.replace("@IOMMUCTL@", guest_path), files_in=files,
                    driver=driver, timeout=420, out_dir=out_dir, echo=echo)
     shutil.rmtree(staging, ignore_errors=True)
@@ -715,6 +782,7 @@ def run_apply(series: str, iommuctl: Path, out_dir: Path | None = None,
             problems.append(f"apply does not say the held NVMe is in use: {held_txt}")
         problems += _disk_problems(r.out_dir, removal)
         problems += _kill_problems(r.out_dir, notes)
+        problems += _damage_problems(r.out_dir, series)
         problems += _lazy_problems(r.out_dir, series)
         timing = re.findall(r"done in ([0-9.]+ ms) \(([0-9.]+ ms) of it in the kernel", apply_txt)
         rings_timing = re.findall(r"rings \S+ \d+ -> \d+ in ([0-9.]+ ms) \(([0-9.]+ ms) of it in the kernel", apply_txt)

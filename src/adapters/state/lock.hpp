@@ -1,5 +1,7 @@
 #pragma once
 
+#include <chrono>
+#include <functional>
 #include <string>
 
 #include "core/result.hpp"
@@ -12,8 +14,17 @@ namespace iommud::adapters::state {
 /// however it exits.
 class WriterLock {
  public:
-  /// Takes the lock; with `wait` false, fails at once with EWOULDBLOCK when another process has it.
+  /// Takes the lock; with `wait` false, fails at once with EWOULDBLOCK when another process has it
+  /// (the error names the holder). The holder's pid and command are written into the file.
   static core::Result<WriterLock> acquire(const std::string& path, bool wait);
+  /// Takes the lock, waiting at most `bound` for its holder to let go: `waiting` is told who holds
+  /// it ("pid 812 (iommuctl)") once, when the wait begins. Woken by the holder's close of the file
+  /// (inotify), not by a clock; EWOULDBLOCK naming the holder when the bound passes.
+  static core::Result<WriterLock> acquireWithin(const std::string& path, std::chrono::milliseconds bound,
+                                                const std::function<void(const std::string& holder)>& waiting);
+  /// Who holds the lock at `path`, as its holder wrote it: "pid 812 (iommuctl)"; "another process"
+  /// when the file says nothing readable.
+  static std::string holderOf(const std::string& path);
 
  private:
   explicit WriterLock(support::UniqueFd fd) : fd_(std::move(fd)) {}

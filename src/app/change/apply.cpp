@@ -62,9 +62,11 @@ class Session {
                 [this](const std::string& name) { step(name); }},
                ctx.now ? ctx.now() : utcNow()) {
     for (const auto& d : store_.movedNow()) {
+      std::string what;
+      for (const auto& w : d.what) what += (what.empty() ? "" : "; ") + w;
       outcomes_.push_back(Outcome{OutcomeResult::Failed, ChangeKind::Domain, "", d.file, "",
-                                  d.file + " was not understood whole (" + core::describeDamage({d}) +
-                                      "): moved aside as " + d.keptAs + ", never written over" +
+                                  d.file + " was not understood whole (" + what + "): moved aside as " + d.keptAs +
+                                      ", never written over" +
                                       (d.salvaged ? "; the records it could read are carried over" : "")});
     }
   }
@@ -119,7 +121,7 @@ class Session {
     auto& [records, damage] = *kept;
     for (const auto& d : damage) {
       outcomes_.push_back(Outcome{OutcomeResult::Skipped, ChangeKind::Domain, "", file, "",
-                                  file + ": " + d + ": nothing of it can be read, nothing of it given back"});
+                                  file + ": " + d + ": what of it cannot be read is not given back"});
     }
     store_.adopt(records);
     auto out = revert(device);

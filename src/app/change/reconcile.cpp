@@ -11,9 +11,11 @@
 
 namespace iommud::app {
 
-core::Result<WriterSession> beginWriting(ApplyContext& ctx) {
+core::Result<WriterSession> beginWriting(ApplyContext& ctx, const LockWait& wait) {
   if (auto made = adapters::state::makeDirectories(ctx.root.hostPath(ctx.paths.runDir)); !made) return made.error();
-  auto lock = adapters::state::WriterLock::acquire(ctx.root.hostPath(ctx.paths.runDir + "/lock"), false);
+  const std::string path = ctx.root.hostPath(ctx.paths.runDir + "/lock");
+  auto lock = wait.bound.count() > 0 ? adapters::state::WriterLock::acquireWithin(path, wait.bound, wait.waiting)
+                                     : adapters::state::WriterLock::acquire(path, false);
   if (!lock) return lock.error();
   adapters::state::Journal journal(ctx.root.hostPath(ctx.paths.runDir + "/transaction.journal"));
   return WriterSession{std::move(lock).value(), recoverDomainChanges(ctx.root, ctx.writer, journal, ::time(nullptr)),

@@ -1,5 +1,7 @@
 #pragma once
 
+#include <chrono>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -25,11 +27,18 @@ struct WriterSession {
   [[nodiscard]] std::string degraded() const;
 };
 
-/// What every writer does first: create the run directory, take the writer lock (failing at once
-/// when another process has it), then finish or roll back every transaction earlier processes left
-/// half-done. What recovery cannot resolve is in `recovered` (problems, leftUnbound), not an
-/// error: the writer goes on, degraded, and says so.
-core::Result<WriterSession> beginWriting(ApplyContext& ctx);
+/// How long a writer waits for the writer lock, and what it says while it waits (who holds it).
+/// No bound: it fails at once when another process has the lock (iommuctl).
+struct LockWait {
+  std::chrono::milliseconds bound{0};
+  std::function<void(const std::string& holder)> waiting;
+};
+
+/// What every writer does first: create the run directory, take the writer lock (waiting as `wait`
+/// says), then finish or roll back every transaction earlier processes left half-done. What
+/// recovery cannot resolve is in `recovered` (problems, leftUnbound), not an error: the writer goes
+/// on, degraded, and says so.
+core::Result<WriterSession> beginWriting(ApplyContext& ctx, const LockWait& wait = {});
 
 /// The host as the planner needs it, read fresh: devices, modules the policies name, NIC settings
 /// (on the live host); the initramfs only once a plan writes modprobe.d (listInitramfsFor).

@@ -45,6 +45,10 @@ DaemonPaths daemonPathsFromEnvironment() {
 
 namespace {
 
+// How long a start waits for another writer to let go of the lock: far more than an apply takes
+// (an `iommuctl apply --measure` of a minute is long); past it the start fails, naming the holder.
+constexpr std::chrono::milliseconds kLockWait{300'000};
+
 Priority priorityOf(config::LogLevel l) {
   switch (l) {
     case config::LogLevel::Error: return Priority::Err;
@@ -155,7 +159,21 @@ class Daemon {
   // Lock and recovery: what every writer does first.
   bool begin() {
     ApplyContext ctx = context();
-    auto session = beginWriting(ctx);
+    // A writer still at work (iommuctl apply, the early-boot pass's child past its limit) holds the
+    // lock: wait for it, saying who it is, rather than exit and be restarted while it works. The
+    // start's own timeout is extended to cover the wait.
+    LockWait wait;
+    if (!options_.once) {
+      wait.bound = kLockWait;
+      wait.waiting = [this](const std::string& holder) {
+        const std::string what = "waiting for the writer lock, held by " + holder;
+        log_.warning(what + " (at most " + std::to_string(kLockWait.count() / 1000) + " s)");
+        sd::notify(
+            "STATUS=" + what + "\nEXTEND_TIMEOUT_USEC=" +
+            std::to_string(std::chrono::duration_cast<std::chrono::microseconds>(kLockWait).count() + 30'000'000));
+      };
+    }
+    auto session = beginWriting(ctx, wait);
     if (!session) {
       log_.error(session.error().describe());
       return false;

@@ -8,8 +8,10 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <iterator>
 
 #include "adapters/state/journal.hpp"
@@ -514,6 +516,35 @@ TEST(WriterLock, SerialisesWriters) {
     EXPECT_EQ(second.error().code, EWOULDBLOCK);
   }
   EXPECT_TRUE(adapters::state::WriterLock::acquire(path, false).ok());  // released with its holder
+  std::filesystem::remove_all(dir);
+}
+
+// A start that finds the lock held waits for its holder, says who it is, and goes on once it lets
+// go: woken by the holder's close, whatever the clock. Past the bound it fails, naming the holder.
+TEST(WriterLock, AWriterWaitsForTheHolderSaysWhoItIsAndGoesOn) {
+  auto dir = std::filesystem::temp_directory_path() / ("iommud-lockwait-" + std::to_string(getpid()));
+  ASSERT_TRUE(adapters::state::makeDirectories(dir.string()).ok());
+  const std::string path = (dir / "lock").string();
+  auto holder = std::make_optional(adapters::state::WriterLock::acquire(path, false));
+  ASSERT_TRUE(holder->ok());
+  const std::string me = "pid " + std::to_string(getpid()) + " (";
+  EXPECT_EQ(adapters::state::WriterLock::holderOf(path).rfind(me, 0), 0U)
+      << adapters::state::WriterLock::holderOf(path);
+  auto late = adapters::state::WriterLock::acquireWithin(path, std::chrono::milliseconds(1), nullptr);
+  ASSERT_FALSE(late.ok());
+  EXPECT_EQ(late.error().code, EWOULDBLOCK);
+  EXPECT_NE(late.error().message.find(me), std::string::npos) << late.error().message;
+
+  std::promise<std::string> told;
+  auto waiting = told.get_future();
+  auto waiter = std::async(std::launch::async, [&] {
+    return adapters::state::WriterLock::acquireWithin(path, std::chrono::minutes(10),
+                                                      [&](const std::string& h) { told.set_value(h); })
+        .ok();
+  });
+  EXPECT_EQ(waiting.get().rfind(me, 0), 0U) << "told who holds it, once it waits";
+  holder.reset();  // the holder lets go
+  EXPECT_TRUE(waiter.get()) << "the waiter went on";
   std::filesystem::remove_all(dir);
 }
 
