@@ -80,6 +80,21 @@ std::vector<Shape> shapes() {
          return fill("[[rule]]\nname = \"big\"\ndomain = \"identity\"\ndescription = \"", size, "\"\n",
                      [](size_t) { return std::string("abcdefghijklmnop"); });
        }},
+      {"strings", "one array of basic strings on one line",
+       [](size_t size) {
+         return fill(kRule + "[rule.match]\nkind = \"nvme\"\n[[rule.unless]]\nname = [\"ab\"", size, "]\n",
+                     [](size_t) { return std::string(",\"ab\""); });
+       }},
+      {"literals", "one array of literal strings on one line",
+       [](size_t size) {
+         return fill(kRule + "[rule.match]\nkind = \"nvme\"\n[[rule.unless]]\nname = ['ab'", size, "]\n",
+                     [](size_t) { return std::string(",'ab'"); });
+       }},
+      {"escapes", "one rule with a long description of escapes",
+       [](size_t size) {
+         return fill("[[rule]]\nname = \"big\"\ndomain = \"identity\"\ndescription = \"", size, "\"\n",
+                     [](size_t) { return std::string("a\\n\\t\\u00e9\\\""); });
+       }},
       {"nesting", "arrays nested 16 deep, side by side on one line",
        [](size_t size) {
          const std::string nested = std::string(15, '[') + "1" + std::string(15, ']');

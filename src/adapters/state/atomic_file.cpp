@@ -132,7 +132,9 @@ core::Result<core::Done> writeFileAtomic(const std::string& path, std::string_vi
 core::Result<core::Done> removeFile(const std::string& path) {
   if (int e = faultAt("unlink", path)) return core::errnoError(e, path);
   if (::unlink(path.c_str()) != 0) return core::errnoError(errno, path);
-  return core::Done{};
+  // As a rename: the removal survives a crash only once the directory is synced.
+  const auto dir = std::filesystem::path(path).parent_path().string();
+  return syncDirectory(dir.empty() ? "." : dir);
 }
 
 core::Result<std::string> renameToFree(const std::string& from, const std::string& prefix, bool numbered) {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cctype>
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
@@ -217,7 +218,13 @@ class Session {
 
   bool param(const core::Change& c) {
     const std::string path = moduleParamPath(c.object);
-    if (!store_.intend(List::Runtime, recordOf(c), c.from)) return out(OutcomeResult::Failed, c, kNotRecorded);
+    // The value before is read just before the write, not taken from the plan, which may be
+    // seconds old: revert restores what was there.
+    ChangeRecord r = recordOf(c);
+    if (auto was = ctx_.root.readFile(path)) r.original = std::string(core::trim(*was));
+    std::string before = r.original;
+    if (!store_.intend(List::Runtime, std::move(r), std::move(before)))
+      return out(OutcomeResult::Failed, c, kNotRecorded);
     auto w = ctx_.writer.write(path, c.to);
     store_.settleLast(List::Runtime);
     if (!w) return out(OutcomeResult::Failed, c, w.error().describe());
@@ -331,6 +338,7 @@ class Session {
 
   // Restores one record; false keeps it (drift, refusal, failure, a change still pending).
   bool revertOne(const ChangeRecord& r) {
+    if (auto why = untrusted(r)) return done(r, OutcomeResult::Refused, *why, false);
     if (r.pending) {
       return done(r, OutcomeResult::Drift,
                   describe(r) + ": a process making this change stopped before it was over, and " + r.object + " " +
@@ -359,6 +367,27 @@ class Session {
       case ChangeKind::Coalesce: return revertEthtool(r);
     }
     return false;
+  }
+
+  // A record names a place iommud never writes (a records file edited or planted): revert writes
+  // only modprobe.d files of its own name and module parameters, never a path a record chooses.
+  [[nodiscard]] std::optional<std::string> untrusted(const ChangeRecord& r) const {
+    auto plainName = [](std::string_view n) {
+      return !n.empty() && n != "." && n != ".." && std::all_of(n.begin(), n.end(), [](char ch) {
+        return std::isalnum(static_cast<unsigned char>(ch)) != 0 || ch == '_' || ch == '-' || ch == '.';
+      });
+    };
+    const std::string prefix = ctx_.paths.modprobeDir + "/iommud-";
+    if (r.kind == ChangeKind::ModprobeConf && !(r.object.starts_with(prefix) && r.object.ends_with(".conf") &&
+                                                plainName(std::string_view(r.object).substr(prefix.size())))) {
+      return r.object + " is not a file iommud writes (" + prefix +
+             "MODULE.conf): the record is not trusted; left alone";
+    }
+    if (r.kind == ChangeKind::ModuleParam &&
+        (!plainName(r.object) || r.object.find('.') == std::string::npos || r.object.find("..") != std::string::npos)) {
+      return r.object + " is not a module parameter (MODULE.PARAMETER): the record is not trusted; left alone";
+    }
+    return std::nullopt;
   }
 
   bool revertParam(const ChangeRecord& r) {

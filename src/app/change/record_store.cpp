@@ -1,6 +1,7 @@
 #include "app/change/record_store.hpp"
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -172,6 +173,7 @@ std::vector<ChangeRecord> readRecords(const Root& root, const StatePaths& paths)
 
 RecordStore::RecordStore(const Root& root, StatePaths paths, Hooks hooks, const std::string& now)
     : root_(root), paths_(std::move(paths)), hooks_(std::move(hooks)) {
+  sweepTemporaries();
   for (size_t i = 0; i < 3; ++i) load(i, now);
   if (damagedNow_[0]) {
     // /run's file was not understood whole: what the copy holds and /run's intact part lacks was
@@ -188,6 +190,19 @@ RecordStore::RecordStore(const Root& root, StatePaths paths, Hooks hooks, const 
       damage_.push_back(std::move(d));
   }
   if (std::find(damagedNow_.begin(), damagedNow_.end(), true) != damagedNow_.end()) save();
+}
+
+// The temporaries of a writer killed while it saved (".changes.json.tmp.RANDOM", writeFileAtomic's):
+// the writer lock is held, so no other writer is saving now.
+void RecordStore::sweepTemporaries() const {
+  for (const auto& dir : {paths_.runDir, paths_.stateDir}) {
+    auto names = root_.listDir(dir);
+    if (!names) continue;
+    for (const auto& name : *names) {
+      if (name.starts_with(".changes.json.tmp.") || name.starts_with(".runtime-changes.json.tmp."))
+        (void)::unlink(root_.hostPath(dir + "/" + name).c_str());
+    }
+  }
 }
 
 // Each records file read once: its records, and its text to write it only when that changes. One

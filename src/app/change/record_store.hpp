@@ -86,6 +86,7 @@ class RecordStore {
   void adopt(const std::vector<ChangeRecord>& records);
 
  private:
+  void sweepTemporaries() const;
   void load(size_t i, const std::string& now);
   void settleAt(std::vector<ChangeRecord>& list, size_t i);
   [[nodiscard]] std::array<std::string, 3> recordPaths() const;

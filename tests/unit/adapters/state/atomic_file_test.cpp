@@ -10,6 +10,8 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <string>
+#include <vector>
 
 #include "adapters/state/change_records.hpp"
 #include "adapters/state/lock.hpp"
@@ -134,6 +136,23 @@ TEST(ChangeRecords, RoundTripInADirectoryTheyCreateAndATornEntryIsReportedNotRea
   EXPECT_TRUE((*torn)->records.empty());
   ASSERT_FALSE((*torn)->whole());
   EXPECT_EQ((*torn)->damage.front(), "entry 1 is not JSON: the file ends inside it (cut short)");
+}
+
+// A removal (a modprobe.d file iommud created, on revert) survives a crash only once its directory
+// is synced, as a rename does.
+TEST(AtomicFile, ARemovalSyncsItsDirectory) {
+  TempDir dir;
+  const auto file = (dir.path / "iommud-nvme.conf").string();
+  std::ofstream(file) << "options nvme poll_queues=0\n";
+  std::vector<std::string> steps;
+  adapters::state::setFaultHook([&](std::string_view step, const std::string& path) {
+    steps.push_back(std::string(step) + " " + path);
+    return 0;
+  });
+  auto removed = adapters::state::removeFile(file);
+  adapters::state::setFaultHook(nullptr);
+  ASSERT_TRUE(removed.ok()) << removed.error().describe();
+  EXPECT_EQ(steps, (std::vector<std::string>{"unlink " + file, "fsync-dir " + dir.path.string()}));
 }
 
 TEST(AtomicFile, NeverWritesIntoAFilePlantedAtATemporaryName) {

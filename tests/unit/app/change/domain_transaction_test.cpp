@@ -451,6 +451,17 @@ TEST(TransactionJournal, ATornLastLineIsNeverWrittenAndABadLineIsReportedNotFata
   EXPECT_EQ(noMagic->change.members, c.members);
 }
 
+// A journal begun on a full disk is an empty file: never begun, no error at the next start.
+TEST(DomainTransaction, AnEmptyJournalIsNoErrorAtTheNextStart) {
+  Fixture f(singleNvme("6.12.30-amd64"), k612);
+  f.host->write("/run/iommud/transaction.journal", "");
+  app::ApplyContext ctx{f.root, f.kernel, nullptr, {}, {}, {}};
+  auto session = app::beginWriting(ctx);
+  ASSERT_TRUE(session.ok()) << session.error().describe();
+  EXPECT_TRUE(session->recovered.problems.empty()) << session->recovered.problems.front();
+  EXPECT_FALSE(std::filesystem::exists(f.host->root() / "run/iommud/transaction.journal"));
+}
+
 // The review's reproduction: a crash mid-append left `step unbind ...\nste`, and a line was damaged.
 // Before, the whole journal was "unreadable" and moved aside, the device it unbound neither rebound
 // nor reported. Now recovery rebinds it and keeps the journal aside for the administrator.

@@ -19,6 +19,7 @@
 #include "app/change/current_values.hpp"
 #include "app/change/reconcile.hpp"
 #include "core/state_findings.hpp"
+#include "core/text.hpp"
 #include "support/scenarios.hpp"
 #include "unit/app/change/apply_bench.hpp"
 #include "unit/crash_sweep.hpp"
@@ -354,6 +355,72 @@ TEST(RecordStore, NoChangeThatWeakensProtectionIsMadeWhileAFileIsNotUnderstood) 
   EXPECT_EQ(count(applied, app::Outcome::Result::Done), 0) << describe(applied);
   EXPECT_EQ(count(applied, app::Outcome::Result::Refused), 2) << describe(applied);
   EXPECT_EQ(b.read("/sys/kernel/iommu_groups/20/type"), "DMA-FQ\n");
+}
+
+// A writer killed while it saved leaves its temporary: the next writer sweeps it.
+TEST(RecordStore, AKilledWritersTemporariesAreSweptByTheNextWriter) {
+  const crash_sweep::HostsInMemory inMemory;
+  Bench b(twoNvmePairs(), {6, 12, 30});
+  fs::create_directories(b.root.hostPath("/run/iommud"));
+  fs::create_directories(b.root.hostPath("/var/lib/iommud"));
+  writeText(b.root.hostPath("/run/iommud/.changes.json.tmp.k1ll3d"), "[");
+  writeText(b.root.hostPath("/var/lib/iommud/.runtime-changes.json.tmp.k1ll3d"), "[");
+  writeText(b.root.hostPath("/run/iommud/.other.tmp.k1ll3d"), "not ours");
+  b.apply(rules(""));
+  EXPECT_FALSE(fs::exists(b.root.hostPath("/run/iommud/.changes.json.tmp.k1ll3d")));
+  EXPECT_FALSE(fs::exists(b.root.hostPath("/var/lib/iommud/.runtime-changes.json.tmp.k1ll3d")));
+  EXPECT_TRUE(fs::exists(b.root.hostPath("/run/iommud/.other.tmp.k1ll3d")));
+}
+
+// Revert writes only modprobe.d files of iommud's own name and module parameters: a record that
+// names another file (a records file edited or planted) is refused, the file left alone.
+TEST(RecordStore, ARecordNamingAFileIommudNeverWritesIsNotReverted) {
+  const crash_sweep::HostsInMemory inMemory;
+  Bench b(twoNvmePairs(), {6, 12, 30});
+  fs::create_directories(b.root.hostPath("/etc"));
+  writeText(b.root.hostPath("/etc/fstab"), "precious\n");
+  app::ChangeRecord r;
+  r.kind = ChangeKind::ModprobeConf;
+  r.device = "0000:03:00.0";
+  r.object = "/etc/fstab";
+  r.key = "(file)";
+  r.written = "precious\n";
+  r.existed = false;  // revert would remove it
+  app::ChangeRecord p = r;
+  p.kind = ChangeKind::ModuleParam;
+  p.object = "../../../etc/fstab";
+  p.key = "x";
+  p.original = "0";
+  ASSERT_TRUE(adapters::state::saveRecords(b.root, "/var/lib/iommud/changes.json", {r}).ok());
+  ASSERT_TRUE(adapters::state::saveRecords(b.root, "/run/iommud/changes.json", {p}).ok());
+  auto reverted = b.revert();
+  EXPECT_EQ(readText(b.root.hostPath("/etc/fstab")), "precious\n") << describe(reverted);
+  EXPECT_EQ(count(reverted, app::Outcome::Result::Refused), 2) << describe(reverted);
+  EXPECT_NE(describe(reverted).find("is not a file iommud writes"), std::string::npos) << describe(reverted);
+}
+
+// A parameter's record holds the value read just before the write, not the plan's, which may be
+// seconds old: revert restores what was there.
+TEST(RecordStore, AParameterRecordsTheValueReadJustBeforeItsWrite) {
+  const crash_sweep::HostsInMemory inMemory;
+  Bench b(thunderboltNicWithModule(), {6, 12, 30});
+  auto s = b.status();
+  core::PlanOptions o;
+  o.trigger = core::Trigger::Hotplug;
+  auto plan = core::plan({s.host, s.mode, s.findings}, rules(kAtlanticItr), o);
+  const std::string param = "/sys/module/atlantic/parameters/aq_itr";
+  const std::string planned = std::string(core::trim(b.read(param)));
+  b.host->write(param, "500\n");  // changed by someone else after the plan was made
+  app::listInitramfsFor(b.root, plan, s);
+  auto applied = app::applyPlan(plan, s.host, b.ctx);
+  auto records = app::readRecords(b.root, b.ctx.paths);
+  auto it = std::find_if(records.begin(), records.end(),
+                         [](const app::ChangeRecord& x) { return x.kind == ChangeKind::ModuleParam; });
+  ASSERT_NE(it, records.end()) << describe(applied);
+  EXPECT_NE(planned, "500");
+  EXPECT_EQ(it->original, "500");
+  b.revert();
+  EXPECT_EQ(std::string(core::trim(b.read(param))), "500");
 }
 
 }  // namespace record_store_test
