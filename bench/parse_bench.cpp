@@ -3,10 +3,11 @@
 // time beside its ratio to the same shape's 1 KiB file: linear parsing keeps the ratio near the
 // ratio of the sizes (256 at the limit), a quadratic one near its square.
 //
-// The shapes are what a large file can be made of: one long array on one line, lines of as many
-// inline tables as a line may hold, many tables, many rules, one long string, and arrays nested
-// 16 deep (the limit). The last is not a valid policy (arrays where integers belong): its
-// diagnostics are part of what is timed, as `iommuctl check` and a reload pay for them.
+// The shapes are what a large file can be made of: one long array on one line, of integers, of basic
+// strings (refused past kMaxBasicStringsPerLine: toml11 copies the line for each), of literal
+// strings, lines of as many inline tables or basic strings as a line may hold, many tables, many
+// rules, one long string, one of escapes, and arrays nested 16 deep (the limit). The last is not a valid policy (arrays
+// where integers belong): its diagnostics are part of what is timed, as `iommuctl check` and a reload pay for them.
 //
 // Usage: bench_parse [--max-kib=N] [--min-ms=X] [--shape=NAME] [--dump=NAME:KIB]
 //   --max-kib stops at a smaller size (the sizes are 1, 4, 16, 64 and 256 KiB).
@@ -84,6 +85,12 @@ std::vector<Shape> shapes() {
        [](size_t size) {
          return fill(kRule + "[rule.match]\nkind = \"nvme\"\n[[rule.unless]]\nname = [\"ab\"", size, "]\n",
                      [](size_t) { return std::string(",\"ab\""); });
+       }},
+      {"string-lines", "lines of 128 basic strings (the most one line may hold)",
+       [](size_t size) {
+         return fill(kRule + "[rule.match]\nkind = \"nvme\"\n[[rule.unless]]\nname = [\n", size, "]\n", [](size_t i) {
+           return std::string("\"ab\",") + (i % config::kMaxBasicStringsPerLine == 127 ? "\n" : " ");
+         });
        }},
       {"literals", "one array of literal strings on one line",
        [](size_t size) {

@@ -46,6 +46,11 @@ inline constexpr int kMaxPolicyNesting = 16;
 /// whole line for each bare key it reads, so many keys on one long line cost the square of its
 /// length; with this limit a file's parse is linear in its size.
 inline constexpr int kMaxKeysPerLine = 64;
+/// At most this many basic strings ("...") on one line of a policy file or iommud.conf: toml11 3.x
+/// copies the whole line for each one it parses, so a line of thousands takes seconds (a 256 KiB
+/// line of "ab", 24 s); with the limit a file at its size cap parses in milliseconds. Literal
+/// strings ('...') cost nothing of the kind, and an array's items may stand on lines of their own.
+inline constexpr int kMaxBasicStringsPerLine = 128;
 /// Rules (or overrides) in one file, and diagnostics reported for one file.
 inline constexpr size_t kMaxEntriesPerFile = 1000;
 inline constexpr size_t kMaxDiagnostics = 100;

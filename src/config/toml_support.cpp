@@ -39,7 +39,8 @@ size_t utf8Length(std::string_view text, size_t i) {
 // What toml11 3.7 must never see: bytes that are not UTF-8 or are control characters (its
 // UTF-8 paths assert and throw from deep inside), nesting deeper than rules.maxNesting of
 // '[', '{' or dotted keys outside strings and comments (it recurses without limit), and more
-// than rules.maxKeysPerLine keys ('=') on one line (it copies the line for each key). One pass;
+// than rules.maxKeysPerLine keys ('=') or kMaxBasicStringsPerLine basic strings on one line (it
+// copies the line for each). One pass;
 // the first problem is returned with its 1-based line and column.
 class Prechecker {
  public:
@@ -81,6 +82,7 @@ class Prechecker {
     col_ = 0;
     dots_ = 0;
     keys_ = 0;
+    strings_ = 0;
     if (in_ == In::Comment || in_ == In::Basic || in_ == In::Literal) in_ = In::Code;
   }
 
@@ -133,6 +135,12 @@ class Prechecker {
       skip(2);
     } else if (c == '"') {
       in_ = In::Basic;
+      if (++strings_ > kMaxBasicStringsPerLine) {
+        return at("more than " + std::to_string(kMaxBasicStringsPerLine) +
+                  " basic strings (\"...\") on one line: put an array's items on lines of their own, or write "
+                  "them as literal strings ('...'); " +
+                  std::string(rules_.neverNeeds));
+      }
     } else if (c == '\'') {
       in_ = In::Literal;
     } else if (c == '[' || c == '{' || (c == '.' && ++dots_ > rules_.maxNesting)) {
@@ -156,6 +164,7 @@ class Prechecker {
   int depth_ = 0;
   int dots_ = 0;
   int keys_ = 0;
+  int strings_ = 0;
   int line_ = 1;
   int col_ = 0;
   In in_ = In::Code;

@@ -136,6 +136,29 @@ TEST(PolicyLoader, RefusesMoreKeysOnOneLineThanTheLimit) {
                                            "need that");
 }
 
+// toml11 3.x copies the whole line for each basic string it parses (a 256 KiB line of "ab" took 24 s):
+// more than the limit on one line is refused where the first one past it opens; literal strings,
+// and the same strings on lines of their own, are taken.
+TEST(PolicyLoader, RefusesMoreBasicStringsOnOneLineThanTheLimit) {
+  auto line = [](int strings, char quote) {
+    std::string s = "x = [";
+    for (int i = 0; i < strings; ++i) s += std::string(i ? ", " : "") + quote + "ab" + quote;
+    return s + "]\n";
+  };
+  auto atLimit = config::parsePolicyText(line(config::kMaxBasicStringsPerLine, '"'), "ok.toml");
+  ASSERT_EQ(atLimit.diagnostics.size(), 1U);
+  EXPECT_NE(atLimit.diagnostics[0].message.find("unknown key 'x'"), std::string::npos);
+  auto literal = config::parsePolicyText(line(config::kMaxBasicStringsPerLine * 4, '\''), "ok.toml");
+  ASSERT_EQ(literal.diagnostics.size(), 1U);
+  EXPECT_NE(literal.diagnostics[0].message.find("unknown key 'x'"), std::string::npos);
+  auto over = config::parsePolicyText("# 1\n" + line(config::kMaxBasicStringsPerLine + 1, '"'), "wide.toml");
+  ASSERT_EQ(over.diagnostics.size(), 1U);
+  EXPECT_EQ(over.diagnostics[0].str(),
+            "wide.toml:2:" + std::to_string(6 + 6 * config::kMaxBasicStringsPerLine) +
+                ": error: more than 128 basic strings (\"...\") on one line: put an array's items on lines of their "
+                "own, or write them as literal strings ('...'); policies never need that");
+}
+
 // Issue 28: a value is located by a search in an index of the lines, not by counting the lines
 // before it, so the work grows as the file does. Counted, not timed.
 TEST(PolicyLoader, LocatingValuesGrowsLinearlyWithTheFile) {
