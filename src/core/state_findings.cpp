@@ -4,7 +4,7 @@ namespace iommud::core {
 
 namespace {
 
-std::string joined(const std::vector<std::string>& parts) {
+std::string joinedWhat(const std::vector<std::string>& parts) {
   std::string out;
   for (const auto& p : parts) out += (out.empty() ? "" : "; ") + p;
   return out;
@@ -22,7 +22,7 @@ std::vector<Finding> damageFindings(const std::vector<DamagedStateFile>& files) 
     f.title = (d.keptAs.empty() ? d.file : d.keptAs) + " holds change records iommud cannot read";
     f.summary = "iommud keeps there what it changed, so that every change can be taken back; it could not understand " +
                 (d.keptAs.empty() ? std::string("it") : "the file it moved aside from " + d.file) + ": " +
-                joined(d.what) + "." +
+                joinedWhat(d.what) + "." +
                 (d.salvaged ? " The records it could read were carried over into " + d.file + "." : "") +
                 " Until this is dealt with iommud makes no change that weakens protection; it still reverts what it "
                 "can read.";
@@ -40,7 +40,7 @@ std::string describeDamage(const std::vector<DamagedStateFile>& files) {
   std::string out;
   for (const auto& d : files) {
     out +=
-        (out.empty() ? "" : "; ") + (d.keptAs.empty() ? d.file : d.keptAs) + " not understood (" + joined(d.what) + ")";
+        (out.empty() ? "" : "; ") + (d.keptAs.empty() ? d.file : d.keptAs) + " not understood (" + joinedWhat(d.what) + ")";
   }
   return out;
 }

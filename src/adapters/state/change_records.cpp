@@ -191,13 +191,13 @@ RecordsFile salvage(std::string_view t) {
   RecordsFile out;
   size_t at = skipSpace(t, 0);
   if (at == t.size() || t[at] != '[') {
-    out.damage.push_back(at == t.size() ? "it is empty" : "it is not a JSON array of records");
+    out.damage.emplace_back(at == t.size() ? "it is empty" : "it is not a JSON array of records");
     return out;
   }
   for (size_t n = 1;; ++n) {
     at = skipSpace(t, at + 1);
     if (at == t.size()) {
-      out.damage.push_back("it ends before its last ] (cut short)");
+      out.damage.emplace_back("it ends before its last ] (cut short)");
       return out;
     }
     if (t[at] == ']' && n == 1) break;
@@ -211,7 +211,7 @@ RecordsFile salvage(std::string_view t) {
     }
     at = skipSpace(t, end);
     if (at == t.size()) {
-      if (!j.is_discarded()) out.damage.push_back("it ends before its last ] (cut short)");
+      if (!j.is_discarded()) out.damage.emplace_back("it ends before its last ] (cut short)");
       return out;
     }
     if (t[at] == ']') break;
@@ -220,7 +220,7 @@ RecordsFile salvage(std::string_view t) {
       return out;
     }
   }
-  if (skipSpace(t, at + 1) != t.size()) out.damage.push_back("text follows its last ]");
+  if (skipSpace(t, at + 1) != t.size()) out.damage.emplace_back("text follows its last ]");
   return out;
 }
 

@@ -112,7 +112,7 @@ Result<JournalRecord> parseJournal(std::string_view text) {
   for (auto line : core::split(text.substr(0, text.size() - 1), '\n')) {
     ++n;
     if (n == 1 && line != kMagic) {
-      r.damage.push_back("line 1: not the header of an iommud transaction journal");
+      r.damage.emplace_back("line 1: not the header of an iommud transaction journal");
       continue;
     }
     if (n == 1) continue;

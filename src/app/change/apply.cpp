@@ -119,7 +119,8 @@ class Session {
                                   "cannot read " + file + ": " + kept.error().describe()});
       return std::move(outcomes_);
     }
-    auto& [records, damage] = *kept;
+    const auto& records = kept->first;
+    const auto& damage = kept->second;
     for (const auto& d : damage) {
       outcomes_.push_back(Outcome{OutcomeResult::Skipped, ChangeKind::Domain, "", file, "",
                                   file + ": " + d + ": what of it cannot be read is not given back"});
