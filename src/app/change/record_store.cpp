@@ -91,7 +91,7 @@ std::vector<core::DamagedStateFile> keptAside(const Root& root, const StatePaths
       auto read = readAt(root, path);
       core::DamagedStateFile d{dir + base, {}, path, false};
       d.what = read.error || read.file ? whatOf(read) : std::vector<std::string>{"it is gone"};
-      if (d.what.empty()) d.what.push_back("it was moved aside by an earlier run");
+      if (d.what.empty()) d.what.emplace_back("it was moved aside by an earlier run");
       if (read.file) d.what.push_back(std::to_string(read.file->records.size()) + " intact records in it");
       out.push_back(std::move(d));
     }
@@ -261,7 +261,7 @@ void RecordStore::settlePending() {
   save();
 }
 
-void RecordStore::settleAt(std::vector<ChangeRecord>& list, size_t i) {
+void RecordStore::settleAt(std::vector<ChangeRecord>& list, size_t i) const {
   ChangeRecord& r = list[i];
   switch (settle(r, hooks_.observe(r))) {
     case Settled::Made:

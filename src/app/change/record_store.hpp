@@ -88,7 +88,7 @@ class RecordStore {
  private:
   void sweepTemporaries() const;
   void load(size_t i, const std::string& now);
-  void settleAt(std::vector<ChangeRecord>& list, size_t i);
+  void settleAt(std::vector<ChangeRecord>& list, size_t i) const;
   [[nodiscard]] std::array<std::string, 3> recordPaths() const;
   [[nodiscard]] bool inRuntime(const ChangeRecord& r) const;
   [[nodiscard]] bool copyWouldLie() const;
