@@ -1,7 +1,6 @@
 #include "app/change/record_store.hpp"
 
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -200,7 +199,7 @@ void RecordStore::sweepTemporaries() const {
     if (!names) continue;
     for (const auto& name : *names) {
       if (name.starts_with(".changes.json.tmp.") || name.starts_with(".runtime-changes.json.tmp."))
-        (void)::unlink(root_.hostPath(dir + "/" + name).c_str());
+        (void)adapters::state::removeFile(root_.hostPath(dir + "/" + name));
     }
   }
 }
