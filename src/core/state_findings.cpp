@@ -39,8 +39,8 @@ std::vector<Finding> damageFindings(const std::vector<DamagedStateFile>& files) 
 std::string describeDamage(const std::vector<DamagedStateFile>& files) {
   std::string out;
   for (const auto& d : files) {
-    out +=
-        (out.empty() ? "" : "; ") + (d.keptAs.empty() ? d.file : d.keptAs) + " not understood (" + joinedWhat(d.what) + ")";
+    out += (out.empty() ? "" : "; ") + (d.keptAs.empty() ? d.file : d.keptAs) + " not understood (" +
+           joinedWhat(d.what) + ")";
   }
   return out;
 }

@@ -684,8 +684,8 @@ void sweepOwnFiles(int error, bool lasting = false) {
     EXPECT_TRUE(r.lost.empty()) << r.lost.size() << " of " << r.points << " failed steps lost something:\n"
                                 << joined(r.lost);
     std::printf("%s, %s %s own-file step%s: %d steps, %zu lost\n", s.killRevert ? "revert" : "apply",
-                error == ENOSPC ? "ENOSPC" : "EIO", lasting ? "from each" : "at each", lasting ? " on" : "",
-                r.points, r.lost.size());
+                error == ENOSPC ? "ENOSPC" : "EIO", lasting ? "from each" : "at each", lasting ? " on" : "", r.points,
+                r.lost.size());
   }
 }
 
