@@ -42,7 +42,9 @@ void identify(int fd) {
     if (!comm.empty() && comm.back() == '\n') comm.pop_back();
   }
   const std::string line = std::to_string(::getpid()) + " " + comm + "\n";
-  if (::ftruncate(fd, 0) == 0) (void)::pwrite(fd, line.data(), line.size(), 0);
+  if (::ftruncate(fd, 0) != 0) return;
+  const ssize_t written = ::pwrite(fd, line.data(), line.size(), 0);
+  static_cast<void>(written);  // best effort, as above
 }
 
 core::Error heldError(const std::string& path) {
