@@ -90,9 +90,12 @@ if [[ $(git rev-parse --show-toplevel 2>/dev/null) == "$src" ]]; then
   while IFS= read -r -d '' f; do [[ -f $f ]] && files+=("$f"); done < <(git ls-files -z)
   how="tracked files"
 else
-  # A package build: the tree is an export of the tracked files, plus build directories.
+  # A package build: the tree is an export of the tracked files, plus build directories: those
+  # CMake configured, and the top's build*/ (.gitignore's), such as build-deb/ with its .buildinfo,
+  # which names the directory it was built in. (%check runs as nobody, for whom git refuses a
+  # checkout root owns: this branch is taken in a checkout too.)
   while IFS= read -r -d '' f; do files+=("${f#./}"); done < <(
-    find . \( -name .git -o -exec test -e '{}/CMakeCache.txt' \; \) -prune -o -type f -print0)
+    find . \( -name .git -o -path './build*' -o -exec test -e '{}/CMakeCache.txt' \; \) -prune -o -type f -print0)
   how="files (no git: build directories left out)"
 fi
 ((${#files[@]} > 50)) || { echo "FAIL: only ${#files[@]} files found in $src" >&2; exit 1; }
