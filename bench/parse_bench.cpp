@@ -47,6 +47,13 @@ std::string fill(std::string text, size_t size, std::string_view tail, const std
   return text + std::string(tail);
 }
 
+// One array of the string "ab" in `quote`s on one line, as long as `size` allows.
+std::string stringsLine(size_t size, char quote) {
+  const std::string ab = std::string(1, quote) + "ab" + quote;
+  return fill(kRule + "[rule.match]\nkind = \"nvme\"\n[[rule.unless]]\nname = [" + ab, size, "]\n",
+              [&](size_t) { return "," + ab; });
+}
+
 struct Shape {
   const char* name;
   const char* what;
@@ -81,22 +88,14 @@ std::vector<Shape> shapes() {
          return fill("[[rule]]\nname = \"big\"\ndomain = \"identity\"\ndescription = \"", size, "\"\n",
                      [](size_t) { return std::string("abcdefghijklmnop"); });
        }},
-      {"strings", "one array of basic strings on one line",
-       [](size_t size) {
-         return fill(kRule + "[rule.match]\nkind = \"nvme\"\n[[rule.unless]]\nname = [\"ab\"", size, "]\n",
-                     [](size_t) { return std::string(",\"ab\""); });
-       }},
+      {"strings", "one array of basic strings on one line", [](size_t size) { return stringsLine(size, '"'); }},
       {"string-lines", "lines of 128 basic strings (the most one line may hold)",
        [](size_t size) {
          return fill(kRule + "[rule.match]\nkind = \"nvme\"\n[[rule.unless]]\nname = [\n", size, "]\n", [](size_t i) {
            return std::string("\"ab\",") + (i % config::kMaxBasicStringsPerLine == 127 ? "\n" : " ");
          });
        }},
-      {"literals", "one array of literal strings on one line",
-       [](size_t size) {
-         return fill(kRule + "[rule.match]\nkind = \"nvme\"\n[[rule.unless]]\nname = ['ab'", size, "]\n",
-                     [](size_t) { return std::string(",'ab'"); });
-       }},
+      {"literals", "one array of literal strings on one line", [](size_t size) { return stringsLine(size, '\''); }},
       {"escapes", "one rule with a long description of escapes",
        [](size_t size) {
          return fill("[[rule]]\nname = \"big\"\ndomain = \"identity\"\ndescription = \"", size, "\"\n",
