@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cerrno>
 #include <nlohmann/json.hpp>
 
 #include "adapters/state/atomic_file.hpp"
@@ -250,9 +251,19 @@ core::Result<std::optional<RecordsFile>> readRecordsFile(const std::string& path
   return std::optional<RecordsFile>{parseRecordsFile(**text)};
 }
 
-std::string recordsText(const std::vector<ChangeRecord>& records) {
+core::Result<std::string> recordsText(const std::vector<ChangeRecord>& records) {
   Json j = Json::array();
-  for (const auto& r : records) j.push_back(toJson(r));
+  for (const auto& r : records) {
+    j.push_back(toJson(r));
+    try {
+      static_cast<void>(j.back().dump());
+    } catch (const Json::type_error&) {  // 316: a string that is not UTF-8
+      return core::Error{EILSEQ, "",
+                         "the record of " + r.object +
+                             " holds text that is not UTF-8 (a file in another encoding), which a records file "
+                             "cannot hold unchanged"};
+    }
+  }
   return j.dump(2) + "\n";
 }
 
@@ -260,7 +271,9 @@ core::Result<core::Done> saveRecords(const sysfs::Root& root, const std::string&
                                      const std::vector<ChangeRecord>& records, Durability durability) {
   const std::string file = root.hostPath(path);
   if (auto made = makeDirectories(file.substr(0, file.rfind('/'))); !made) return made;
-  return writeFileAtomic(file, recordsText(records), 0600, ::write, durability);
+  auto text = recordsText(records);
+  if (!text) return core::Error{text.error().code, file, text.error().message};
+  return writeFileAtomic(file, *text, 0600, ::write, durability);
 }
 
 }  // namespace iommud::adapters::state

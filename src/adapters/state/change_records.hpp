@@ -63,8 +63,10 @@ RecordsFile parseRecordsFile(std::string_view text);
 /// kMaxRecordsBytes or cannot be read.
 core::Result<std::optional<RecordsFile>> readRecordsFile(const std::string& path);
 
-/// The text of a records file (JSON, as saveRecords writes it).
-std::string recordsText(const std::vector<ChangeRecord>& records);
+/// The text of a records file (JSON, as saveRecords writes it); an error (EILSEQ) when a record
+/// holds text that is not UTF-8 (a file's bytes in another encoding), which JSON cannot carry:
+/// such a record is not written, rather than written with its bytes changed.
+core::Result<std::string> recordsText(const std::vector<ChangeRecord>& records);
 
 /// Writes the records of one file atomically (writeFileAtomic, mode 0600), creating its directory
 /// (0700) first; `durability` as writeFileAtomic's.

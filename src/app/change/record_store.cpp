@@ -342,7 +342,13 @@ bool RecordStore::save(Copy copyWhen) {
   const auto paths = recordPaths();
   for (size_t i = 0; i < std::size(lists); ++i) {  // as many as paths
     if (i == 2 && copyWhen == Copy::IfItWouldLie && !copyWouldLie()) continue;
-    std::string text = adapters::state::recordsText(*lists[i]);
+    auto made = adapters::state::recordsText(*lists[i]);
+    if (!made) {
+      hooks_.failed(paths[i], core::Error{made.error().code, paths[i], made.error().message});
+      saved = false;
+      continue;
+    }
+    std::string text = std::move(made).value();
     if (onDisk_[i] ? *onDisk_[i] == text : lists[i]->empty() && !damagedNow_[i]) continue;
     if (frozen_[i]) {
       hooks_.failed(paths[i],

@@ -147,6 +147,37 @@ TEST(Apply, WritesRuntimeParametersAndModprobeFilesAndRevertsBoth) {
   EXPECT_EQ(b.read("/etc/modprobe.d/iommud-atlantic.conf"), "(absent)");
 }
 
+// A modprobe.d file whose text is not UTF-8 (a comment in Latin-1) cannot be recorded as it is, for
+// a records file is JSON: its change is not made, the file keeps its bytes, and the other change
+// and the records files go on as usual (the record was never written with its bytes changed, and
+// nothing throws out of the store).
+TEST(Apply, AModprobeFileThatIsNotUtf8IsNotOverwrittenForItCouldNotBeRecorded) {
+  Bench b(thunderboltNicWithModule(), {6, 12, 30});
+  const std::string latin1 = "# caf\xe9: mine\noptions atlantic aq_itr_rx=0\n";
+  const std::string conf = b.root.hostPath("/etc/modprobe.d/iommud-atlantic.conf");
+  std::filesystem::create_directories(std::filesystem::path(conf).parent_path());
+  std::ofstream(conf, std::ios::binary) << latin1;
+  auto applied = b.apply(rules(kAtlanticItr));
+  ASSERT_EQ(count(applied, R::Done), 1) << describe(applied);
+  ASSERT_EQ(count(applied, R::Failed), 2) << describe(applied);  // the record, and the change not made
+  EXPECT_NE(describe(applied).find("cannot record: /var/lib/iommud/changes.json: the record of "
+                                   "/etc/modprobe.d/iommud-atlantic.conf holds text that is not UTF-8"),
+            std::string::npos)
+      << describe(applied);
+  EXPECT_NE(describe(applied).find("not made: its record could not be written first"), std::string::npos)
+      << describe(applied);
+  EXPECT_EQ(b.read("/etc/modprobe.d/iommud-atlantic.conf"), latin1);
+  EXPECT_EQ(b.read("/sys/module/atlantic/parameters/aq_itr"), "0\n");
+  auto view = app::readRecordsView(b.root, b.ctx.paths);
+  EXPECT_TRUE(view.damage.empty());
+  ASSERT_EQ(view.records.size(), 1U);
+  EXPECT_EQ(view.records[0].kind, core::ChangeKind::ModuleParam);
+  auto reverted = b.revert();
+  ASSERT_EQ(count(reverted, R::Done), 1) << describe(reverted);
+  EXPECT_EQ(b.read("/sys/module/atlantic/parameters/aq_itr"), "65535\n");
+  EXPECT_EQ(b.read("/etc/modprobe.d/iommud-atlantic.conf"), latin1);
+}
+
 // A reboot clears /run/iommud (tmpfs) and undoes every runtime change with it; /var/lib/iommud
 // stays. Revert then restores what the state directory records (the modprobe.d file) and says,
 // one line each, which runtime changes the reboot undid, instead of saying nothing about them.

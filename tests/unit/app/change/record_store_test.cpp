@@ -58,7 +58,8 @@ std::map<std::string, std::string> settingsOf(const Bench& b) {
 }
 
 bool sameEverything(const app::ChangeRecord& a, const app::ChangeRecord& b) {
-  return adapters::state::recordsText({a}) == adapters::state::recordsText({b});
+  return adapters::state::recordsText({a}).valueOr(std::string("a")) ==
+         adapters::state::recordsText({b}).valueOr(std::string("b"));
 }
 
 struct Scenario {
