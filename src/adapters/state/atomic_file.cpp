@@ -165,6 +165,19 @@ core::Result<std::optional<std::string>> readOwnFile(const std::string& path, si
 
 core::Result<core::Done> checkOwnDirectory(const std::string& dir) {
   struct stat st {};
+  // A link on the way that another user owns could point the write anywhere root may write: each
+  // component of the path that is a link must be root's (even this process's user's own is not
+  // followed: the rule does not depend on who runs it).
+  for (size_t at = 1; at <= dir.size(); ++at) {
+    if (at != dir.size() && dir[at] != '/') continue;
+    const std::string part = dir.substr(0, at);
+    if (::lstat(part.c_str(), &st) != 0) break;  // the stat below says why
+    if (S_ISLNK(st.st_mode) && st.st_uid != 0) {
+      return core::Error{
+          EPERM, dir,
+          part + " is a link owned by uid " + std::to_string(st.st_uid) + ", not root: refusing to follow it"};
+    }
+  }
   if (::stat(dir.c_str(), &st) != 0) return core::errnoError(errno, dir);
   if (!S_ISDIR(st.st_mode)) return core::Error{ENOTDIR, dir, "not a directory"};
   if (st.st_uid != 0 && st.st_uid != ::geteuid()) {

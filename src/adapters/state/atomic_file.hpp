@@ -65,7 +65,8 @@ core::Result<std::optional<std::string>> readOwnFile(const std::string& path, si
 
 /// A directory iommud writes a file into for others to read (the fleet exports): it must be root's
 /// (or this process's own user's) and not writable by group or others, else anyone who can write
-/// there could swap the file for a link or a FIFO under the daemon.
+/// there could swap the file for a link or a FIFO under the daemon; and every link on its path must
+/// be root's: another user's could point it into any directory root may write.
 core::Result<core::Done> checkOwnDirectory(const std::string& dir);
 
 }  // namespace iommud::adapters::state

@@ -5,8 +5,10 @@
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -222,6 +224,32 @@ TEST(CheckOwnDirectory, RefusesADirectoryGroupOrOthersCanWrite) {
             dir.path.string() + ": writable by group or others (mode 0777): refusing to write into it");
   fs::permissions(dir.path, fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec);
   EXPECT_TRUE(adapters::state::checkOwnDirectory(dir.path.string()).ok());
+}
+
+// A link another user owns, on the way to the export directory, is not followed: it could point
+// the write into any directory root may write (here a 0755 one, which passes the checks of the
+// directory itself). Run as root, the link is made and followed, then given to nobody; run as
+// another user (the rpm's %check), the link is that user's from the start.
+TEST(CheckOwnDirectory, RefusesToFollowALinkNotRootOwns) {
+  TempDir dir;
+  const fs::path target = dir.path / "etc";
+  fs::create_directory(target);
+  fs::permissions(target, fs::perms(0755));
+  const fs::path link = dir.path / "exports";
+  fs::create_directory_symlink(target, link);
+  uid_t owner = ::geteuid();
+  if (owner == 0) {
+    EXPECT_TRUE(adapters::state::checkOwnDirectory(link.string()).ok());
+    EXPECT_TRUE(adapters::state::checkOwnDirectory((link / ".").string()).ok());
+    owner = 65534;
+    ASSERT_EQ(::lchown(link.c_str(), owner, owner), 0) << std::strerror(errno);
+  }
+  for (const fs::path& through : {link, link / "."}) {
+    auto refused = adapters::state::checkOwnDirectory(through.string());
+    ASSERT_FALSE(refused.ok()) << through;
+    EXPECT_EQ(refused.error().describe(), through.string() + ": " + link.string() + " is a link owned by uid " +
+                                              std::to_string(owner) + ", not root: refusing to follow it");
+  }
 }
 
 }  // namespace atomic_file_test
