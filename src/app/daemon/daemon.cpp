@@ -290,7 +290,11 @@ class Daemon {
         (batch && work.batch.whole()) ||
         (work.kind == WorkKind::Call && work.call.kind == Call::Kind::Apply && work.call.device.empty());
     measuring_.workEnded(work, news.changed);
-    absorb(news.devices, wholeHost, tallies_, filter_);
+    if (batch && !news.complete) {
+      absorbCutShort(devicesOf(work.batch), wholeHost, tallies_, filter_);
+    } else {
+      absorb(news.devices, wholeHost, tallies_, filter_);
+    }
     // The worker read the host before these went: they are gone, whatever it said of them.
     for (const auto& a : filter_.removedMeanwhile()) forget(a);
     report(work, news);

@@ -8,7 +8,7 @@ void DeviceTallies::take(const DeviceEvent& e) {
     return;
   }
   auto& t = tallies_[e.address];
-  t.identity = e.identity;
+  if (!e.identity.empty()) t.identity = e.identity;  // "" where the worker did not know it
   switch (e.news) {
     case DeviceNews::Tuned: t.tuned = true; break;
     case DeviceNews::Advised: t.advised = true; break;
@@ -44,7 +44,10 @@ std::string DeviceTallies::statusLine() const {
     if (t.refused) ++refused;
   }
   return std::to_string(tuned) + " devices tuned, " + std::to_string(advised) + " advised, " + std::to_string(refused) +
-         " refused, " + std::to_string(failed) + " failed";
+         " refused, " + std::to_string(failed) + " failed" +
+         (wholeHostCutShort_ ? "; the pass over the whole host was cut short (the journal says why; systemctl "
+                               "reload iommud tries again)"
+                             : "");
 }
 
 void absorb(const std::vector<DeviceEvent>& news, bool wholeHost, DeviceTallies& tallies, HotplugFilter& filter) {
@@ -62,6 +65,15 @@ void absorb(const std::vector<DeviceEvent>& news, bool wholeHost, DeviceTallies&
       default: break;
     }
   }
+}
+
+void absorbCutShort(const std::vector<std::string>& devices, bool wholeHost, DeviceTallies& tallies,
+                    HotplugFilter& filter) {
+  if (wholeHost) tallies.wholeHostCutShort();
+  std::vector<DeviceEvent> failed;
+  failed.reserve(devices.size());
+  for (const auto& a : devices) failed.push_back({DeviceNews::Failed, a, ""});
+  absorb(failed, false, tallies, filter);
 }
 
 }  // namespace iommud::app

@@ -63,4 +63,29 @@ TEST(DeviceTallies, NewsTakenInTellsTheHotplugFilterWhatToLeaveAlone) {
   EXPECT_EQ(t.statusLine(), "1 devices tuned, 0 advised, 0 refused, 0 failed");
 }
 
+// Work cut short (its worker died in it twice) is not nothing done: the devices of a batch count
+// as failed and are left alone until a re-plug, and a pass over the whole host keeps what was known
+// and says it was cut short until a whole pass ends.
+TEST(DeviceTallies, WorkCutShortCountsAsFailedNotAsNothingDone) {
+  using namespace std::chrono_literals;
+  app::DeviceTallies t;
+  app::HotplugFilter f{1ms};
+  app::absorb({{News::Tuned, "a", "id-a"}, {News::Tuned, "b", "id-b"}}, true, t, f);
+  app::absorbCutShort({"b", "c"}, false, t, f);
+  EXPECT_EQ(t.statusLine(), "1 devices tuned, 0 advised, 0 refused, 2 failed");
+  EXPECT_TRUE(t.anyFailed());
+  EXPECT_FALSE(f.leftAlone("a"));
+  EXPECT_TRUE(f.leftAlone("b"));
+  EXPECT_TRUE(f.leftAlone("c"));
+  EXPECT_TRUE(t.removed("b"));  // it keeps its identity through the failure: a tuned one went
+  EXPECT_EQ(t.departed().count("id-b"), 1U);
+
+  app::absorbCutShort({}, true, t, f);
+  EXPECT_EQ(t.statusLine(),
+            "1 devices tuned, 0 advised, 0 refused, 1 failed; the pass over the whole host was cut short (the "
+            "journal says why; systemctl reload iommud tries again)");
+  app::absorb({{News::Tuned, "a", "id-a"}}, true, t, f);  // a whole pass that ends
+  EXPECT_EQ(t.statusLine(), "1 devices tuned, 0 advised, 0 refused, 0 failed");
+}
+
 }  // namespace device_tallies_test
