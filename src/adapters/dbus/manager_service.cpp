@@ -107,7 +107,8 @@ const ManagerService::Handlers& handlersOf(void* userdata) {
 int callerEuid(sd_bus_message* m, uid_t* uid) {
   sd_bus_creds* creds = nullptr;
   // On a bus connection sd-bus asks the bus (GetConnectionUnixUser): the uid the caller had when it
-  // connected, which the caller cannot forge. One round trip to the bus, for a guarded call only.
+  // connected, which the caller cannot forge. One round trip to the bus, for a guarded call or a
+  // Plan (bounded per user) only.
   int r = sd_bus_query_sender_creds(m, SD_BUS_CREDS_EUID, &creds);
   if (r >= 0) r = sd_bus_creds_get_euid(creds, uid);
   sd_bus_creds_unref(creds);
@@ -133,7 +134,12 @@ int methodPlan(sd_bus_message* m, void* userdata, sd_bus_error* error) {
   const char* device = nullptr;
   if (int r = sd_bus_message_read(m, "bs", &hotplug, &device); r < 0) return r;
   if (int r = checkDevice(device, error); r <= 0) return r;
-  handlersOf(userdata).plan(PendingCall(m), hotplug != 0, device);
+  // Anyone may ask for a plan; how many of one user's may wait is bounded by the user.
+  uid_t caller = 0;
+  if (int r = callerEuid(m, &caller); r < 0) {
+    return sd_bus_error_setf(error, SD_BUS_ERROR_ACCESS_DENIED, "cannot tell who is calling: %s", std::strerror(-r));
+  }
+  handlersOf(userdata).plan(PendingCall(m), hotplug != 0, device, caller);
   return 1;
 }
 
@@ -142,9 +148,10 @@ int methodApply(sd_bus_message* m, void* userdata, sd_bus_error* error) {
   const char* device = nullptr;
   if (int r = sd_bus_message_read(m, "bs", &hotplug, &device); r < 0) return r;
   if (int r = checkDevice(device, error); r <= 0) return r;
-  serviceOf(userdata).authorize(m, Guarded::Apply, [userdata, hotplug, d = std::string(device)](PendingCall call) {
-    handlersOf(userdata).apply(std::move(call), hotplug != 0, d);
-  });
+  serviceOf(userdata).authorize(m, Guarded::Apply,
+                                [userdata, hotplug, d = std::string(device)](PendingCall call, uid_t caller) {
+                                  handlersOf(userdata).apply(std::move(call), hotplug != 0, d, caller);
+                                });
   return 1;
 }
 
@@ -152,9 +159,10 @@ int methodRevert(sd_bus_message* m, void* userdata, sd_bus_error* error) {
   const char* device = nullptr;
   if (int r = sd_bus_message_read(m, "s", &device); r < 0) return r;
   if (int r = checkDevice(device, error); r <= 0) return r;
-  serviceOf(userdata).authorize(m, Guarded::Revert, [userdata, d = std::string(device)](PendingCall call) {
-    handlersOf(userdata).revert(std::move(call), d);
-  });
+  serviceOf(userdata).authorize(m, Guarded::Revert,
+                                [userdata, d = std::string(device)](PendingCall call, uid_t caller) {
+                                  handlersOf(userdata).revert(std::move(call), d, caller);
+                                });
   return 1;
 }
 
@@ -169,8 +177,9 @@ int methodUnwatchDma(sd_bus_message* m, void* userdata, sd_bus_error* /*error*/)
 }
 
 int methodReload(sd_bus_message* m, void* userdata, sd_bus_error* /*error*/) {
-  serviceOf(userdata).authorize(m, Guarded::Reload,
-                                [userdata](PendingCall call) { handlersOf(userdata).reload(std::move(call)); });
+  serviceOf(userdata).authorize(m, Guarded::Reload, [userdata](PendingCall call, uid_t /*caller*/) {
+    handlersOf(userdata).reload(std::move(call));
+  });
   return 1;
 }
 
@@ -409,7 +418,7 @@ void ManagerService::retry() {
   // back through disconnected().
 }
 
-void ManagerService::authorize(sd_bus_message* m, Guarded method, std::function<void(PendingCall)> granted) {
+void ManagerService::authorize(sd_bus_message* m, Guarded method, std::function<void(PendingCall, uid_t)> granted) {
   uid_t uid = 0;
   if (int r = callerEuid(m, &uid); r < 0) {
     PendingCall(m).replyError(SD_BUS_ERROR_ACCESS_DENIED,
@@ -417,15 +426,15 @@ void ManagerService::authorize(sd_bus_message* m, Guarded method, std::function<
     return;
   }
   if (accessFor(uid).kind == AccessDecision::Kind::Granted) {
-    granted(PendingCall(m));
+    granted(PendingCall(m), uid);
     return;
   }
   const char* sender = sd_bus_message_get_sender(m);
   auto call = std::make_shared<PendingCall>(m);
-  auto decide = [call, method, granted = std::move(granted)](const PolkitAnswer& answer) {
+  auto decide = [call, method, uid, granted = std::move(granted)](const PolkitAnswer& answer) {
     auto decision = accessFor(method, answer);
     if (decision.kind == AccessDecision::Kind::Granted) {
-      granted(std::move(*call));
+      granted(std::move(*call), uid);
     } else {
       call->replyError(SD_BUS_ERROR_ACCESS_DENIED, decision.message);
     }

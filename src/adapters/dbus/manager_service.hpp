@@ -66,9 +66,10 @@ class ManagerService {
   struct Handlers {
     std::function<const HostSummary&()> host;
     std::function<DaemonSummary()> daemon;
-    std::function<void(PendingCall, bool hotplug, std::string device)> plan;
-    std::function<void(PendingCall, bool hotplug, std::string device)> apply;
-    std::function<void(PendingCall, std::string device)> revert;
+    // caller: the uid the bus vouches for
+    std::function<void(PendingCall, bool hotplug, std::string device, uid_t caller)> plan;
+    std::function<void(PendingCall, bool hotplug, std::string device, uid_t caller)> apply;
+    std::function<void(PendingCall, std::string device, uid_t caller)> revert;
     std::function<void(PendingCall)> reload;
     /// WatchDma from a bus name not yet watching: why it cannot measure, or nothing (it watches).
     std::function<std::optional<std::string>(const std::string& watcher)> watchDma;
@@ -112,7 +113,7 @@ class ManagerService {
   const Handlers& handlers() const { return handlers_; }
   /// Runs `granted` with the call if its sender may call `method` (root, or polkit's yes, asked
   /// without blocking); otherwise answers it with AccessDenied naming the polkit action.
-  void authorize(sd_bus_message* m, Guarded method, std::function<void(PendingCall)> granted);
+  void authorize(sd_bus_message* m, Guarded method, std::function<void(PendingCall, uid_t)> granted);
   /// The sd-bus callbacks' entries.
   void nameRequested(sd_bus_message* reply);
   void disconnected();

@@ -40,14 +40,14 @@ std::unique_ptr<adapters::dbus::ManagerService> serveOnBus(adapters::systemd::Ev
   h.daemon = calls.daemon;
   h.watchDma = calls.watchDma;
   h.unwatchDma = calls.unwatchDma;
-  h.plan = [call = calls.call](bus::PendingCall reply, bool hotplug, std::string device) {
-    call({Kind::Plan, hotplug, std::move(device)}, std::move(reply));
+  h.plan = [call = calls.call](bus::PendingCall reply, bool hotplug, std::string device, uid_t caller) {
+    call({Kind::Plan, hotplug, std::move(device)}, std::move(reply), caller);
   };
-  h.apply = [call = calls.call](bus::PendingCall reply, bool hotplug, std::string device) {
-    call({Kind::Apply, hotplug, std::move(device)}, std::move(reply));
+  h.apply = [call = calls.call](bus::PendingCall reply, bool hotplug, std::string device, uid_t caller) {
+    call({Kind::Apply, hotplug, std::move(device)}, std::move(reply), caller);
   };
-  h.revert = [call = calls.call](bus::PendingCall reply, std::string device) {
-    call({Kind::Revert, false, std::move(device)}, std::move(reply));
+  h.revert = [call = calls.call](bus::PendingCall reply, std::string device, uid_t caller) {
+    call({Kind::Revert, false, std::move(device)}, std::move(reply), caller);
   };
   h.reload = [reload = calls.reload](bus::PendingCall reply) {
     auto problems = reload();

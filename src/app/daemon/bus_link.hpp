@@ -1,5 +1,6 @@
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -18,8 +19,9 @@ adapters::systemd::Entry busLinkEntry(const adapters::dbus::BusLinkEvent& e);
 
 /// What the daemon does for its callers on the bus.
 struct BusCalls {
-  std::function<void(WorkerCall, adapters::dbus::PendingCall)> call;  // Plan, Apply, Revert: the worker's
-  std::function<std::vector<std::string>()> reload;                   // the problems that kept the new settings out
+  /// Plan, Apply, Revert: the worker's; `caller` is the uid the bus vouches for.
+  std::function<void(WorkerCall, adapters::dbus::PendingCall, uint32_t caller)> call;
+  std::function<std::vector<std::string>()> reload;  // the problems that kept the new settings out
   std::function<const adapters::dbus::HostSummary&()> host;
   std::function<adapters::dbus::DaemonSummary()> daemon;
   std::function<std::optional<std::string>(const std::string&)> watchDma;  // why it cannot measure, or nothing

@@ -330,28 +330,28 @@ class Daemon {
   // --- D-Bus -------------------------------------------------------------------------------------
 
   void connectBus() {
-    service_ =
-        serveOnBus(loop_, log_,
-                   {.call = [this](Call call, bus::PendingCall reply) { enqueue(std::move(call), std::move(reply)); },
-                    .reload = [this] { return reload(); },
-                    .host = [this]() -> const bus::HostSummary& { return busView_.host(); },
-                    .daemon = [this] { return daemonSummary(); },
-                    .watchDma = [this](const std::string& who) { return measuring_.watch(who); },
-                    .unwatchDma = [this](const std::string& who) { measuring_.unwatch(who); }});
+    service_ = serveOnBus(loop_, log_,
+                          {.call = [this](Call call, bus::PendingCall reply,
+                                          uint32_t caller) { enqueue(std::move(call), std::move(reply), caller); },
+                           .reload = [this] { return reload(); },
+                           .host = [this]() -> const bus::HostSummary& { return busView_.host(); },
+                           .daemon = [this] { return daemonSummary(); },
+                           .watchDma = [this](const std::string& who) { return measuring_.watch(who); },
+                           .unwatchDma = [this](const std::string& who) { measuring_.unwatch(who); }});
   }
 
   // A D-Bus call waits for the worker like any batch (WorkQueue bounds how many).
 
-  void enqueue(Call call, bus::PendingCall reply) {
+  void enqueue(Call call, bus::PendingCall reply, uint32_t caller) {
     if (stopping_) {
       reply.replyError(bus::kErrorStopping, "iommud is stopping");
       return;
     }
-    if (auto refused = queue_.refused(call)) {
+    if (auto refused = queue_.refused(call, caller)) {
       reply.replyError(bus::kErrorFailed, *refused);
       return;
     }
-    queue_.call(std::move(call), std::move(reply));
+    queue_.call(std::move(call), std::move(reply), caller);
     startNext();
   }
 

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <deque>
 #include <optional>
 #include <string>
@@ -21,29 +22,38 @@ template <class Reply>
 class WorkQueue {
  public:
   /// At most this many Apply/Revert calls waiting, and Plans (anyone's: their own, small bound,
-  /// so that unprivileged callers cannot crowd out root's Apply and Revert).
+  /// so that unprivileged callers cannot crowd out root's Apply and Revert), and of those at most
+  /// kMaxWaitingPlansPerCaller of one caller's (by uid: one user cannot keep everyone refused).
   static constexpr size_t kMaxWaitingCalls = 32;
-  static constexpr size_t kMaxWaitingPlans = 4;
+  static constexpr size_t kMaxWaitingPlans = 16;
+  static constexpr size_t kMaxWaitingPlansPerCaller = 2;
 
   void wholeHost() { wholeHost_ = true; }
   void viewStale() { viewStale_ = true; }
   /// A piece of work brought a view of the host read after anything that made it stale.
   void viewFresh() { viewStale_ = false; }
 
-  /// Why a D-Bus call cannot wait (too many such calls wait already); nullopt: it can.
-  [[nodiscard]] std::optional<std::string> refused(const WorkerCall& c) const {
+  /// Why a D-Bus call of user `caller` cannot wait (too many such calls wait already); nullopt: it can.
+  [[nodiscard]] std::optional<std::string> refused(const WorkerCall& c, uint32_t caller) const {
     const bool plan = c.kind == WorkerCall::Kind::Plan;
     size_t waiting = 0;
-    for (const auto& [w, _] : calls_) waiting += (w.kind == WorkerCall::Kind::Plan) == plan ? 1 : 0;
+    size_t callers = 0;
+    for (const auto& w : calls_) {
+      if ((w.call.kind == WorkerCall::Kind::Plan) != plan) continue;
+      ++waiting;
+      callers += w.caller == caller ? 1 : 0;
+    }
+    if (plan && callers >= kMaxWaitingPlansPerCaller)
+      return std::to_string(callers) + " plans of this user are waiting already; try when they are answered";
     if (waiting < (plan ? kMaxWaitingPlans : kMaxWaitingCalls)) return std::nullopt;
     return std::to_string(waiting) + " such calls are waiting already; try later";
   }
-  /// Queues a D-Bus call (not refused()).
-  void call(WorkerCall c, Reply reply) { calls_.emplace_back(std::move(c), std::move(reply)); }
+  /// Queues a D-Bus call of user `caller` (not refused()).
+  void call(WorkerCall c, Reply reply, uint32_t caller) { calls_.push_back({std::move(c), std::move(reply), caller}); }
   /// The replies of every waiting call, which is dropped (the daemon stops).
   std::vector<Reply> dropCalls() {
     std::vector<Reply> out;
-    for (auto& [_, r] : calls_) out.push_back(std::move(r));
+    for (auto& w : calls_) out.push_back(std::move(w.reply));
     calls_.clear();
     return out;
   }
@@ -71,8 +81,8 @@ class WorkQueue {
       n.work.batch = filter.takeQueued();
     } else if (!calls_.empty()) {
       n.work.kind = WorkerRequest::Kind::Call;
-      n.work.call = calls_.front().first;
-      n.reply.emplace(std::move(calls_.front().second));
+      n.work.call = calls_.front().call;
+      n.reply.emplace(std::move(calls_.front().reply));
       calls_.pop_front();
     } else if (wantsView && viewStale_) {
       n.work.kind = WorkerRequest::Kind::View;
@@ -107,7 +117,12 @@ class WorkQueue {
  private:
   bool wholeHost_ = false;
   bool viewStale_ = false;
-  std::deque<std::pair<WorkerCall, Reply>> calls_;
+  struct Waiting {
+    WorkerCall call;
+    Reply reply;
+    uint32_t caller = 0;  // the caller's uid
+  };
+  std::deque<Waiting> calls_;
   std::optional<WorkerRequest> retry_;  // the work a worker died in, to do once more
   bool retrying_ = false;               // the work under way is that retry
   bool recover_ = false;                // a worker died: the next one recovers first

@@ -26,7 +26,7 @@ TEST(WorkQueue, TheWholeHostThenDevicesThenCallsThenAView) {
   app::HotplugFilter f(std::chrono::milliseconds(1));
   EXPECT_FALSE(q.next(f, true, false));
   q.viewStale();
-  q.call({app::WorkerCall::Kind::Apply, false, "nvme0"}, 7);
+  q.call({app::WorkerCall::Kind::Apply, false, "nvme0"}, 7, 0);
   plug(f, "0000:02:00.0");
   ASSERT_TRUE(f.hasQueued());
   auto devices = q.next(f, true, false);
@@ -86,20 +86,31 @@ TEST(WorkQueue, ACallIsNotDoneTwiceAndStoppingLeavesOnlyTheRecovery) {
   EXPECT_TRUE(q.recovering());
 }
 
-TEST(WorkQueue, PlansHaveABoundOfTheirOwn) {
+// Plans (anyone may ask) have a bound of their own, so that they cannot crowd out root's Apply and
+// Revert, and a bound per user, so that one user cannot keep every other user's Plan refused.
+TEST(WorkQueue, PlansHaveABoundOfTheirOwnAndOneUserCannotTakeItAll) {
   Queue q;
   const app::WorkerCall plan{app::WorkerCall::Kind::Plan, false, ""};
   const app::WorkerCall apply{app::WorkerCall::Kind::Apply, false, ""};
-  for (size_t i = 0; i < Queue::kMaxWaitingPlans; ++i) {
-    ASSERT_FALSE(q.refused(plan));
-    q.call(plan, static_cast<int>(i));
+  constexpr uint32_t mallory = 1000;
+  for (size_t i = 0; i < Queue::kMaxWaitingPlansPerCaller; ++i) {
+    ASSERT_FALSE(q.refused(plan, mallory));
+    q.call(plan, static_cast<int>(i), mallory);
   }
-  EXPECT_EQ(q.refused(plan), "4 such calls are waiting already; try later");
-  EXPECT_FALSE(q.refused(apply));  // root's calls are not crowded out
-  for (size_t i = 0; i < Queue::kMaxWaitingCalls; ++i) q.call(apply, 0);
-  EXPECT_TRUE(q.refused(apply));
+  EXPECT_EQ(q.refused(plan, mallory), "2 plans of this user are waiting already; try when they are answered");
+  EXPECT_FALSE(q.refused(plan, 1001));  // another user's still waits
+  uint32_t user = 2000;
+  for (size_t i = Queue::kMaxWaitingPlansPerCaller; i < Queue::kMaxWaitingPlans; ++i) {
+    ASSERT_FALSE(q.refused(plan, user)) << i;
+    q.call(plan, static_cast<int>(i), user);
+    if (i % Queue::kMaxWaitingPlansPerCaller == 1) ++user;
+  }
+  EXPECT_EQ(q.refused(plan, 3000), "16 such calls are waiting already; try later");
+  EXPECT_FALSE(q.refused(apply, 0));  // root's calls are not crowded out
+  for (size_t i = 0; i < Queue::kMaxWaitingCalls; ++i) q.call(apply, 0, 0);
+  EXPECT_TRUE(q.refused(apply, 0));
   EXPECT_EQ(q.dropCalls().size(), Queue::kMaxWaitingPlans + Queue::kMaxWaitingCalls);
-  EXPECT_FALSE(q.refused(plan));
+  EXPECT_FALSE(q.refused(plan, mallory));
 }
 
 // A piece of work that brought a view read after the view went stale leaves no View to do.
