@@ -154,26 +154,36 @@ Result<std::optional<JournalRecord>> Journal::read() const {
   }
   if (auto regular = sysfs::checkRegular(fd.get(), path_); !regular) return regular.error();
   // A journal is a few hundred bytes: what is past 1 MiB is left unread and the parser judges the rest.
-  auto text = support::readWhole(fd.get(), path_, {.bytes = 1U << 20U, .over = support::OverLimit::Stop});
+  auto text = support::readWhole(fd.get(), path_, {.bytes = kMaxJournalBytes, .over = support::OverLimit::Stop});
   if (!text) return text.error();
   auto parsed = parseJournal(*text);
   if (!parsed) return core::Error{parsed.error().code, path_, parsed.error().message};
   return std::optional<JournalRecord>{std::move(parsed).value()};
 }
 
-std::vector<std::string> Journal::leftovers() const {
+std::vector<std::string> Journal::leftoverNames(const std::vector<std::string>& entries, std::string_view name) {
   std::vector<std::string> out;
-  if (::access(path_.c_str(), F_OK) == 0) out.push_back(path_);
-  const std::filesystem::path self(path_);
-  const auto name = self.filename().string();
+  if (std::find(entries.begin(), entries.end(), name) != entries.end()) out.emplace_back(name);
   std::vector<std::pair<long, std::string>> pending;
-  std::error_code ec;
-  for (const auto& entry : std::filesystem::directory_iterator(self.parent_path(), ec)) {
-    auto file = entry.path().filename().string();
-    if (long n = pendingNumber(file, name); n > 0) pending.emplace_back(n, entry.path().string());
+  for (const auto& file : entries) {
+    if (long n = pendingNumber(file, name); n > 0) pending.emplace_back(n, file);
   }
   std::sort(pending.begin(), pending.end());
   for (auto& p : pending) out.push_back(std::move(p.second));
+  return out;
+}
+
+std::vector<std::string> Journal::leftovers() const {
+  const std::filesystem::path self(path_);
+  std::vector<std::string> entries;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(self.parent_path(), ec)) {
+    entries.push_back(entry.path().filename().string());
+  }
+  std::vector<std::string> out;
+  for (const auto& file : leftoverNames(entries, self.filename().string())) {
+    out.push_back((self.parent_path() / file).string());
+  }
   return out;
 }
 

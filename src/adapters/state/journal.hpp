@@ -1,5 +1,6 @@
 #pragma once
 
+#include <cstddef>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -24,6 +25,9 @@ struct JournalRecord {
   /// damage: an append torn by a crash, taken as never written.
   std::vector<std::string> damage;
 };
+
+/// What of a journal is read: a journal is a few hundred bytes.
+inline constexpr size_t kMaxJournalBytes = 1U << 20U;
 
 /// The journal's text: a versioned header naming the group, the types and every member with the
 /// driver it had, then one line per step. Pure, for tests and for recovery. A journal with no whole
@@ -56,6 +60,10 @@ class Journal {
 
   /// Every journal left for recovery: this one, if it exists, then the pending ones by number.
   [[nodiscard]] std::vector<std::string> leftovers() const;
+  /// Of the names in a directory, those of journal `name`'s leftovers, in leftovers()' order (pure:
+  /// for a reader that lists the directory itself, contained in a root).
+  [[nodiscard]] static std::vector<std::string> leftoverNames(const std::vector<std::string>& entries,
+                                                              std::string_view name);
   /// Renames an unreadable journal to "PATH.unreadable-TIME" (never deleted: the administrator's
   /// to read), synced; the new name.
   Result<std::string> moveAside(long now) const;

@@ -340,14 +340,21 @@ Recovery recoverDomainChanges(const Root& root, SysfsWriter& writer, const adapt
   return out;
 }
 
+// Read as status reads: listed and opened inside the root, so that under --root a link in the
+// tree (its run directory, a journal) never leads to a file outside it.
 std::vector<core::UnboundDevice> unboundDevices(const Root& root, const std::string& runDir) {
   std::vector<core::UnboundDevice> out;
-  for (const auto& path : adapters::state::Journal(root.hostPath(runDir + "/transaction.journal")).leftovers()) {
-    auto read = adapters::state::Journal(path).read();
-    if (!read || !*read || (*read)->end) continue;
-    for (const auto& m : (*read)->change.members) {
+  auto entries = root.listDir(runDir.empty() ? "/" : runDir);
+  if (!entries) return out;
+  for (const auto& name : adapters::state::Journal::leftoverNames(*entries, "transaction.journal")) {
+    const std::string file = runDir + "/" + name;
+    auto text = root.readFile(file, adapters::state::kMaxJournalBytes);
+    if (!text) continue;
+    auto read = adapters::state::parseJournal(*text);
+    if (!read || read->end) continue;
+    for (const auto& m : read->change.members) {
       if (m.unbind && m.driver && deviceExists(root, m.address) && !boundDriver(root, m.address)) {
-        out.push_back({m.address, *m.driver, (*read)->change.group, path});
+        out.push_back({m.address, *m.driver, read->change.group, root.hostPath(file)});
       }
     }
   }

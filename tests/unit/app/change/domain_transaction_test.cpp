@@ -247,6 +247,27 @@ TEST(DomainTransaction, StatusShowsADeviceLeftUnboundAsAnErrorFindingWithItsReme
   EXPECT_TRUE(app::unboundDevices(f.root, "").empty());
 }
 
+// Under --root, status reads the tree's journals inside it: a run directory that is a link out of
+// the tree (to a directory holding a journal that names a device the tree shows unbound) leads
+// nowhere; the same journal inside the tree is found.
+TEST(DomainTransaction, StatusReadsTheJournalsInsideTheRootNeverThroughALinkOut) {
+  Fixture f(singleNvme("6.12.30-amd64"), k612);
+  leaveTheNvmeUnbound(f);
+  const auto top = std::filesystem::path(f.root.prefix());
+  const auto outside = top.parent_path() / (top.filename().string() + "-outside");
+  std::filesystem::create_directories(outside);
+  std::filesystem::copy_file(f.journal.path(), outside / "transaction.journal");
+  std::filesystem::remove(f.journal.path());
+  std::filesystem::create_directory_symlink(outside, top / "run");
+  EXPECT_TRUE(app::unboundDevices(f.root, "/run").empty()) << "read " << outside << " through the link";
+  std::filesystem::remove(top / "run");
+  std::filesystem::create_directories(top / "run");
+  std::filesystem::copy_file(outside / "transaction.journal", top / "run/transaction.journal");
+  ASSERT_EQ(app::unboundDevices(f.root, "/run").size(), 1U);
+  EXPECT_EQ(app::unboundDevices(f.root, "/run")[0].journal, (top / "run/transaction.journal").string());
+  std::filesystem::remove_all(outside);
+}
+
 TEST(DomainTransaction, AnUnreadableJournalIsMovedAsideAndTheStartGoesOnDegraded) {
   Fixture f(singleNvme("6.12.30-amd64"), k612);
   leaveTheNvmeUnbound(f);  // a device still unbound, its journal at the run directory's place
