@@ -4,6 +4,7 @@
 // need it FAIL with the reason: scripts/setup installs it.
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -90,6 +91,22 @@ TEST_F(InitramfsReader, ListsTheModulesOfAZstdImageBehindAnEarlyMicrocodeArchive
   EXPECT_EQ(i.image, std::string("/boot/initrd.img-") + kRelease);
   EXPECT_EQ(i.generator, Generator::UpdateInitramfs);
   EXPECT_EQ(i.modules, (std::set<std::string>{"e1000e", "nvme", "nvme_core"}));
+}
+
+// Under --root the image is opened inside the root and the lister reads that file: a link in the
+// tree to an absolute path names the tree's file there, never the host's (here a FIFO, which a
+// lister would block on).
+TEST_F(InitramfsReader, AnImageLinkedOutOfTheRootIsReadInsideIt) {
+  ASSERT_EQ(missingTools(), "");
+  const fs::path target = dir_ / "outside/initrd.img";  // an absolute path, on the host and in the tree
+  fs::create_directories(target.parent_path());
+  ASSERT_EQ(::mkfifo(target.c_str(), 0600), 0);
+  fs::create_directories(dir_ / "root" / target.parent_path().relative_path());
+  buildImage(target.string(), "zstd -q -c", {kModules + "/kernel/drivers/nvme/host/nvme.ko"});
+  fs::create_symlink(target, dir_ / "root/boot" / (std::string("initrd.img-") + kRelease));
+  auto i = readInitramfs(root(), kRelease);
+  ASSERT_EQ(i.state, State::Listed) << i.reason;
+  EXPECT_EQ(i.modules, std::set<std::string>{"nvme"});
 }
 
 TEST_F(InitramfsReader, ListsAGzipImageByFedorasName) {

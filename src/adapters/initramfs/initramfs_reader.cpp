@@ -131,15 +131,15 @@ std::optional<Error> collect(const UniqueFd& outRead, const UniqueFd& errRead, c
 }
 
 // Runs `program IMAGE` and collects its stdout; `notFound` when the program is not in PATH.
-Result<std::string> run(const std::string& program, const std::string& image, const ListOptions& options,
-                        bool& notFound) {
+Result<std::string> run(const std::string& program, const std::string& arg, const std::string& image,
+                        const ListOptions& options, bool& notFound) {
   auto outPipe = makePipe();
   if (!outPipe) return outPipe.error();
   auto errPipe = makePipe();
   if (!errPipe) return errPipe.error();
   auto& [outRead, outWrite] = *outPipe;
   auto& [errRead, errWrite] = *errPipe;
-  Spawned child = spawn(program, image, outWrite.get(), errWrite.get());
+  Spawned child = spawn(program, arg, outWrite.get(), errWrite.get());
   outWrite.reset();
   errWrite.reset();
   if (child.error == ENOENT) {
@@ -165,6 +165,29 @@ Result<std::string> run(const std::string& program, const std::string& image, co
   return std::move(printed.out);
 }
 
+// Runs the listers in turn on `arg`, the image called `image` in what is said.
+Result<std::string> listAs(const std::string& arg, const std::string& image, const ListOptions& options) {
+  std::string tried;
+  for (const auto& program : options.listers) {
+    bool notFound = false;
+    auto listed = run(program, arg, image, options, notFound);
+    if (!notFound) return listed;
+    tried += (tried.empty() ? "" : " or ") + program;
+  }
+  return Error{ENOENT, image, "cannot list it: " + tried + " is not installed"};
+}
+
+// The image opened inside the root, as every read under --root is (a link in a captured tree never
+// leads out of it), and handed to the lister as /proc/PID/fd/N: the file opened, not a path that
+// the lister would resolve again from the host's root.
+Result<std::string> listInRoot(const sysfs::Root& root, const std::string& image, const ListOptions& options) {
+  const std::string name = root.hostPath(image);
+  auto fd = root.openFile(image);
+  if (!fd) return Error{fd.error().code, name, fd.error().message};
+  if (auto regular = sysfs::checkRegular(fd->get(), name); !regular) return regular.error();
+  return listAs("/proc/" + std::to_string(::getpid()) + "/fd/" + std::to_string(fd->get()), name, options);
+}
+
 }  // namespace
 
 Result<std::string> listImage(const std::string& path, const ListOptions& options) {
@@ -175,14 +198,7 @@ Result<std::string> listImage(const std::string& path, const ListOptions& option
     if (fd.get() < 0) return core::errnoError(errno, path);
     if (auto regular = sysfs::checkRegular(fd.get(), path); !regular) return regular.error();
   }
-  std::string tried;
-  for (const auto& program : options.listers) {
-    bool notFound = false;
-    auto listed = run(program, path, options, notFound);
-    if (!notFound) return listed;
-    tried += (tried.empty() ? "" : " or ") + program;
-  }
-  return Error{ENOENT, path, "cannot list it: " + tried + " is not installed"};
+  return listAs(path, path, options);
 }
 
 core::Initramfs readInitramfs(const sysfs::Root& root, const std::string& release, const ListOptions& options) {
@@ -196,7 +212,7 @@ core::Initramfs readInitramfs(const sysfs::Root& root, const std::string& releas
     if (!mode && mode.error().code == ENOENT) continue;
     out.image = image;
     out.generator = generator;
-    auto listed = mode ? listImage(root.hostPath(image), options) : Result<std::string>(mode.error());
+    auto listed = mode ? listInRoot(root, image, options) : Result<std::string>(mode.error());
     if (!listed) {
       out.state = core::Initramfs::State::Unreadable;
       // The path is the image, which the note names already.

@@ -52,6 +52,9 @@ class Root {
   /// The entries of a directory, sorted, without "." and "..".
   [[nodiscard]] Result<std::vector<std::string>> listDir(std::string_view path) const;
 
+  /// A file opened for reading (kReadFlags) inside the root, for a reader that hands it on.
+  [[nodiscard]] Result<UniqueFd> openFile(std::string_view path) const { return open(path, kReadFlags); }
+
   /// The permission bits of a file (st_mode & 07777), following links.
   [[nodiscard]] Result<unsigned> fileMode(std::string_view path) const;
 
