@@ -253,18 +253,24 @@ core::Result<std::optional<RecordsFile>> readRecordsFile(const std::string& path
 
 core::Result<std::string> recordsText(const std::vector<ChangeRecord>& records) {
   Json j = Json::array();
-  for (const auto& r : records) {
-    j.push_back(toJson(r));
-    try {
-      static_cast<void>(j.back().dump());
-    } catch (const Json::type_error&) {  // 316: a string that is not UTF-8
-      return core::Error{EILSEQ, "",
-                         "the record of " + r.object +
-                             " holds text that is not UTF-8 (a file in another encoding), which a records file "
-                             "cannot hold unchanged"};
+  for (const auto& r : records) j.push_back(toJson(r));
+  try {
+    return j.dump(2) + "\n";
+  } catch (const Json::type_error&) {  // 316: a string that is not UTF-8; which record's, said
+    std::string which = "a record";
+    for (const auto& r : j) {
+      try {
+        static_cast<void>(r.dump());
+      } catch (const Json::type_error&) {
+        which = "the record of " + r.value("object", std::string());
+        break;
+      }
     }
+    return core::Error{EILSEQ, "",
+                       which +
+                           " holds text that is not UTF-8 (a file in another encoding), which a records file "
+                           "cannot hold unchanged"};
   }
-  return j.dump(2) + "\n";
 }
 
 core::Result<core::Done> saveRecords(const sysfs::Root& root, const std::string& path,
