@@ -31,6 +31,8 @@ class WorkerSupervisor {
   WorkerSupervisor(adapters::systemd::EventLoop& loop, const adapters::systemd::Log& log, Queue& queue, Hooks hooks);
 
   [[nodiscard]] bool busy() const { return worker_.busy(); }
+  /// The worker process now standing (0: none).
+  [[nodiscard]] pid_t workerPid() const { return worker_.pid(); }
   /// The work under way (an empty batch when none).
   [[nodiscard]] const WorkerRequest& current() const { return work_; }
 
