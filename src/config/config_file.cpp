@@ -1,6 +1,7 @@
 #include "config/config_file.hpp"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <array>
@@ -8,7 +9,6 @@
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
-#include <memory>
 
 #include "support/unique_fd.hpp"
 #include "support/whole_file.hpp"
@@ -24,6 +24,28 @@ std::string octal(unsigned mode) {
   std::array<char, 8> buf{};
   std::snprintf(buf.data(), buf.size(), "%04o", mode & 07777U);
   return buf.data();
+}
+
+// The path the kernel gives the open file: what it really is, links resolved (inside the root for
+// a contained opener), without looking the name up again.
+std::optional<std::string> openedPath(int fd) {
+  std::array<char, PATH_MAX> buf{};
+  const std::string self = "/proc/self/fd/" + std::to_string(fd);
+  ssize_t n = ::readlink(self.c_str(), buf.data(), buf.size() - 1);
+  if (n <= 0 || buf[0] != '/') return std::nullopt;
+  return std::string(buf.data(), static_cast<size_t>(n));
+}
+
+std::string baseOf(const std::string& path) {
+  auto slash = path.rfind('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+// Whether `path`'s last component is a symbolic link, looked at without following it.
+bool isSymlink(const std::string& path, const FileOpener& opener) {
+  auto dir = opener(directoryOf(path), O_PATH | O_DIRECTORY);
+  struct stat st {};
+  return dir && ::fstatat(dir->get(), baseOf(path).c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(st.st_mode);
 }
 
 }  // namespace
@@ -50,19 +72,27 @@ std::optional<Diagnostic> WriterCheck::judge(const std::string& path, const stru
   return std::nullopt;
 }
 
-std::optional<Diagnostic> WriterCheck::judgeDirectory(const std::string& dir, std::string_view what) {
+std::optional<Diagnostic> WriterCheck::judgeDirectory(const std::string& dir, std::string_view what,
+                                                      const FileOpener& opener) {
   if (!judged_.insert(dir).second) return std::nullopt;
+  auto fd = opener(dir, O_PATH | O_DIRECTORY);
   struct stat st {};
-  if (::stat(dir.c_str(), &st) != 0) return std::nullopt;  // opening the file reports what is missing
+  if (!fd || ::fstat(fd->get(), &st) != 0) return std::nullopt;  // opening the file reports what is missing
   return judge(dir, st, what);
 }
 
-ConfigFileText readConfigFile(const std::string& path, size_t maxBytes, WriterCheck* check, std::string_view what) {
+ConfigFileText readConfigFile(const std::string& path, size_t maxBytes, WriterCheck* check, std::string_view what,
+                              const FileOpener& opener) {
   ConfigFileText out;
   // O_NONBLOCK: a FIFO in its place opens at once, to be refused below, instead of hanging.
-  support::UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK));
+  auto opened = opener(path, O_RDONLY | O_NOCTTY | O_NONBLOCK);
+  if (!opened) {
+    out.unreadable = core::Error{opened.error().code, path, opened.error().message};
+    return out;
+  }
+  support::UniqueFd fd = std::move(opened).value();
   struct stat st {};
-  if (fd.get() < 0 || ::fstat(fd.get(), &st) != 0) {
+  if (::fstat(fd.get(), &st) != 0) {
     out.unreadable = core::errnoError(errno, path);
     return out;
   }
@@ -73,16 +103,15 @@ ConfigFileText readConfigFile(const std::string& path, size_t maxBytes, WriterCh
   }
   if (check != nullptr) {
     const std::string dirWhat = std::string(what) + "'s directory";
-    if (auto e = check->judgeDirectory(directoryOf(path), dirWhat)) out.refusals.push_back(*e);
+    if (auto e = check->judgeDirectory(directoryOf(path), dirWhat, opener)) out.refusals.push_back(*e);
     // Through a symlink, the directory the file really is in can be written by others too.
-    std::unique_ptr<char, decltype(&std::free)> real(::realpath(path.c_str(), nullptr), &std::free);
+    auto real = openedPath(fd.get());
     if (real) {
-      if (auto e = check->judgeDirectory(directoryOf(real.get()), dirWhat)) out.refusals.push_back(*e);
+      if (auto e = check->judgeDirectory(directoryOf(*real), dirWhat, opener)) out.refusals.push_back(*e);
     }
-    struct stat link {};
-    bool symlink = real && ::lstat(path.c_str(), &link) == 0 && S_ISLNK(link.st_mode);
-    if (auto e = check->judge(symlink ? real.get() : path, st, what)) {
-      if (symlink) e->message = "a symlink to " + std::string(real.get()) + ": " + e->message;
+    const bool symlink = real && isSymlink(path, opener);
+    if (auto e = check->judge(symlink ? *real : path, st, what)) {
+      if (symlink) e->message = "a symlink to " + *real + ": " + e->message;
       e->where.file = path;
       out.refusals.push_back(*e);
       return out;

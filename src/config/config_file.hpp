@@ -11,6 +11,7 @@
 #include <string_view>
 #include <vector>
 
+#include "config/file_opener.hpp"
 #include "config/policy_loader.hpp"
 #include "core/result.hpp"
 
@@ -26,8 +27,8 @@ class WriterCheck {
   /// The refusal of one file or directory, or nothing when only `owner` can write it.
   [[nodiscard]] std::optional<Diagnostic> judge(const std::string& path, const struct stat& st,
                                                 std::string_view what) const;
-  /// `dir` judged, unless it was before (then nothing).
-  std::optional<Diagnostic> judgeDirectory(const std::string& dir, std::string_view what);
+  /// `dir`, opened by `opener`, judged, unless it was before (then nothing).
+  std::optional<Diagnostic> judgeDirectory(const std::string& dir, std::string_view what, const FileOpener& opener);
 
  private:
   unsigned owner_;
@@ -42,11 +43,12 @@ struct ConfigFileText {
                                           // the file itself is refused
 };
 
-/// Reads `path`, stopping once it holds more than `maxBytes` (parseToml then reports the size).
+/// Reads `path`, opened by `opener`, stopping once it holds more than `maxBytes` (parseToml then reports the size).
 /// With `check`, the open file is judged (fstat on its descriptor, so the file judged is the file
 /// read), and so are the directory it is named in and, through a symlink, the one it really is
-/// in; `what` names the file in a refusal ("a policy file").
-ConfigFileText readConfigFile(const std::string& path, size_t maxBytes, WriterCheck* check, std::string_view what);
+/// in (as the kernel names the open file); `what` names the file in a refusal ("a policy file").
+ConfigFileText readConfigFile(const std::string& path, size_t maxBytes, WriterCheck* check, std::string_view what,
+                              const FileOpener& opener);
 
 /// The directory part of a path ("." for a bare name).
 std::string directoryOf(const std::string& path);

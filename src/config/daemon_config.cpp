@@ -161,7 +161,7 @@ LoadedConfig parseDaemonConfig(std::string_view text, const std::string& fileNam
 LoadedConfig loadDaemonConfig(const std::string& path, std::optional<unsigned> requireOwner) {
   std::optional<detail::WriterCheck> check;
   if (requireOwner) check.emplace(*requireOwner);
-  auto read = detail::readConfigFile(path, kMaxConfigBytes, check ? &*check : nullptr, "the configuration");
+  auto read = detail::readConfigFile(path, kMaxConfigBytes, check ? &*check : nullptr, "the configuration", openOnHost);
   LoadedConfig loaded;
   if (read.unreadable) {
     int err = read.unreadable->code;

@@ -5,6 +5,7 @@
 #include <string_view>
 #include <vector>
 
+#include "config/file_opener.hpp"
 #include "core/policy.hpp"
 
 namespace iommud::config {
@@ -86,6 +87,9 @@ struct LoadOptions {
   /// When set (running as root: 0), files and their directories must be owned by this uid and
   /// not writable by group or others, as sshd's StrictModes.
   std::optional<unsigned> requireOwner;
+  /// What opens the layers, their files and their directories: the host's, or, under --root, one
+  /// that opens what lies in the root inside it, so that a link never leads out of it.
+  FileOpener opener = openOnHost;
 };
 
 /// Loads the `*.toml` files of `dirs` (highest precedence first): a file replaces lower-layer

@@ -1,5 +1,6 @@
 #include "adapters/sysfs/contained_read.hpp"
 
+#include <fcntl.h>
 #include <linux/openat2.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -97,6 +98,27 @@ const char* kindOf(mode_t mode) {
 }
 
 }  // namespace
+
+PrefixOpener::PrefixOpener(std::string prefix) : prefix_(std::move(prefix)) {
+  while (!prefix_.empty() && prefix_.back() == '/') prefix_.pop_back();
+  rootFd_ = std::make_shared<const UniqueFd>(
+      prefix_.empty() ? -1 : ::open(prefix_.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+  if (rootFd_->get() < 0) rootErrno_ = errno;
+}
+
+core::Result<UniqueFd> PrefixOpener::operator()(const std::string& path, int flags) const {
+  const bool inside =
+      !prefix_.empty() && path.starts_with(prefix_) && (path.size() == prefix_.size() || path[prefix_.size()] == '/');
+  if (!inside) {
+    UniqueFd fd(::open(path.c_str(), flags | O_CLOEXEC));
+    if (fd.get() < 0) return errnoError(errno, path);
+    return fd;
+  }
+  if (rootFd_->get() < 0) return errnoError(rootErrno_, path);
+  auto fd = openInRoot(rootFd_->get(), path.size() == prefix_.size() ? "/" : path.substr(prefix_.size()), flags);
+  if (!fd) return Error{fd.error().code, path, fd.error().message};
+  return fd;
+}
 
 core::Result<UniqueFd> openInRoot(int rootFd, std::string_view path, int flags, Resolver resolver) {
   if (resolver == Resolver::Kernel && !noOpenat2.load(std::memory_order_relaxed)) {

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 
 #include <cstddef>
+#include <memory>
 #include <string>
 #include <string_view>
 
@@ -22,6 +23,21 @@ enum class Resolver { Kernel, Walk };
 /// stops at the root and every symlink, absolute or relative, is followed inside it; more than
 /// 40 links is ELOOP (docs/kernel.md §13).
 core::Result<UniqueFd> openInRoot(int rootFd, std::string_view path, int flags, Resolver resolver = Resolver::Kernel);
+
+/// Opens a path of this machine's: one under `prefix` (a captured root) inside it, as if the
+/// prefix were "/", from its directory held open for the opener's life; any other path as given.
+/// For readers handed this machine's paths under --root (the policy layers are the root's, the
+/// shipped layer and a file named on the command line are not). Copies share the directory.
+class PrefixOpener {
+ public:
+  explicit PrefixOpener(std::string prefix);
+  core::Result<UniqueFd> operator()(const std::string& path, int flags) const;
+
+ private:
+  std::string prefix_;                      // without a trailing slash
+  std::shared_ptr<const UniqueFd> rootFd_;  // the prefix's directory (-1: could not be opened)
+  int rootErrno_ = 0;                       // then why
+};
 
 /// The flags every whole-file read opens with: O_NONBLOCK, so that opening a FIFO returns at once
 /// (then refused as not regular), and O_NOCTTY, so that a terminal never becomes ours.

@@ -15,6 +15,7 @@ std::optional<unsigned> configOwner() {
 config::Loaded loadPolicies(const PolicySources& sources) {
   config::LoadOptions options;
   options.requireOwner = configOwner();
+  if (sources.root != "/") options.opener = adapters::sysfs::PrefixOpener(sources.root);
   if (!sources.dirs.empty() || !sources.files.empty())
     return config::loadPolicyFiles(sources.dirs, sources.files, options);
   return config::loadPolicyFiles(policyLayers(sources.root), {}, options);

@@ -23,7 +23,9 @@ struct PolicySources {
 /// (a user checking their own files). For loadPolicies and config::loadDaemonConfig.
 std::optional<unsigned> configOwner();
 
-/// Loads the policies as the daemon does: root-owned files only when running as root.
+/// Loads the policies as the daemon does: root-owned files only when running as root. Under a
+/// root other than "/", whatever lies in it (its layers) is opened inside it: a link in a
+/// captured tree never opens a file of this machine's.
 config::Loaded loadPolicies(const PolicySources& sources);
 
 /// Adds to the host the modules that rules name and the probe did not read (it reads the modules

@@ -7,6 +7,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include "unit/temp_dir.hpp"
+
 namespace daemon_config_test {
 
 using namespace iommud;
@@ -44,21 +46,7 @@ void expectDefaults(const DaemonConfig& c) {
   EXPECT_EQ(c.effectWindow, std::chrono::seconds(0));
 }
 
-// A temporary directory, removed on destruction.
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = (fs::temp_directory_path() / "iommud-conf-XXXXXX").string();
-    path_ = ::mkdtemp(tmpl.data());
-  }
-  ~TempDir() { fs::remove_all(path_); }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  [[nodiscard]] const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
+using iommud::testing::TempDir;
 
 TEST(DaemonConfig, EmptyTextGivesTheDefaults) {
   auto loaded = config::parseDaemonConfig("", "iommud.conf");

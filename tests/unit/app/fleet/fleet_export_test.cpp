@@ -12,6 +12,7 @@
 #include "app/fleet/fleet_files.hpp"
 #include "support/scenarios.hpp"
 #include "unit/golden.hpp"
+#include "unit/temp_dir.hpp"
 #include "unit/test_host.hpp"
 
 namespace fleet_export_test {
@@ -66,24 +67,7 @@ void expectValidFeatureFile(const std::string& text) {
   }
 }
 
-class TempDir {
- public:
-  TempDir() {
-    std::string templ = (fs::temp_directory_path() / "iommud-fleet-XXXXXX").string();
-    path_ = mkdtemp(templ.data());
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  ~TempDir() {
-    std::error_code ec;
-    fs::permissions(path_, fs::perms::owner_all, ec);
-    fs::remove_all(path_, ec);
-  }
-  [[nodiscard]] const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
+using iommud::testing::TempDir;
 
 std::string slurp(const fs::path& p) {
   std::ifstream in(p);
