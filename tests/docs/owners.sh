@@ -12,7 +12,9 @@ source "$here/../support/failures.sh"
 
 owner=src/support/unique_fd.hpp
 # What app leaves to adapters: files, processes, signals and the terminal.
-app_calls='std::[io]?fstream|[^A-Za-z0-9_]::(open|openat|read|write|unlink|rename|mkdir|close)[[:space:]]*\(|([^A-Za-z0-9_:]|[^A-Za-z0-9_]::)(fork|vfork|signalfd|pidfd_open|tcsetattr|tcgetattr|fopen|popen)[[:space:]]*\('
+# open, read, write and close are also the names of members (a writer's write()): those count
+# with :: only; the rest count bare too, as <unistd.h> and <stdio.h> declare them (not x.f(), x->f()).
+app_calls='std::[io]?fstream|[^A-Za-z0-9_]::(open|openat|read|write|close)[[:space:]]*\(|([^A-Za-z0-9_:.>]|[^A-Za-z0-9_]::)(unlink|unlinkat|rename|renameat|renameat2|mkdir|mkdirat|rmdir|fsync|fdatasync|symlink|chmod|fchmod|chown|fchown|ftruncate|pipe|pipe2|dup|dup2|dup3|kill|fork|vfork|signalfd|pidfd_open|tcsetattr|tcgetattr|fopen|popen)[[:space:]]*\('
 
 # code FILE...: each line as FILE:LINE:TEXT with its // comment taken away.
 code() {
@@ -46,13 +48,14 @@ printf '#include <unistd.h>\nvoid g(int fd) { close(fd); }\n' >"$plant/src/adapt
 echo 'void h(int fd) { if (fd >= 0) ::close(fd); }' >"$plant/src/adapters/state/b.cpp"
 echo 'std::ifstream in(path);' >"$plant/src/app/change/c.cpp"
 echo 'int r = ::unlink(path.c_str());' >"$plant/src/app/change/d.cpp"
+echo '  if (unlink(was.c_str()) != 0) return;' >"$plant/src/app/daemon/h.cpp"
 echo 'pid_t child = ::fork();' >"$plant/src/app/daemon/e.cpp"
 echo 'int fd = signalfd(-1, &set, 0);' >"$plant/src/app/measure/f.cpp"
 echo '(void)tcsetattr(0, TCSANOW, &raw);' >"$plant/src/app/measure/g.cpp"
 # Not found: a class's own close(), a call in a comment.
-printf 'W& W::close(char b);\nreturn close(%s);\n// ::close(fd) and fork() are for adapters\n' "']'" >"$plant/src/app/report/ok.cpp"
+printf 'W& W::close(char b);\nreturn close(%s);\n// ::close(fd) and fork() are for adapters\nstore.rename(a, b);\nw->kill(9);\n' "']'" >"$plant/src/app/report/ok.cpp"
 found=$(violations "$plant")
-planted "$found" adapters/state/a.cpp adapters/state/b.cpp app/change/c.cpp app/change/d.cpp app/daemon/e.cpp \
+planted "$found" adapters/state/a.cpp adapters/state/b.cpp app/change/c.cpp app/change/d.cpp app/daemon/e.cpp app/daemon/h.cpp \
   app/measure/f.cpp app/measure/g.cpp
 if grep -qE "$owner:|app/report/ok.cpp" <<<"$found"; then fail "a call in its place is reported: $found"; fi
 

@@ -22,6 +22,7 @@
 #include "core/domain_change.hpp"
 #include "core/net_owners.hpp"
 #include "core/text.hpp"
+#include "support/utc_time.hpp"
 
 namespace iommud::app {
 
@@ -61,7 +62,7 @@ class Session {
                                               "cannot record: " + e.describe()});
                 },
                 [this](const std::string& name) { step(name); }},
-               ctx.now ? ctx.now() : utcNow()) {
+               ctx.now ? ctx.now() : support::utcNow()) {
     for (const auto& d : store_.movedNow()) {
       std::string what;
       for (const auto& w : d.what) what += (what.empty() ? "" : "; ") + w;
@@ -561,19 +562,6 @@ class Session {
 };
 
 }  // namespace
-
-std::string utcNow() {
-  std::time_t t = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
-
-std::string_view toString(Outcome::Result r) {
-  return core::nameOf(kOutcomeResultNames, r);
-}
 
 std::vector<Outcome> applyPlan(const core::Plan& plan, const core::HostFacts& host, ApplyContext& ctx) {
   return Session(host, ctx).apply(plan);

@@ -4,7 +4,7 @@
 #include <vector>
 
 #include "adapters/sysfs/root.hpp"
-#include "app/change/apply.hpp"
+#include "app/change/ethtool_port.hpp"
 #include "app/host/verify.hpp"
 
 namespace iommud::app {

@@ -4,7 +4,7 @@
 #include <optional>
 
 #include "adapters/ethtool/netlink.hpp"
-#include "app/change/apply.hpp"
+#include "app/change/ethtool_port.hpp"
 #include "core/host.hpp"
 
 namespace iommud::app {

@@ -1,7 +1,7 @@
 #pragma once
 
 #include "adapters/systemd/log.hpp"
-#include "app/change/apply.hpp"
+#include "app/change/outcome.hpp"
 #include "core/host.hpp"
 
 namespace iommud::app {

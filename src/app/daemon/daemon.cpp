@@ -28,6 +28,7 @@
 #include "app/worker/daemon_work.hpp"
 #include "app/worker/worker_report.hpp"
 #include "config/daemon_config.hpp"
+#include "support/utc_time.hpp"
 
 namespace iommud::app {
 
@@ -190,7 +191,7 @@ class Daemon {
     return true;
   }
 
-  ApplyContext context() { return ApplyContext{root_, writer_, nullptr, paths_.state, utcNow, {}}; }
+  ApplyContext context() { return ApplyContext{root_, writer_, nullptr, paths_.state, support::utcNow, {}}; }
 
   // Whether anyone wants a view of the host after it may have changed: the D-Bus properties, the
   // fleet exports.
@@ -201,7 +202,7 @@ class Daemon {
   void report(const Work& work, const WorkerReport& r) {
     const bool plan = work.kind == WorkKind::Call && work.call.kind == Call::Kind::Plan;
     const bool view = work.kind == WorkKind::View;
-    if (!plan && !view) lastRunAt_ = utcNow();
+    if (!plan && !view) lastRunAt_ = support::utcNow();
     busView_.acted(r.actions);
     counters_ += r.counters;
     for (const auto& e : r.exports) exports_.written(e.path, e.error);
@@ -463,7 +464,7 @@ class Daemon {
                    options_.early, log_,    measuring_.counters()};
   Counters counters_;  // what the workers did, for the Prometheus export
   DaemonExports exports_{settings_.config, log_};
-  std::string startedAt_ = utcNow();
+  std::string startedAt_ = support::utcNow();
   std::string lastRunAt_;
 
   DeviceTallies tallies_;

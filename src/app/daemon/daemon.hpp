@@ -3,7 +3,7 @@
 #include <string>
 
 #include "adapters/systemd/log.hpp"
-#include "app/change/apply.hpp"
+#include "app/change/state_paths.hpp"
 
 namespace iommud::app {
 

@@ -1,10 +1,9 @@
 #include "app/daemon/daemon_exports.hpp"
 
-#include <unistd.h>
-
 #include <cerrno>
-#include <cstring>
 #include <utility>
+
+#include "adapters/state/atomic_file.hpp"
 
 namespace iommud::app {
 
@@ -28,8 +27,8 @@ void DaemonExports::written(const std::string& path, const std::string& error) {
 
 void DaemonExports::reloaded(const ExportTargets& before) {
   for (const auto& was : droppedExports(before, targets())) {
-    if (unlink(was.c_str()) != 0 && errno != ENOENT) {
-      log_.warning("fleet export: cannot remove " + was + ": " + std::strerror(errno) + ", ignoring");
+    if (auto removed = adapters::state::removeFile(was); !removed && removed.error().code != ENOENT) {
+      log_.warning("fleet export: cannot remove " + was + ": " + removed.error().message + ", ignoring");
     }
     errors_.forget(was);
   }

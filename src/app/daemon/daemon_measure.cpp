@@ -6,8 +6,8 @@
 #include <string>
 #include <utility>
 
-#include "app/change/apply.hpp"
 #include "app/measure/top_run.hpp"
+#include "support/utc_time.hpp"
 
 namespace iommud::app {
 
@@ -102,7 +102,7 @@ void DaemonMeasuring::workStarting(const WorkerRequest& work) {
 
 void DaemonMeasuring::workEnded(const WorkerRequest& work, std::vector<core::EffectSubject> changed) {
   if (!effects_ || !mayChangeDevices(work)) return;
-  if (auto r = read()) effects_->workEnded(monotonicSeconds(), std::move(*r), std::move(changed), utcNow());
+  if (auto r = read()) effects_->workEnded(monotonicSeconds(), std::move(*r), std::move(changed), support::utcNow());
 }
 
 // Every second: the changes whose after-window ended, then a reading for the next before-window.

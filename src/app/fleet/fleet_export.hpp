@@ -5,7 +5,7 @@
 #include <string>
 #include <string_view>
 
-#include "app/change/apply.hpp"
+#include "app/change/outcome.hpp"
 #include "app/host/status.hpp"
 #include "core/dma_stats.hpp"
 

@@ -7,7 +7,7 @@
 
 #include "adapters/dbus/manager_api.hpp"
 #include "adapters/systemd/log.hpp"
-#include "app/change/apply.hpp"
+#include "app/change/outcome.hpp"
 #include "core/dma_stats.hpp"
 #include "core/host.hpp"
 #include "core/measured_effect.hpp"

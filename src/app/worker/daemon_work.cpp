@@ -15,6 +15,7 @@
 #include "app/measure/effect_watch.hpp"
 #include "app/report/host_summary.hpp"
 #include "app/report/plan_report.hpp"
+#include "support/utc_time.hpp"
 
 namespace iommud::app {
 
@@ -50,7 +51,7 @@ std::optional<DeviceNews> newsOf(const Outcome& o) {
 }
 
 void addOutcome(const Outcome& o, bool revert, WorkerReport& report) {
-  report.actions.push_back({utcNow(), std::string(toString(o.result)), o.device, bus::oneLine(o.message)});
+  report.actions.push_back({support::utcNow(), std::string(toString(o.result)), o.device, bus::oneLine(o.message)});
   if (auto counter = counterKey(o, revert)) report.counters.add(*counter);
 }
 
@@ -100,7 +101,7 @@ std::optional<std::vector<std::string>> DaemonWork::reconcileSome(const Reconcil
                                                                   std::optional<Status>* unchanged) {
   ReconcileRequest request = asked;
   request.adviseOnly = config_.adviseOnly;
-  ApplyContext ctx{root_, writer_, nullptr, state_, utcNow, {}, &boot_};
+  ApplyContext ctx{root_, writer_, nullptr, state_, support::utcNow, {}, &boot_};
   auto start = Clock::now();
   auto done = reconcile(policies_, request, ctx);
   if (!done) {
@@ -217,7 +218,7 @@ void DaemonWork::runCall(const WorkerRequest& work, WorkerReport& report) {
 }
 
 void DaemonWork::revert(const std::string& device, WorkerReport& report) {
-  ApplyContext ctx{root_, writer_, nullptr, state_, utcNow, {}, &boot_};
+  ApplyContext ctx{root_, writer_, nullptr, state_, support::utcNow, {}, &boot_};
   auto reverted = revertNamed(device, ctx);
   if (!reverted) {
     const bool unknown = reverted.error().code == ENODEV;
@@ -261,7 +262,7 @@ void DaemonWork::plan(core::Trigger trigger, const std::string& device, WorkerRe
 }
 
 std::vector<ExportResult> DaemonWork::revertAtStop(Counters& counters) {
-  ApplyContext ctx{root_, writer_, nullptr, state_, utcNow, {}, &boot_};
+  ApplyContext ctx{root_, writer_, nullptr, state_, support::utcNow, {}, &boot_};
   auto reverted = revertNamed("", ctx);
   if (!reverted) {
     log_.error("cannot revert on stop: " + reverted.error().describe());

@@ -15,6 +15,7 @@
 #include "app/measure/top_run.hpp"
 #include "bin/iommuctl/commands.hpp"
 #include "core/measured_effect.hpp"
+#include "support/utc_time.hpp"
 
 namespace iommud::ctl {
 
@@ -129,7 +130,7 @@ std::optional<std::vector<adapters::dbus::Action>> applyOnce(const Globals& glob
   }
   adapters::sysfs::Root root(globals.root);
   adapters::sysfs::RootWriter writer(root);
-  app::ApplyContext ctx{root, writer, nullptr, globals.state, app::utcNow, {}};
+  app::ApplyContext ctx{root, writer, nullptr, globals.state, support::utcNow, {}};
   // A test hook, read only here and honoured only when set: tests/vm kills apply where it stops.
   if (const char* at = std::getenv("IOMMUD_TEST_STOP_AFTER")) ctx.hooks = app::stopAfter(at, [] { ::raise(SIGSTOP); });
   auto lock = startWriting(globals, ctx, "apply", "iommuctl apply --simulate");
@@ -251,7 +252,7 @@ void addRevert(CLI::App& app, const Globals& globals, int& code) {
     }
     adapters::sysfs::Root root(globals.root);
     adapters::sysfs::RootWriter writer(root);
-    app::ApplyContext ctx{root, writer, nullptr, globals.state, app::utcNow, {}};
+    app::ApplyContext ctx{root, writer, nullptr, globals.state, support::utcNow, {}};
     auto lock = startWriting(globals, ctx, "revert", "iommuctl plan");
     if (!lock) {
       code = 1;

@@ -1,7 +1,6 @@
 #include <cstdio>
 #include <memory>
 
-#include "app/change/apply.hpp"
 #include "app/change/record_store.hpp"
 #include "bin/iommuctl/commands.hpp"
 

@@ -7,7 +7,6 @@
 
 #include "adapters/dbus/manager_client.hpp"
 #include "adapters/sysfs/host_reader.hpp"
-#include "app/change/apply.hpp"
 #include "app/change/domain_transaction.hpp"
 #include "app/change/record_store.hpp"
 #include "app/fleet/fleet_export.hpp"
