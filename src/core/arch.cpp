@@ -5,13 +5,7 @@
 namespace iommud::core {
 
 std::string_view toString(Arch arch) {
-  switch (arch) {
-    case Arch::X86: return "x86";
-    case Arch::Arm64: return "arm64";
-    case Arch::Other: return "other";
-    case Arch::Unknown: break;
-  }
-  return "unknown";
+  return nameOf(kArchNames, arch);
 }
 
 Arch archFromMachine(std::string_view machine) {

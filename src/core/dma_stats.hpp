@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/host.hpp"
+#include "core/names.hpp"
 #include "core/result.hpp"
 
 // DMA mapping work per device, from the kernel's histogram triggers (docs/measure.md,
@@ -164,6 +165,14 @@ struct DmaRow {
 std::vector<DmaRow> dmaRows(const DmaInterval& interval, const HostFacts& host);
 
 enum class DmaSortKey { Maps, MiB, MeanSize, Bounces, Faults, Device };
+/// The names of `iommuctl top --sort`.
+inline constexpr Names<DmaSortKey, 6> kDmaSortKeyNames{{{DmaSortKey::Maps, "maps"},
+                                                        {DmaSortKey::MiB, "mib"},
+                                                        {DmaSortKey::MeanSize, "mean-size"},
+                                                        {DmaSortKey::Bounces, "bounces"},
+                                                        {DmaSortKey::Faults, "faults"},
+                                                        {DmaSortKey::Device, "device"}}};
+static_assert(checkNames(kDmaSortKeyNames, DmaSortKey::Device));
 /// Most work first (Device: by name); ties by device name.
 void sortRows(std::vector<DmaRow>& rows, DmaSortKey key);
 

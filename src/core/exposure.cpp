@@ -187,15 +187,7 @@ void virtioBypass(const VirtioChild& v, DeviceExposure& e) {
 }  // namespace
 
 std::string_view toString(Exposure exposure) {
-  switch (exposure) {
-    case Exposure::AllMemory: return "all-memory";
-    case Exposure::MappedWindow: return "mapped-window";
-    case Exposure::Mapped: return "mapped";
-    case Exposure::MappedSubPage: return "mapped-subpage";
-    case Exposure::None: return "none";
-    case Exposure::Unknown: break;
-  }
-  return "unknown";
+  return nameOf(kExposureNames, exposure);
 }
 
 std::string_view describe(Exposure exposure) {

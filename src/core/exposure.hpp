@@ -7,6 +7,7 @@
 
 #include "core/host.hpp"
 #include "core/mode.hpp"
+#include "core/names.hpp"
 
 namespace iommud::core {
 
@@ -19,6 +20,13 @@ enum class Exposure {
   None,           // no DMA at all: a blocking domain, a stream the SMMU aborts, not a DMA master
   Unknown,        // the group's type could not be read, or is not a default domain this version knows
 };
+inline constexpr Names<Exposure, 6> kExposureNames{{{Exposure::AllMemory, "all-memory"},
+                                                    {Exposure::MappedWindow, "mapped-window"},
+                                                    {Exposure::Mapped, "mapped"},
+                                                    {Exposure::MappedSubPage, "mapped-subpage"},
+                                                    {Exposure::None, "none"},
+                                                    {Exposure::Unknown, "unknown"}}};
+static_assert(checkNames(kExposureNames, Exposure::Unknown));
 /// "all-memory", "mapped-window", "mapped", "mapped-subpage", "none", "unknown".
 std::string_view toString(Exposure exposure);
 /// A sentence fragment for people: "can reach all memory", ...

@@ -408,12 +408,7 @@ void iommuOff(const HostFacts& h, const HostMode& m, std::vector<Finding>& out) 
 }  // namespace
 
 std::string_view toString(Severity severity) {
-  switch (severity) {
-    case Severity::Info: return "info";
-    case Severity::Warning: return "warning";
-    case Severity::Error: break;
-  }
-  return "error";
+  return nameOf(kSeverityNames, severity);
 }
 
 const VersionSet& iotlbSyncMapAffected() {

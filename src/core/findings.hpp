@@ -6,10 +6,14 @@
 
 #include "core/host.hpp"
 #include "core/mode.hpp"
+#include "core/names.hpp"
 
 namespace iommud::core {
 
 enum class Severity { Info, Warning, Error };
+inline constexpr Names<Severity, 3> kSeverityNames{
+    {{Severity::Info, "info"}, {Severity::Warning, "warning"}, {Severity::Error, "error"}}};
+static_assert(checkNames(kSeverityNames, Severity::Error));
 std::string_view toString(Severity severity);
 
 /// A way out of a finding, and the protection it gives up, in plain words.

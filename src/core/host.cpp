@@ -10,28 +10,11 @@
 namespace iommud::core {
 
 std::string_view toString(Vendor vendor) {
-  switch (vendor) {
-    case Vendor::None: return "none";
-    case Vendor::Intel: return "intel";
-    case Vendor::Amd: return "amd";
-    case Vendor::ArmSmmu: return "arm-smmu";
-    case Vendor::ArmSmmuV3: return "arm-smmu-v3";
-    case Vendor::Virtio: return "virtio";
-    case Vendor::Unknown: break;
-  }
-  return "unknown";
+  return nameOf(kVendorNames, vendor);
 }
 
 std::string_view toString(Confidential kind) {
-  switch (kind) {
-    case Confidential::None: return "none";
-    case Confidential::Sev: return "sev";
-    case Confidential::SevEs: return "sev-es";
-    case Confidential::SevSnp: return "sev-snp";
-    case Confidential::Tdx: return "tdx";
-    case Confidential::Unknown: break;
-  }
-  return "unknown";
+  return nameOf(kConfidentialNames, kind);
 }
 
 std::string_view displayName(Vendor vendor) {
@@ -71,52 +54,19 @@ Arch deriveArch(const HostFacts& host) {
 }
 
 std::string_view toString(DomainType type) {
-  switch (type) {
-    case DomainType::Dma: return "DMA";
-    case DomainType::DmaFq: return "DMA-FQ";
-    case DomainType::Identity: return "identity";
-    case DomainType::Blocked: return "blocked";
-    case DomainType::Unmanaged: return "unmanaged";
-    case DomainType::Unknown: break;
-  }
-  return "unknown";
+  return nameOf(kDomainTypeNames, type);
 }
 
 std::optional<DomainType> parseDomainType(std::string_view text) {
-  text = trim(text);
-  if (text == "DMA") return DomainType::Dma;
-  if (text == "DMA-FQ") return DomainType::DmaFq;
-  if (text == "identity") return DomainType::Identity;
-  if (text == "blocked") return DomainType::Blocked;
-  if (text == "unmanaged") return DomainType::Unmanaged;
-  if (text == "unknown") return DomainType::Unknown;
-  return std::nullopt;
+  return valueNamed(kDomainTypeNames, trim(text));
 }
 
 std::string_view toString(InUseReason::Kind kind) {
-  using K = InUseReason::Kind;
-  switch (kind) {
-    case K::Mounted: return "mounted";
-    case K::Swap: return "swap";
-    case K::Held: return "held";
-    case K::RootDevice: return "root-device";
-    case K::NetAddress: return "net-address";
-    case K::NetRoute: return "net-route";
-    case K::NetMaster: return "net-enslaved";
-    case K::Vfio: return "vfio";
-    case K::SriovVfs: return "sriov-vfs";
-  }
-  return "unknown";
+  return nameOf(kInUseReasonKindNames, kind);
 }
 
 std::string_view toString(Removable r) {
-  switch (r) {
-    case Removable::Removable: return "removable";
-    case Removable::Fixed: return "fixed";
-    case Removable::Unknown: return "unknown";
-    case Removable::Absent: break;
-  }
-  return "absent";
+  return nameOf(kRemovableNames, r);
 }
 
 std::string_view toString(DeviceKind kind) {

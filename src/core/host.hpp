@@ -20,6 +20,14 @@ namespace iommud::core {
 
 /// Who made the IOMMU, as told by the name of its /sys/class/iommu entry.
 enum class Vendor { None, Intel, Amd, ArmSmmu, ArmSmmuV3, Virtio, Unknown };
+inline constexpr Names<Vendor, 7> kVendorNames{{{Vendor::None, "none"},
+                                                {Vendor::Intel, "intel"},
+                                                {Vendor::Amd, "amd"},
+                                                {Vendor::ArmSmmu, "arm-smmu"},
+                                                {Vendor::ArmSmmuV3, "arm-smmu-v3"},
+                                                {Vendor::Virtio, "virtio"},
+                                                {Vendor::Unknown, "unknown"}}};
+static_assert(checkNames(kVendorNames, Vendor::Unknown));
 std::string_view toString(Vendor vendor);
 /// "dmar0" -> Intel, "ivhd0" -> Amd, "smmu3.0x..." -> ArmSmmuV3, "smmu.0x..." -> ArmSmmu, "virtio0" -> Virtio.
 Vendor vendorFromUnitName(std::string_view name);
@@ -28,6 +36,13 @@ std::string_view displayName(Vendor vendor);
 
 /// The default domain of an IOMMU group, as /sys/kernel/iommu_groups/N/type reads.
 enum class DomainType { Dma, DmaFq, Identity, Blocked, Unmanaged, Unknown };
+inline constexpr Names<DomainType, 6> kDomainTypeNames{{{DomainType::Dma, "DMA"},
+                                                        {DomainType::DmaFq, "DMA-FQ"},
+                                                        {DomainType::Identity, "identity"},
+                                                        {DomainType::Blocked, "blocked"},
+                                                        {DomainType::Unmanaged, "unmanaged"},
+                                                        {DomainType::Unknown, "unknown"}}};
+static_assert(checkNames(kDomainTypeNames, DomainType::Unknown));
 std::string_view toString(DomainType type);  // the kernel's spelling: "DMA", "DMA-FQ", ...
 /// Parses a `type` file; tolerates the missing newline of kernels before 5.3.
 std::optional<DomainType> parseDomainType(std::string_view text);
@@ -101,10 +116,25 @@ struct InUseReason {
 
   bool operator==(const InUseReason&) const = default;
 };
+inline constexpr Names<InUseReason::Kind, 9> kInUseReasonKindNames{{{InUseReason::Kind::Mounted, "mounted"},
+                                                                    {InUseReason::Kind::Swap, "swap"},
+                                                                    {InUseReason::Kind::Held, "held"},
+                                                                    {InUseReason::Kind::RootDevice, "root-device"},
+                                                                    {InUseReason::Kind::NetAddress, "net-address"},
+                                                                    {InUseReason::Kind::NetRoute, "net-route"},
+                                                                    {InUseReason::Kind::NetMaster, "net-enslaved"},
+                                                                    {InUseReason::Kind::Vfio, "vfio"},
+                                                                    {InUseReason::Kind::SriovVfs, "sriov-vfs"}}};
+static_assert(checkNames(kInUseReasonKindNames, InUseReason::Kind::SriovVfs));
 std::string_view toString(InUseReason::Kind kind);
 
 /// "removable" attribute of a PCI device (5.14+): the kernel's external-facing verdict.
 enum class Removable { Unknown, Removable, Fixed, Absent };
+inline constexpr Names<Removable, 4> kRemovableNames{{{Removable::Unknown, "unknown"},
+                                                      {Removable::Removable, "removable"},
+                                                      {Removable::Fixed, "fixed"},
+                                                      {Removable::Absent, "absent"}}};
+static_assert(checkNames(kRemovableNames, Removable::Absent));
 std::string_view toString(Removable r);
 
 /// What a device is, for people and for policies.
@@ -235,6 +265,13 @@ struct Firmware {
 /// The kind of confidential guest the kernel runs as, whose memory the hypervisor cannot read
 /// (docs/kernel.md §4.3).
 enum class Confidential { None, Sev, SevEs, SevSnp, Tdx, Unknown };
+inline constexpr Names<Confidential, 6> kConfidentialNames{{{Confidential::None, "none"},
+                                                            {Confidential::Sev, "sev"},
+                                                            {Confidential::SevEs, "sev-es"},
+                                                            {Confidential::SevSnp, "sev-snp"},
+                                                            {Confidential::Tdx, "tdx"},
+                                                            {Confidential::Unknown, "unknown"}}};
+static_assert(checkNames(kConfidentialNames, Confidential::Unknown));
 /// "none", "sev", "sev-es", "sev-snp", "tdx", "unknown".
 std::string_view toString(Confidential kind);
 

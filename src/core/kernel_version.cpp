@@ -55,13 +55,7 @@ std::optional<KernelVersion> parseKernelVersion(std::string_view text) {
 }
 
 std::string_view toString(VersionSource source) {
-  switch (source) {
-    case VersionSource::ProcVersion: return "proc_version";
-    case VersionSource::VersionSignature: return "version_signature";
-    case VersionSource::Release: return "release";
-    case VersionSource::Unknown: break;
-  }
-  return "unknown";
+  return nameOf(kVersionSourceNames, source);
 }
 
 UpstreamVersion upstreamVersion(std::string_view release, std::string_view procVersion,

@@ -6,6 +6,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/names.hpp"
 #include "core/result.hpp"
 
 namespace iommud::core {
@@ -26,6 +27,11 @@ std::optional<KernelVersion> parseKernelVersion(std::string_view text);
 
 /// Where the upstream version came from: distribution release strings hide it.
 enum class VersionSource { ProcVersion, VersionSignature, Release, Unknown };
+inline constexpr Names<VersionSource, 4> kVersionSourceNames{{{VersionSource::ProcVersion, "proc_version"},
+                                                              {VersionSource::VersionSignature, "version_signature"},
+                                                              {VersionSource::Release, "release"},
+                                                              {VersionSource::Unknown, "unknown"}}};
+static_assert(checkNames(kVersionSourceNames, VersionSource::Unknown));
 std::string_view toString(VersionSource source);
 
 struct UpstreamVersion {

@@ -229,18 +229,7 @@ void explainGroups(const HostFacts& h, HostMode& m) {
 }  // namespace
 
 std::string_view toString(Reason::Source source) {
-  switch (source) {
-    case Src::Firmware: return "firmware";
-    case Src::Config: return "config";
-    case Src::Cmdline: return "cmdline";
-    case Src::Driver: return "driver";
-    case Src::Runtime: return "runtime";
-    case Src::Group: return "group";
-    case Src::Device: return "device";
-    case Src::Iommud: return "iommud";
-    case Src::Inferred: break;
-  }
-  return "inferred";
+  return nameOf(kReasonSourceNames, source);
 }
 
 std::string HostMode::modeName() const {

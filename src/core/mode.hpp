@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/host.hpp"
+#include "core/names.hpp"
 
 namespace iommud::core {
 
@@ -17,6 +18,16 @@ struct Reason {
   Source source;
   std::string text;
 };
+inline constexpr Names<Reason::Source, 9> kReasonSourceNames{{{Reason::Source::Firmware, "firmware"},
+                                                              {Reason::Source::Config, "config"},
+                                                              {Reason::Source::Cmdline, "cmdline"},
+                                                              {Reason::Source::Driver, "driver"},
+                                                              {Reason::Source::Runtime, "runtime"},
+                                                              {Reason::Source::Inferred, "inferred"},
+                                                              {Reason::Source::Group, "group"},
+                                                              {Reason::Source::Device, "device"},
+                                                              {Reason::Source::Iommud, "iommud"}}};
+static_assert(checkNames(kReasonSourceNames, Reason::Source::Iommud));
 std::string_view toString(Reason::Source source);
 
 /// The host-wide IOMMU mode, and the chain of reasons behind it.

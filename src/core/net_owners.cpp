@@ -728,20 +728,15 @@ std::optional<std::string_view> nmDeviceType(std::string_view connectionType) {
 }  // namespace
 
 std::string_view toString(NetSettingKind kind) {
-  switch (kind) {
-    case NetSettingKind::Rings: return "rings";
-    case NetSettingKind::Channels: return "channels";
-    case NetSettingKind::Coalesce: return "coalesce";
-  }
-  return "?";
+  return nameOf(kNetSettingKindNames, kind);
 }
 
 std::string_view toString(NetOwner owner) {
-  return owner == NetOwner::NetworkManager ? "NetworkManager" : "systemd-udevd";
+  return nameOf(kNetOwnerNames, owner);
 }
 
 std::string_view toString(Certainty c) {
-  return c == Certainty::Applies ? "applies" : "may-apply";
+  return nameOf(kCertaintyNames, c);
 }
 
 std::optional<std::string> normalizeMac(std::string_view text) {

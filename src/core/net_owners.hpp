@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/host.hpp"
+#include "core/names.hpp"
 
 // Who else sets a NIC's rings, channels or coalescing: NetworkManager profiles (keyfiles) and
 // systemd-udevd .link files. Pure: the adapter reads the files (adapters/sysfs/net_owners_reader)
@@ -18,6 +19,9 @@ namespace iommud::core {
 
 /// The ethtool group of a setting, as iommud's policies name it.
 enum class NetSettingKind { Rings, Channels, Coalesce };
+inline constexpr Names<NetSettingKind, 3> kNetSettingKindNames{
+    {{NetSettingKind::Rings, "rings"}, {NetSettingKind::Channels, "channels"}, {NetSettingKind::Coalesce, "coalesce"}}};
+static_assert(checkNames(kNetSettingKindNames, NetSettingKind::Coalesce));
 std::string_view toString(NetSettingKind kind);  // "rings", "channels", "coalesce"
 
 /// A ring, channel or coalescing value set in another program's configuration file.
@@ -150,10 +154,16 @@ struct NetOwnerSources {
 /// The program that would set the value: NetworkManager when it activates the profile,
 /// systemd-udevd when the interface appears (boot, hotplug, `udevadm trigger --action=add`).
 enum class NetOwner { NetworkManager, SystemdUdevd };
+inline constexpr Names<NetOwner, 2> kNetOwnerNames{
+    {{NetOwner::NetworkManager, "NetworkManager"}, {NetOwner::SystemdUdevd, "systemd-udevd"}}};
+static_assert(checkNames(kNetOwnerNames, NetOwner::SystemdUdevd));
 std::string_view toString(NetOwner owner);  // "NetworkManager", "systemd-udevd"
 
 /// Whether a competing owner surely sets the value, or only may (see CompetingOwner::reason).
 enum class Certainty { Applies, MayApply };
+inline constexpr Names<Certainty, 2> kCertaintyNames{
+    {{Certainty::Applies, "applies"}, {Certainty::MayApply, "may-apply"}}};
+static_assert(checkNames(kCertaintyNames, Certainty::MayApply));
 std::string_view toString(Certainty c);  // "applies", "may-apply"
 
 /// Another program that sets a value iommud changes: it will undo or fight iommud's change.

@@ -18,6 +18,9 @@ namespace iommud::core {
 /// or boot (`iommud --early`, before the root filesystem is mounted), where only rules with
 /// `when = "boot"` act, and act fully.
 enum class Trigger { Hotplug, Coldplug, Boot };
+inline constexpr Names<Trigger, 3> kTriggerNames{
+    {{Trigger::Hotplug, "hotplug"}, {Trigger::Coldplug, "coldplug"}, {Trigger::Boot, "boot"}}};
+static_assert(checkNames(kTriggerNames, Trigger::Boot));
 std::string_view toString(Trigger t);
 
 /// What a change touches. The order is the order of application within one device: runtime
@@ -87,6 +90,21 @@ enum class SkipReason {
   ParamReadOnly,    // a runtime parameter without a write bit
   Overridden,       // a later rule sets the same thing
 };
+inline constexpr Names<SkipReason, 14> kSkipReasonNames{{{SkipReason::HotplugOnly, "hotplug-only"},
+                                                         {SkipReason::Untrusted, "untrusted"},
+                                                         {SkipReason::NeedsAcceptance, "needs-acceptance"},
+                                                         {SkipReason::InUse, "in-use"},
+                                                         {SkipReason::NeverUnbind, "never-unbind"},
+                                                         {SkipReason::GroupUncovered, "group-uncovered"},
+                                                         {SkipReason::Conflict, "conflict"},
+                                                         {SkipReason::KernelTooOld, "kernel-too-old"},
+                                                         {SkipReason::Unsupported, "unsupported"},
+                                                         {SkipReason::NoIommu, "no-iommu"},
+                                                         {SkipReason::NoNetdev, "no-netdev"},
+                                                         {SkipReason::ParamMissing, "param-missing"},
+                                                         {SkipReason::ParamReadOnly, "param-read-only"},
+                                                         {SkipReason::Overridden, "overridden"}}};
+static_assert(checkNames(kSkipReasonNames, SkipReason::Overridden));
 std::string_view toString(SkipReason r);
 
 struct Skip {

@@ -124,6 +124,8 @@ struct ParamSetting {
   TakesEffect takesEffect = TakesEffect::Probe;
   SourceLoc where;
 };
+static_assert(checkNames(ParamSetting::kAtNames, ParamSetting::At::Load));
+static_assert(checkNames(ParamSetting::kTakesEffectNames, ParamSetting::TakesEffect::Probe));
 
 enum class RuleMode { Apply, Advise };
 inline constexpr Names<RuleMode, 2> kRuleModeNames{{{RuleMode::Apply, "apply"}, {RuleMode::Advise, "advise"}}};

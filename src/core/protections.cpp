@@ -293,14 +293,7 @@ std::vector<VfioReadiness> vfioReadiness(const HostFacts& h, const Protection* i
 }  // namespace
 
 std::string_view toString(Protection::State state) {
-  switch (state) {
-    case State::On: return "on";
-    case State::Off: return "off";
-    case State::Weakened: return "weakened";
-    case State::NotApplicable: return "not-applicable";
-    case State::Unknown: break;
-  }
-  return "unknown";
+  return nameOf(kProtectionStateNames, state);
 }
 
 Protections protections(const HostFacts& host, const HostMode& /*mode*/) {

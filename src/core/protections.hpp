@@ -6,6 +6,7 @@
 
 #include "core/host.hpp"
 #include "core/mode.hpp"
+#include "core/names.hpp"
 
 namespace iommud::core {
 
@@ -19,6 +20,13 @@ struct Protection {
   std::string text;    // what is the case and what it means
   std::string advice;  // what to do; empty when nothing is needed
 };
+inline constexpr Names<Protection::State, 5> kProtectionStateNames{
+    {{Protection::State::On, "on"},
+     {Protection::State::Off, "off"},
+     {Protection::State::Weakened, "weakened"},
+     {Protection::State::NotApplicable, "not-applicable"},
+     {Protection::State::Unknown, "unknown"}}};
+static_assert(checkNames(kProtectionStateNames, Protection::State::Unknown));
 std::string_view toString(Protection::State state);
 
 /// Why the devices of one group share it: the functions on their paths to the root whose ACS

@@ -3,12 +3,7 @@
 namespace iommud::adapters::dbus {
 
 const char* methodName(Guarded method) {
-  switch (method) {
-    case Guarded::Apply: return "Apply";
-    case Guarded::Revert: return "Revert";
-    case Guarded::Reload: return "Reload";
-  }
-  return "?";
+  return core::nameOf(kGuardedNames, method).data();
 }
 
 const char* polkitAction(Guarded method) {

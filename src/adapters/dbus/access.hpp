@@ -6,13 +6,18 @@
 #include <optional>
 #include <string>
 
+#include "core/names.hpp"
+
 namespace iommud::adapters::dbus {
 
 /// The methods that change the running system, each authorised through its own polkit action
 /// (polkit/org.iommud1.policy).
 enum class Guarded { Apply, Revert, Reload };
+inline constexpr core::Names<Guarded, 3> kGuardedNames{
+    {{Guarded::Apply, "Apply"}, {Guarded::Revert, "Revert"}, {Guarded::Reload, "Reload"}}};
+static_assert(core::checkNames(kGuardedNames, Guarded::Reload));
 
-/// "Apply", "Revert", "Reload".
+/// "Apply", "Revert", "Reload" (kGuardedNames; the names are literals, so NUL-terminated).
 const char* methodName(Guarded method);
 /// "org.iommud1.apply", "org.iommud1.revert", "org.iommud1.reload".
 const char* polkitAction(Guarded method);

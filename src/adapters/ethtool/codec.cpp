@@ -331,12 +331,7 @@ std::string invalidMeaning(Kind kind, ByteView request, const Ack& ack, const st
 }  // namespace
 
 std::string_view toString(Kind kind) {
-  switch (kind) {
-    case Kind::Rings: return "rings";
-    case Kind::Channels: return "channels";
-    case Kind::Coalesce: break;
-  }
-  return "coalesce";
+  return core::nameOf(kKindNames, kind);
 }
 
 std::span<const Attribute> attributes(Kind kind) {

@@ -14,6 +14,7 @@
 
 #include "core/host.hpp"
 #include "core/kernel_version.hpp"
+#include "core/names.hpp"
 #include "core/policy.hpp"
 #include "core/result.hpp"
 
@@ -26,6 +27,9 @@ using ByteView = std::span<const uint8_t>;
 
 /// The three groups of settings iommud tunes; each has its own GET, SET and GET_REPLY message.
 enum class Kind { Rings, Channels, Coalesce };
+inline constexpr core::Names<Kind, 3> kKindNames{
+    {{Kind::Rings, "rings"}, {Kind::Channels, "channels"}, {Kind::Coalesce, "coalesce"}}};
+static_assert(core::checkNames(kKindNames, Kind::Coalesce));
 /// "rings", "channels", "coalesce".
 std::string_view toString(Kind kind);
 

@@ -19,13 +19,7 @@ std::string comparable(ChangeKind kind, std::string_view v) {
 }  // namespace
 
 std::string_view toString(Verified::State s) {
-  switch (s) {
-    case Verified::State::AsRecorded: return "as-recorded";
-    case Verified::State::Drifted: return "drifted";
-    case Verified::State::Gone: return "gone";
-    case Verified::State::Unchecked: return "unchecked";
-  }
-  return "?";
+  return core::nameOf(kVerifiedStateNames, s);
 }
 
 std::vector<Verified> verifyRecords(const std::vector<ChangeRecord>& records, const std::vector<Observed>& observed) {

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "app/host/change_record.hpp"
+#include "core/names.hpp"
 
 namespace iommud::app {
 
@@ -24,7 +25,12 @@ struct Verified {
   std::string now;  // AsRecorded, Drifted: the value the host has
   std::string why;  // Gone, Unchecked: in words
 };
-std::string_view toString(Verified::State s);  // "as-recorded", "drifted", "gone", "unchecked"
+inline constexpr core::Names<Verified::State, 4> kVerifiedStateNames{{{Verified::State::AsRecorded, "as-recorded"},
+                                                                      {Verified::State::Drifted, "drifted"},
+                                                                      {Verified::State::Gone, "gone"},
+                                                                      {Verified::State::Unchecked, "unchecked"}}};
+static_assert(core::checkNames(kVerifiedStateNames, Verified::State::Unchecked));
+std::string_view toString(Verified::State s);
 
 /// Each record with what the host shows for it (observed[i] for records[i]; a record without an
 /// observation is unchecked): as iommud set it, another value, gone, or not checked. Pure.

@@ -13,15 +13,7 @@ using core::DmaEvent;
 using core::DmaSortKey;
 
 std::string_view toString(DmaSortKey key) {
-  switch (key) {
-    case DmaSortKey::Maps: return "maps";
-    case DmaSortKey::MiB: return "mib";
-    case DmaSortKey::MeanSize: return "mean-size";
-    case DmaSortKey::Bounces: return "bounces";
-    case DmaSortKey::Faults: return "faults";
-    case DmaSortKey::Device: return "device";
-  }
-  return "maps";
+  return core::nameOf(core::kDmaSortKeyNames, key);
 }
 
 std::optional<DmaSortKey> sortKeyFor(char key) {

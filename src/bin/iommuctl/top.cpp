@@ -2,6 +2,7 @@
 
 #include <cstdio>
 #include <string>
+#include <vector>
 
 #include "adapters/sysfs/host_reader.hpp"
 #include "app/measure/top_run.hpp"
@@ -25,8 +26,14 @@ void addTop(CLI::App& app, const Globals& globals, int& code) {
                 "One JSON document per interval (schema: " IOMMUD_SCHEMA_DIR "/top.schema.json)");
   cmd->add_option("--device", opts->top.device, "Only this device (a PCI address or a name such as nvme0)");
   cmd->add_flag("--all", opts->top.all, "Show devices without DMA work too");
-  cmd->add_option("--sort", opts->sort, "maps, mib, mean-size, bounces, faults or device")
-      ->check(CLI::IsMember({"maps", "mib", "mean-size", "bounces", "faults", "device"}));
+  std::vector<std::string> sortNames;
+  std::string sortHelp;  // "maps, mib, ... or device"
+  for (const auto& [key, name] : core::kDmaSortKeyNames) {
+    if (!sortNames.empty()) sortHelp += key == core::kDmaSortKeyNames.back().first ? " or " : ", ";
+    sortHelp += name;
+    sortNames.emplace_back(name);
+  }
+  cmd->add_option("--sort", opts->sort, sortHelp)->check(CLI::IsMember(sortNames));
   cmd->add_option("--color", opts->color, "Colour the output: auto (on a terminal), always, never")
       ->check(CLI::IsMember({"auto", "always", "never"}));
   cmd->callback([&globals, &code, opts] {
@@ -37,9 +44,7 @@ void addTop(CLI::App& app, const Globals& globals, int& code) {
       return;
     }
     app::TopOptions top = opts->top;
-    for (char k : std::string("mbsofd")) {
-      if (auto key = app::sortKeyFor(k); key && app::toString(*key) == opts->sort) top.sort = *key;
-    }
+    if (auto key = core::valueNamed(core::kDmaSortKeyNames, opts->sort)) top.sort = *key;
     top.color = useColor(opts->color);
     top.width = textWidth();
     if (!top.device.empty()) {

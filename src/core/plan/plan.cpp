@@ -15,12 +15,7 @@
 namespace iommud::core {
 
 std::string_view toString(Trigger t) {
-  switch (t) {
-    case Trigger::Hotplug: return "hotplug";
-    case Trigger::Coldplug: return "coldplug";
-    case Trigger::Boot: break;
-  }
-  return "boot";
+  return nameOf(kTriggerNames, t);
 }
 
 std::string_view toString(ChangeKind k) {
@@ -32,23 +27,7 @@ std::optional<ChangeKind> parseChangeKind(std::string_view name) {
 }
 
 std::string_view toString(SkipReason r) {
-  switch (r) {
-    case SkipReason::HotplugOnly: return "hotplug-only";
-    case SkipReason::Untrusted: return "untrusted";
-    case SkipReason::NeedsAcceptance: return "needs-acceptance";
-    case SkipReason::InUse: return "in-use";
-    case SkipReason::NeverUnbind: return "never-unbind";
-    case SkipReason::GroupUncovered: return "group-uncovered";
-    case SkipReason::Conflict: return "conflict";
-    case SkipReason::KernelTooOld: return "kernel-too-old";
-    case SkipReason::Unsupported: return "unsupported";
-    case SkipReason::NoIommu: return "no-iommu";
-    case SkipReason::NoNetdev: return "no-netdev";
-    case SkipReason::ParamMissing: return "param-missing";
-    case SkipReason::ParamReadOnly: return "param-read-only";
-    case SkipReason::Overridden: break;
-  }
-  return "overridden";
+  return nameOf(kSkipReasonNames, r);
 }
 
 namespace planning {
