@@ -9,7 +9,7 @@
 
 #include "adapters/dbus/access.hpp"
 #include "adapters/ethtool/codec.hpp"
-#include "app/change/apply.hpp"
+#include "app/change/outcome.hpp"
 #include "app/host/verify.hpp"
 #include "app/report/top.hpp"
 #include "app/worker/worker_report.hpp"
